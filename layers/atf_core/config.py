@@ -1,0 +1,123 @@
+"""Configuration of one deployed (or local) framework: names, shards, timeouts, lambdas.
+
+The same model is read by the Lambda functions (from the ATF_CONFIG
+environment variable), the worker hosts, the local stack and the CDK app, so a
+value means one thing everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
+from atf_core.schema import NAME_PATTERN
+
+CONFIG_ENV = "ATF_CONFIG"
+CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
+
+
+class LambdaSpec(BaseModel):
+    """A callback type: its priorities (highest first) and scheduling budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    priorities: list[str] = Field(default_factory=lambda: ["high", "normal", "low"], min_length=1)
+    default_priority: str = "normal"
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    shards: int | None = Field(default=None, ge=1, le=256, description="Index shards per priority.")
+
+    @model_validator(mode="after")
+    def _default_is_declared(self) -> LambdaSpec:
+        if self.default_priority not in self.priorities:
+            raise ValueError(f"default_priority {self.default_priority!r} is not in {self.priorities}")
+        if len(set(self.priorities)) != len(self.priorities):
+            raise ValueError("priorities must be distinct")
+        return self
+
+
+class Timeouts(BaseModel):
+    """ATF's timeouts, in seconds.
+
+    heartbeat_timeout must exceed three heartbeat intervals plus the time
+    boto3 may spend retrying one heartbeat: an executor whose heartbeats fail
+    kills itself before the consumer may hand its task to someone else.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enqueue: float = Field(default=120.0, gt=0)
+    claim: float = Field(default=30.0, gt=0)
+    heartbeat_interval: float = Field(default=5.0, gt=0)
+    heartbeat: float = Field(default=30.0, gt=0)
+    backoff_base: float = Field(default=2.0, gt=0)
+    backoff_max: float = Field(default=300.0, gt=0)
+
+    @property
+    def call_budget(self) -> float:
+        return HEARTBEAT_CALL_BUDGET_S
+
+    @model_validator(mode="after")
+    def _leases_outlast_self_termination(self) -> Timeouts:
+        floor = 3 * self.heartbeat_interval + self.call_budget
+        if self.heartbeat <= floor:
+            raise ValueError(
+                f"timeouts.heartbeat ({self.heartbeat}s) must exceed 3 x heartbeat_interval "
+                f"+ the heartbeat call's retry budget ({self.call_budget}s) = {floor}s"
+            )
+        if self.claim < self.heartbeat:
+            raise ValueError("timeouts.claim must be at least timeouts.heartbeat")
+        return self
+
+
+class StackConfig(BaseModel):
+    """One environment of the framework."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="atf", pattern=r"^[a-z][a-z0-9-]{0,20}$")
+    table_name: str = "atf-tasks"
+    shards: int = Field(default=4, ge=1, le=256, description="Default index shards per (lambda, priority).")
+    poll_interval: float = Field(default=1.0, gt=0)
+    lookahead: float = Field(default=1.0, ge=0, description="Enqueue tasks this early; workers hold them.")
+    max_in_flight_per_queue: int = Field(default=200, ge=10)
+    page_size: int = Field(default=200, ge=10, le=1000)
+    retention_days: int = Field(default=30, ge=1)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    lambdas: dict[str, LambdaSpec] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _lambda_names(self) -> StackConfig:
+        import re
+
+        for name in self.lambdas:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"lambda name {name!r} must match {NAME_PATTERN}")
+        return self
+
+    def lambda_spec(self, name: str) -> LambdaSpec:
+        return self.lambdas[name]
+
+    def shards_of(self, lambda_name: str) -> int:
+        return self.lambdas[lambda_name].shards or self.shards
+
+    def to_env(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_env(cls) -> StackConfig:
+        """The configuration handed to a process: inline JSON or a file path."""
+        inline = os.environ.get(CONFIG_ENV)
+        if inline:
+            return cls.model_validate_json(inline)
+        path = os.environ.get(CONFIG_FILE_ENV)
+        if path:
+            return cls.from_file(Path(path))
+        raise RuntimeError(f"set {CONFIG_ENV} (JSON) or {CONFIG_FILE_ENV} (a path)")
+
+    @classmethod
+    def from_file(cls, path: Path) -> StackConfig:
+        return cls.model_validate(json.loads(path.read_text()))

@@ -1,0 +1,48 @@
+"""Backpressure: a bounded number of messages in flight per queue.
+
+Each queue's depth is read from SQS now and then and estimated in between by
+counting what this consumer sent, so a slow lambda's queue never grows
+without bound and other lambdas keep their scheduling bandwidth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+QueueKey = tuple[str, str]
+
+
+@dataclass
+class _Estimate:
+    depth: int = 0
+    sent_since: int = 0
+    read_at: float = float("-inf")
+
+
+class QueueBudget:
+    def __init__(
+        self,
+        read_depth: Callable[[str, str], int],
+        cap: int,
+        refresh_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read_depth = read_depth
+        self._cap = cap
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._estimates: dict[QueueKey, _Estimate] = {}
+
+    def available(self, key: QueueKey) -> int:
+        estimate = self._estimates.setdefault(key, _Estimate())
+        stale = self._clock() - estimate.read_at >= self._refresh_s
+        if stale and (estimate.sent_since or estimate.depth or estimate.read_at == float("-inf")):
+            estimate.depth = self._read_depth(*key)
+            estimate.sent_since = 0
+            estimate.read_at = self._clock()
+        return max(0, self._cap - estimate.depth - estimate.sent_since)
+
+    def spent(self, key: QueueKey, count: int) -> None:
+        self._estimates.setdefault(key, _Estimate()).sent_since += count

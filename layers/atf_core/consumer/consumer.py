@@ -1,0 +1,225 @@
+"""One poll of the store consumer.
+
+For every (lambda, priority) whose queue has room, query each shard of the
+index for entries due by now + lookahead, apply gates, record the due tasks
+as enqueued (one conditional write each) and send them in batches of 10.
+Entries whose task is already in flight are checked against the deadline of
+their state, and re-enqueued once it has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.consumer.budget import QueueBudget
+from atf_core.consumer.deadlines import deadline_of, observed_stamp
+from atf_core.consumer.tracker import EntryKey, InFlightTracker
+from atf_core.gating import GateView
+from atf_core.queues import QueueDirectory, TaskMessage
+from atf_core.schema import GateAction, Task, TaskStatus, to_ms, utcnow
+from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store.codec import Assoc, index_partition
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger("atf.consumer")
+
+
+@dataclass
+class PollReport:
+    enqueued: int = 0  # messages sent, re-enqueued tasks included
+    requeued: int = 0
+    dropped: int = 0
+    exhausted: int = 0
+    skipped_full: int = 0
+    send_failures: int = 0
+    errors: int = 0
+    by_queue: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    message: TaskMessage
+    entry: DueEntry
+
+
+@dataclass(frozen=True)
+class ConsumerGroup:
+    """Which shards this consumer polls: shard % of == index."""
+
+    index: int = 0
+    of: int = 1
+
+    def owns(self, shard: int) -> bool:
+        return shard % self.of == self.index
+
+
+class Consumer:
+    def __init__(
+        self,
+        store: TaskStore,
+        sqs: SQSClient,
+        config: StackConfig,
+        group: ConsumerGroup | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._store = store
+        self._sqs = sqs
+        self._config = config
+        self._group = group or ConsumerGroup()
+        self._clock = clock
+        self._queues = QueueDirectory(sqs, config)
+        self._budget = QueueBudget(self._queues.depth, config.max_in_flight_per_queue)
+        self._tracker = InFlightTracker()
+        self._last_gates: GateView | None = None
+
+    def poll(self) -> PollReport:
+        now = self._clock()
+        gates = GateView.of(self._store.gates(), now)
+        self._release_lifted(gates)
+        report = PollReport()
+        seen: set[EntryKey] = set()
+        for lambda_name, spec in self._config.lambdas.items():
+            if gates.lambda_paused(lambda_name):
+                continue
+            for priority in spec.priorities:
+                try:
+                    self._poll_queue(lambda_name, priority, gates, now, report, seen)
+                except Exception:  # noqa: BLE001 - one queue's trouble must not starve the others
+                    log.exception("poll of %s/%s failed", lambda_name, priority)
+                    report.errors += 1
+        self._tracker.prune(seen)
+        return report
+
+    def _poll_queue(
+        self, lambda_name: str, priority: str, gates: GateView, now: datetime, report: PollReport, seen: set[EntryKey]
+    ) -> None:
+        key = (lambda_name, priority)
+        room = self._budget.available(key)
+        if room == 0:
+            report.skipped_full += 1
+            return
+        due = self._due_entries(lambda_name, priority, gates, now, room, seen)
+        outgoing = self._enqueue(due, gates, now, report)
+        sent = self._send(lambda_name, priority, outgoing, now, report)
+        self._budget.spent(key, sent)
+        report.by_queue[key] = sent
+
+    def _partitions(self, lambda_name: str, priority: str) -> list[str]:
+        shards = [s for s in range(self._config.shards_of(lambda_name)) if self._group.owns(s)]
+        random.shuffle(shards)  # no shard always first when the budget runs out
+        return [index_partition(a, lambda_name, priority, s) for s in shards for a in (Assoc.STARTED, Assoc.NEW)]
+
+    def _due_entries(
+        self, lambda_name: str, priority: str, gates: GateView, now: datetime, room: int, seen: set[EntryKey]
+    ) -> list[DueEntry]:
+        up_to = now + timedelta(seconds=self._config.lookahead)
+        skip = gates.paused_collections(lambda_name)
+        now_ms = to_ms(now)
+        picked: list[DueEntry] = []
+        for partition in self._partitions(lambda_name, priority):
+            for entry in self._store.due(partition, up_to, skip):
+                seen.add((entry.id, entry.next_ms))
+                if self._tracker.waiting((entry.id, entry.next_ms), now_ms):
+                    continue
+                picked.append(entry)
+                if len(picked) >= room:
+                    return picked
+        return picked
+
+    def _enqueue(self, entries: Iterable[DueEntry], gates: GateView, now: datetime, report: PollReport) -> list[Outgoing]:
+        outgoing: list[Outgoing] = []
+        for entry in entries:
+            gate = gates.decide(entry.lambda_name, entry.collection)
+            ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
+            if gate is not None and gate.action is GateAction.DROP:
+                reason = f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else "")
+                outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
+                if outcome.applied:
+                    report.dropped += 1
+                    continue
+            else:
+                due_by = now + timedelta(seconds=self._config.lookahead)
+                outcome = self._store.transition(ref, lifecycle.ENQUEUE, Change(now=now, due_by=due_by))
+                if outcome.applied and outcome.task is not None:
+                    message = TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection)
+                    outgoing.append(Outgoing(message, entry))
+                    continue
+            message = self._recover(entry, outcome, now, report)
+            if message is not None:
+                outgoing.append(Outgoing(message, entry))
+        return outgoing
+
+    def _recover(self, entry: DueEntry, outcome: Outcome, now: datetime, report: PollReport) -> TaskMessage | None:
+        """An entry whose task was not waiting to be enqueued: in flight, finished, or stuck."""
+        task = outcome.task
+        now_ms = to_ms(now)
+        key = (entry.id, entry.next_ms)
+        if task is None or task.status.terminal or task.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
+            self._tracker.wait(key, now_ms + 5_000)  # the index lags the table by up to a second
+            return None
+        deadline = deadline_of(task, self._config.timeouts)
+        if deadline is not None and to_ms(deadline) > now_ms:
+            self._tracker.wait(key, to_ms(deadline))
+            return None
+        return self._requeue(TaskRef(entry.id, entry.lambda_name, entry.priority), task, now, report)
+
+    def _requeue(self, ref: TaskRef, task: Task, now: datetime, report: PollReport) -> TaskMessage | None:
+        stamp = observed_stamp(task)
+        running = task.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING)
+        if running and task.attempt >= task.max_attempts:
+            reason = f"attempt {task.attempt} of {task.max_attempts} was lost (executor or controller died)"
+            change = Change(now=now, attempt=task.attempt, observed=stamp, reason=reason)
+            if self._store.transition(ref, lifecycle.EXHAUST, change).applied:
+                report.exhausted += 1
+            return None
+        outcome = self._store.transition(ref, lifecycle.REQUEUE, Change(now=now, attempt=task.attempt, observed=stamp))
+        if not outcome.applied or outcome.task is None:
+            return None
+        report.requeued += 1
+        return TaskMessage(ref.id, outcome.task.attempt, to_ms(now), task.collection)
+
+    def _send(self, lambda_name: str, priority: str, outgoing: list[Outgoing], now: datetime, report: PollReport) -> int:
+        if not outgoing:
+            return 0
+        url = self._queues.url(lambda_name, priority)
+        sent = 0
+        deadline_ms = to_ms(now) + int(self._config.timeouts.enqueue * 1000)
+        for start in range(0, len(outgoing), 10):
+            batch = outgoing[start : start + 10]
+            entries = [{"Id": str(i), "MessageBody": o.message.encode()} for i, o in enumerate(batch)]
+            failed = _failed_ids(self._sqs.send_message_batch(QueueUrl=url, Entries=entries))  # type: ignore[arg-type]
+            for i, item in enumerate(batch):
+                if str(i) in failed:
+                    self._release(item.message, lambda_name, priority, now, report)
+                    continue
+                self._tracker.wait((item.entry.id, item.entry.next_ms), deadline_ms)
+                sent += 1
+        report.enqueued += sent
+        return sent
+
+    def _release(self, message: TaskMessage, lambda_name: str, priority: str, now: datetime, report: PollReport) -> None:
+        """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
+        (if this write fails too, the enqueue timeout still recovers the task)."""
+        report.send_failures += 1
+        ref = TaskRef(message.task_id, lambda_name, priority)
+        self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt))
+
+    def _release_lifted(self, gates: GateView) -> None:
+        """Tasks a controller handed back under a gate are waiting as new: look again once it lifts."""
+        if self._last_gates is not None and set(self._last_gates.gates) - set(gates.gates):
+            self._tracker = InFlightTracker()
+        self._last_gates = gates
+
+
+def _failed_ids(reply: dict[str, object]) -> set[str]:
+    failed = reply.get("Failed") or []
+    return {str(f["Id"]) for f in failed}  # type: ignore[index, union-attr]

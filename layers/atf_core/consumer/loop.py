@@ -1,0 +1,35 @@
+"""The consumer's loop inside one invocation.
+
+EventBridge ticks at most once a minute, so one invocation polls every
+poll_interval until shortly before its time runs out; the next tick starts
+the next invocation. A duplicated tick only means two consumers for a while,
+which the conditional writes make harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from atf_core.consumer.consumer import Consumer, PollReport
+
+
+def run_until(
+    consumer: Consumer,
+    remaining_s: Callable[[], float],
+    poll_interval: float,
+    margin_s: float = 2.0,
+    on_poll: Callable[[PollReport, float], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Poll until less than margin_s + one poll is left; returns the number of polls."""
+    polls = 0
+    while remaining_s() > margin_s + poll_interval and not should_stop():
+        started = time.monotonic()
+        report = consumer.poll()
+        elapsed = time.monotonic() - started
+        polls += 1
+        if on_poll is not None:
+            on_poll(report, elapsed)
+        time.sleep(max(0.0, poll_interval - elapsed))
+    return polls

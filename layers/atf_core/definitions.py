@@ -1,0 +1,134 @@
+"""The table and queues, defined once.
+
+The local stack creates them from these definitions with boto3, and the CDK
+app builds its constructs from the same ones, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from atf_core.config import StackConfig
+
+
+class Attr:
+    """Short attribute names: DynamoDB bills by item size, names included."""
+
+    ID = "id"
+    INDEX_PK = "gs"  # "<assoc>#<lambda>#<priority>#<shard>"
+    INDEX_SK = "nt"  # next_timestamp, epoch milliseconds
+    LAMBDA = "l"
+    COLLECTION = "c"
+    PRIORITY = "p"
+    PAYLOAD = "d"
+    STATUS = "s"
+    ATTEMPT = "a"
+    MAX_ATTEMPTS = "m"
+    SCHEDULED = "sa"
+    CREATED = "cr"
+    ENQUEUED = "ea"
+    CLAIMED = "ca"
+    HEARTBEAT = "ha"
+    FINISHED = "fa"
+    ERROR = "e"
+    REASON = "r"
+    KEY = "k"
+    FINGERPRINT = "f"
+    WRITER = "w"  # token of the last transition, to recognise our own lost-response retries
+    EXPIRES = "ttl"
+
+
+INDEX_NAME = "due"
+# Attributes copied into the index never change after creation, so no
+# transition pays an index write for them.
+INDEX_PROJECTION = (Attr.LAMBDA, Attr.COLLECTION, Attr.PRIORITY)
+GATES_ITEM_ID = "#gates"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    dead_letter_name: str
+    lambda_name: str
+    priority: str
+    visibility_timeout_s: int
+    retention_s: int
+    max_receive_count: int
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    partition_key: str
+    index_name: str
+    index_partition_key: str
+    index_sort_key: str
+    index_projection: tuple[str, ...]
+    ttl_attribute: str
+
+
+def table_spec(config: StackConfig) -> TableSpec:
+    return TableSpec(
+        name=config.table_name,
+        partition_key=Attr.ID,
+        index_name=INDEX_NAME,
+        index_partition_key=Attr.INDEX_PK,
+        index_sort_key=Attr.INDEX_SK,
+        index_projection=INDEX_PROJECTION,
+        ttl_attribute=Attr.EXPIRES,
+    )
+
+
+def create_table_request(config: StackConfig) -> dict[str, Any]:
+    """CreateTable arguments for boto3 (the local stack and tests)."""
+    spec = table_spec(config)
+    return {
+        "TableName": spec.name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": spec.partition_key, "AttributeType": "S"},
+            {"AttributeName": spec.index_partition_key, "AttributeType": "S"},
+            {"AttributeName": spec.index_sort_key, "AttributeType": "N"},
+        ],
+        "KeySchema": [{"AttributeName": spec.partition_key, "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": spec.index_name,
+                "KeySchema": [
+                    {"AttributeName": spec.index_partition_key, "KeyType": "HASH"},
+                    {"AttributeName": spec.index_sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": list(spec.index_projection),
+                },
+            }
+        ],
+    }
+
+
+def queue_name(config: StackConfig, lambda_name: str, priority: str) -> str:
+    return f"{config.name}-{lambda_name}-{priority}"
+
+
+def queue_specs(config: StackConfig) -> list[QueueSpec]:
+    # Messages are deleted right after the claim, so visibility only has to
+    # cover a controller's local buffer; the task store, not SQS, is the
+    # durable record.
+    specs = []
+    for lambda_name, spec in config.lambdas.items():
+        for priority in spec.priorities:
+            name = queue_name(config, lambda_name, priority)
+            specs.append(
+                QueueSpec(
+                    name=name,
+                    dead_letter_name=f"{name}-dlq",
+                    lambda_name=lambda_name,
+                    priority=priority,
+                    visibility_timeout_s=60,
+                    retention_s=4 * 24 * 3600,
+                    max_receive_count=10,
+                )
+            )
+    return specs

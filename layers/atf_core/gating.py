@@ -1,0 +1,70 @@
+"""Gates: pause or drop a lambda, or one collection of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from atf_core.config import StackConfig
+from atf_core.errors import InputError, NotFound, UnknownLambda
+from atf_core.schema import Gate, GateAction, utcnow
+from atf_core.store.base import TaskStore
+
+
+@dataclass(frozen=True)
+class GateView:
+    """The gates in force at one moment, ready for quick look-ups."""
+
+    gates: tuple[Gate, ...]
+    now: datetime
+
+    @classmethod
+    def of(cls, gates: list[Gate], now: datetime) -> GateView:
+        return cls(tuple(g for g in gates if g.active(now)), now)
+
+    def decide(self, lambda_name: str, collection: str) -> Gate | None:
+        """The gate that applies to a task; drop wins over pause, collection over lambda."""
+        found = [g for g in self.gates if g.lambda_ == lambda_name and g.collection in (None, collection)]
+        if not found:
+            return None
+        return min(found, key=lambda g: (g.action is not GateAction.DROP, g.collection is None))
+
+    def lambda_paused(self, lambda_name: str) -> bool:
+        return any(
+            g.lambda_ == lambda_name and g.collection is None and g.action is GateAction.PAUSE for g in self.gates
+        )
+
+    def paused_collections(self, lambda_name: str) -> set[str]:
+        return {
+            g.collection
+            for g in self.gates
+            if g.lambda_ == lambda_name and g.collection is not None and g.action is GateAction.PAUSE
+        }
+
+
+class Gating:
+    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+        self._store = store
+        self._config = config
+
+    def set(
+        self, lambda_name: str, collection: str | None, action: GateAction, until: datetime | None, reason: str = ""
+    ) -> Gate:
+        if lambda_name not in self._config.lambdas:
+            raise UnknownLambda(f"unknown lambda {lambda_name!r}", "lambda")
+        now = utcnow()
+        if until is not None and until <= now:
+            raise InputError("until is in the past", "until")
+        gate = Gate(lambda_=lambda_name, collection=collection, action=action, until=until, reason=reason, created_at=now)
+        self._store.put_gate(gate)
+        return gate
+
+    def lift(self, lambda_name: str, collection: str | None) -> None:
+        if not self._store.delete_gate(lambda_name, collection):
+            raise NotFound(f"no gate on {lambda_name}/{collection or '*'}", "lambda")
+
+    def list(self) -> list[Gate]:
+        return self._store.gates()
+
+    def view(self, now: datetime | None = None) -> GateView:
+        return GateView.of(self._store.gates(), now or utcnow())

@@ -1,0 +1,90 @@
+"""ATF's state machine: every legal transition, and what it does to the index.
+
+A transition is applied by the store as one conditional write that checks
+the current status (and, where a writer acts for one execution or message,
+the attempt), so a stale writer can never overwrite newer state.
+
+How the scheduling index follows ATF's table, at fewer write units:
+- new: next_timestamp = the scheduled time.
+- enqueued / claimed: the index entry is left where it was (the consumer
+  knows the deadline, enqueued + enqueue_timeout or claimed + claim_timeout,
+  from the item itself). Moving it would cost two index writes per step.
+- processing: each heartbeat moves next_timestamp to heartbeat + timeout.
+- retriable_failure: next_timestamp = now + backoff (or the callback's retry-after).
+- terminal: the entry leaves the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from atf_core.schema import TaskStatus
+
+S = TaskStatus
+
+
+class IndexEffect(StrEnum):
+    KEEP = "keep"
+    MOVE = "move"
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: frozenset[TaskStatus]
+    target: TaskStatus
+    index: IndexEffect = IndexEffect.KEEP
+    fenced: bool = True  # the writer must name the attempt it acts for
+    bumps_attempt: bool = False
+
+    def allows(self, status: TaskStatus) -> bool:
+        return status in self.sources
+
+
+def _t(name: str, sources: set[TaskStatus], target: TaskStatus, **kw: object) -> Transition:
+    return Transition(name, frozenset(sources), target, **kw)  # type: ignore[arg-type]
+
+
+IN_FLIGHT = {S.ENQUEUED, S.CLAIMED, S.PROCESSING}
+RUNNING = {S.CLAIMED, S.PROCESSING}
+NOT_STARTED = {S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE}
+
+# The consumer found the task due (or due again after a retriable failure).
+ENQUEUE = _t("enqueue", {S.NEW, S.RETRIABLE_FAILURE}, S.ENQUEUED, fenced=False)
+# The consumer found an in-flight task past its deadline (lost message, dead
+# controller, dead executor) and pushes it again.
+REQUEUE = _t("requeue", IN_FLIGHT, S.ENQUEUED)
+# ...and when that task has used all its attempts, it ends.
+EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
+# A controller took the task off its queue for an executor: a new execution.
+CLAIM = _t("claim", {S.ENQUEUED}, S.CLAIMED, bumps_attempt=True)
+# A controller found the task gated after it was enqueued: back to the consumer.
+RELEASE = _t("release", {S.ENQUEUED}, S.NEW)
+HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=IndexEffect.MOVE)
+SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=IndexEffect.REMOVE)
+FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=IndexEffect.MOVE)
+FAIL_FATAL = _t("fail_fatal", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
+CANCEL = _t("cancel", NOT_STARTED, S.CANCELLED, index=IndexEffect.REMOVE, fenced=False)
+DROP = _t("drop", NOT_STARTED, S.DROPPED, index=IndexEffect.REMOVE, fenced=False)
+
+TRANSITIONS: tuple[Transition, ...] = (
+    ENQUEUE,
+    REQUEUE,
+    EXHAUST,
+    CLAIM,
+    RELEASE,
+    HEARTBEAT,
+    SUCCEED,
+    FAIL_RETRIABLE,
+    FAIL_FATAL,
+    CANCEL,
+    DROP,
+)
+
+
+def backoff_seconds(attempt: int, base: float, cap: float, jitter: float) -> float:
+    """Exponential backoff with full jitter; `jitter` is a uniform draw in [0, 1)."""
+    ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
+    return ceiling / 2 + (ceiling / 2) * jitter

@@ -1,0 +1,79 @@
+"""Accepting, reading and cancelling tasks: what the frontend does."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.errors import Conflict, InputError, NotFound, UnknownLambda, UnknownPriority
+from atf_core.schema import MAX_SCHEDULE_AHEAD, ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
+
+_KEY_NAMESPACE = uuid.UUID("6f1c2a43-5b0e-4c43-9a57-7f4b1d2e9c10")
+
+
+def task_id_for(lambda_name: str, key: str | None) -> str:
+    """Idempotency keys map to a fixed id, so a repeated request finds its task."""
+    if key is None:
+        return uuid.uuid4().hex
+    return uuid.uuid5(_KEY_NAMESPACE, f"{lambda_name}\n{key}").hex
+
+
+def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> Task:
+    """The task a request asks for, after the checks that need the configuration."""
+    spec = config.lambdas.get(request.lambda_)
+    if spec is None:
+        raise UnknownLambda(f"unknown lambda {request.lambda_!r}; known: {sorted(config.lambdas)}", "lambda")
+    priority = request.priority or spec.default_priority
+    if priority not in spec.priorities:
+        raise UnknownPriority(f"priority {priority!r} is not one of {spec.priorities}", "priority")
+    due = request.due_time(now)
+    if due - now > MAX_SCHEDULE_AHEAD:
+        raise InputError("run_at is more than a year ahead", "run_at" if request.run_at else "delay_seconds")
+    return Task(
+        id=task_id_for(request.lambda_, request.key),
+        lambda_=request.lambda_,
+        collection=request.collection,
+        priority=priority,
+        payload=request.payload,
+        status=TaskStatus.NEW,
+        attempt=0,
+        max_attempts=request.max_attempts or spec.max_attempts,
+        scheduled_at=due,
+        created_at=now,
+        key=request.key,
+    )
+
+
+class Scheduling:
+    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+        self._store = store
+        self._config = config
+
+    def schedule(self, request: ScheduleRequest, now: datetime | None = None) -> CreateResult:
+        task = build_task(self._config, request, now or utcnow())
+        result = self._store.create(task, request.fingerprint())
+        if result.conflict:
+            raise Conflict(f"key {request.key!r} was used for a different request", "key")
+        return result
+
+    def get(self, task_id: str) -> Task:
+        task = self._store.get(task_id)
+        if task is None:
+            raise NotFound(f"no task {task_id!r}", "id")
+        return task
+
+    def cancel(self, task_id: str, reason: str = "cancelled by request") -> Task:
+        task = self.get(task_id)
+        if task.status is TaskStatus.CANCELLED:
+            return task
+        if not lifecycle.CANCEL.allows(task.status):
+            raise Conflict(f"task {task_id} is {task.status.value}; only tasks not yet started can be cancelled", "id")
+        outcome = self._store.transition(TaskRef.of(task), lifecycle.CANCEL, Change(now=utcnow(), reason=reason))
+        if not outcome.applied:
+            now_status = outcome.task.status.value if outcome.task else "gone"
+            raise Conflict(f"task {task_id} moved to {now_status} while cancelling", "id")
+        assert outcome.task is not None
+        return outcome.task

@@ -1,0 +1,180 @@
+"""The one task schema: statuses, the task record and the schedule request.
+
+Every component (frontend, consumer, controller, executor, SDK, CLI) imports
+these models; nothing else defines the shape of a task.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_SCHEDULE_AHEAD = timedelta(days=366)
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+COLLECTION_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+class TaskStatus(StrEnum):
+    NEW = "new"
+    ENQUEUED = "enqueued"
+    CLAIMED = "claimed"
+    PROCESSING = "processing"
+    RETRIABLE_FAILURE = "retriable_failure"
+    SUCCESS = "success"
+    FATAL_FAILURE = "fatal_failure"
+    CANCELLED = "cancelled"
+    DROPPED = "dropped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {TaskStatus.SUCCESS, TaskStatus.FATAL_FAILURE, TaskStatus.CANCELLED, TaskStatus.DROPPED}
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_ms(moment: datetime) -> int:
+    """Epoch milliseconds, exact for times that came from from_ms."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(millis: int | float) -> datetime:
+    return _EPOCH + timedelta(milliseconds=int(millis))
+
+
+def maybe_from_ms(millis: int | float | None) -> datetime | None:
+    return None if millis is None else from_ms(millis)
+
+
+def payload_size(payload: dict[str, Any]) -> int:
+    """Size of the payload as it is stored: compact JSON in UTF-8."""
+    return len(encode_payload(payload).encode())
+
+
+def encode_payload(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+class TaskError(BaseModel):
+    """Why an attempt failed, kept on the task record."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+    attempt: int
+    at: datetime
+
+
+class Task(BaseModel):
+    """A task as the store holds it; returned by every read."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    id: str
+    lambda_: str = Field(alias="lambda")
+    collection: str
+    priority: str
+    payload: dict[str, Any]
+    status: TaskStatus
+    attempt: int = Field(description="Executions started so far; the fencing token.")
+    max_attempts: int
+    scheduled_at: datetime
+    created_at: datetime
+    enqueued_at: datetime | None = None
+    claimed_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    finished_at: datetime | None = None
+    last_error: TaskError | None = None
+    reason: str | None = Field(default=None, description="Why a task was dropped or cancelled.")
+    key: str | None = None
+
+
+class ScheduleRequest(BaseModel):
+    """What a client asks for when it schedules a task.
+
+    Checks that need no configuration live here; whether the lambda and
+    priority exist is checked against the stack's configuration by
+    `atf_core.scheduling`.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
+
+    lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    priority: str | None = None
+    run_at: datetime | None = None
+    delay_seconds: float | None = Field(default=None, ge=0)
+    key: str | None = Field(default=None, min_length=1, max_length=128)
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        size = payload_size(payload)
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
+        return payload
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_has_zone(cls, run_at: datetime | None) -> datetime | None:
+        if run_at is not None and run_at.tzinfo is None:
+            raise ValueError("run_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+        return run_at
+
+    @model_validator(mode="after")
+    def _one_way_to_say_when(self) -> ScheduleRequest:
+        if self.run_at is not None and self.delay_seconds is not None:
+            raise ValueError("give run_at or delay_seconds, not both")
+        return self
+
+    def due_time(self, now: datetime) -> datetime:
+        if self.run_at is not None:
+            return self.run_at.astimezone(UTC)
+        return now + timedelta(seconds=self.delay_seconds or 0)
+
+    def fingerprint(self) -> str:
+        """What makes two requests with one idempotency key the same request."""
+        body = self.model_dump(mode="json", by_alias=True, exclude={"key"})
+        return encode_payload(body)
+
+
+class GateAction(StrEnum):
+    PAUSE = "pause"
+    DROP = "drop"
+
+
+class Gate(BaseModel):
+    """A pause or drop on a lambda, or on one collection of a lambda."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
+    collection: str | None = Field(default=None, pattern=COLLECTION_PATTERN)
+    action: GateAction
+    until: datetime | None = None
+    reason: str = ""
+    created_at: datetime
+
+    def active(self, now: datetime) -> bool:
+        return self.until is None or now < self.until
+
+    @property
+    def scope(self) -> str:
+        return f"{self.lambda_}/{self.collection or '*'}"

@@ -1,0 +1,1 @@
+"""The task store: an abstract contract and its DynamoDB backend."""

@@ -1,0 +1,98 @@
+"""The task store's contract. DynamoDB is the backend; tests may add others."""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from atf_core.lifecycle import Transition
+from atf_core.schema import Gate, Task, TaskError
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    """One index entry the consumer found due."""
+
+    id: str
+    lambda_name: str
+    collection: str
+    priority: str
+    next_ms: int
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    task: Task
+    created: bool
+    conflict: bool = False  # same idempotency key, different request
+
+
+@dataclass
+class Change:
+    """What one transition writes besides the status.
+
+    `writer` identifies this logical write across botocore's retries: when a
+    write succeeded but its response was lost, the retry fails its condition,
+    finds its own token on the item and reports success instead of failure.
+    """
+
+    now: datetime
+    attempt: int | None = None
+    next_at: datetime | None = None
+    error: TaskError | None = None
+    reason: str | None = None
+    due_by: datetime | None = None
+    observed: dict[str, int] = field(default_factory=dict)
+    writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of a transition: applied (or reconciled) with the new task,
+    or rejected with the task as it stood."""
+
+    applied: bool
+    task: Task | None
+    reconciled: bool = False
+
+
+class TaskStore(ABC):
+    @abstractmethod
+    def create(self, task: Task, fingerprint: str) -> CreateResult: ...
+
+    @abstractmethod
+    def get(self, task_id: str) -> Task | None: ...
+
+    @abstractmethod
+    def get_many(self, task_ids: Sequence[str]) -> list[Task]: ...
+
+    @abstractmethod
+    def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome: ...
+
+    @abstractmethod
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]: ...
+
+    @abstractmethod
+    def gates(self) -> list[Gate]: ...
+
+    @abstractmethod
+    def put_gate(self, gate: Gate) -> None: ...
+
+    @abstractmethod
+    def delete_gate(self, lambda_name: str, collection: str | None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """Enough of a task to address it and its index partition."""
+
+    id: str
+    lambda_name: str
+    priority: str
+
+    @classmethod
+    def of(cls, task: Task) -> TaskRef:
+        return cls(task.id, task.lambda_, task.priority)

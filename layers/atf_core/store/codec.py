@@ -1,0 +1,124 @@
+"""Translate between Task models and DynamoDB items (short attribute names)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from atf_core.definitions import Attr
+from atf_core.schema import Gate, GateAction, Task, TaskError, TaskStatus, encode_payload, from_ms, maybe_from_ms, to_ms
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+Item = dict[str, Any]
+
+
+class Assoc:
+    """ATF's association status, the first part of the index partition key."""
+
+    NEW = "n"
+    STARTED = "s"
+
+
+def shard_of(task_id: str, shards: int) -> int:
+    return zlib.crc32(task_id.encode()) % shards
+
+
+def index_partition(assoc: str, lambda_name: str, priority: str, shard: int) -> str:
+    return f"{assoc}#{lambda_name}#{priority}#{shard}"
+
+
+def to_attr(value: Any) -> dict[str, Any]:
+    return _serializer.serialize(value)
+
+
+def from_item(item: Item) -> dict[str, Any]:
+    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def task_to_item(task: Task, fingerprint: str, index_pk: str) -> Item:
+    plain: dict[str, Any] = {
+        Attr.ID: task.id,
+        Attr.LAMBDA: task.lambda_,
+        Attr.COLLECTION: task.collection,
+        Attr.PRIORITY: task.priority,
+        Attr.PAYLOAD: encode_payload(task.payload),
+        Attr.STATUS: task.status.value,
+        Attr.ATTEMPT: task.attempt,
+        Attr.MAX_ATTEMPTS: task.max_attempts,
+        Attr.SCHEDULED: to_ms(task.scheduled_at),
+        Attr.CREATED: to_ms(task.created_at),
+        Attr.FINGERPRINT: fingerprint,
+        Attr.INDEX_PK: index_pk,
+        Attr.INDEX_SK: to_ms(task.scheduled_at),
+    }
+    if task.key is not None:
+        plain[Attr.KEY] = task.key
+    return {key: to_attr(value) for key, value in plain.items()}
+
+
+def item_to_task(item: Item) -> Task:
+    raw = from_item(item)
+    error = raw.get(Attr.ERROR)
+    return Task(
+        id=raw[Attr.ID],
+        lambda_=raw[Attr.LAMBDA],
+        collection=raw[Attr.COLLECTION],
+        priority=raw[Attr.PRIORITY],
+        payload=json.loads(raw[Attr.PAYLOAD]),
+        status=TaskStatus(raw[Attr.STATUS]),
+        attempt=raw[Attr.ATTEMPT],
+        max_attempts=raw[Attr.MAX_ATTEMPTS],
+        scheduled_at=from_ms(raw[Attr.SCHEDULED]),
+        created_at=from_ms(raw[Attr.CREATED]),
+        enqueued_at=maybe_from_ms(raw.get(Attr.ENQUEUED)),
+        claimed_at=maybe_from_ms(raw.get(Attr.CLAIMED)),
+        heartbeat_at=maybe_from_ms(raw.get(Attr.HEARTBEAT)),
+        finished_at=maybe_from_ms(raw.get(Attr.FINISHED)),
+        last_error=_error_from(error) if error else None,
+        reason=raw.get(Attr.REASON),
+        key=raw.get(Attr.KEY),
+    )
+
+
+def error_to_plain(error: TaskError) -> dict[str, Any]:
+    return {"t": error.type, "m": error.message[:2000], "a": error.attempt, "at": to_ms(error.at)}
+
+
+def _error_from(raw: dict[str, Any]) -> TaskError:
+    return TaskError(type=raw["t"], message=raw["m"], attempt=raw["a"], at=from_ms(raw["at"]))
+
+
+def gate_to_plain(gate: Gate) -> dict[str, Any]:
+    plain: dict[str, Any] = {"a": gate.action.value, "r": gate.reason, "t": to_ms(gate.created_at)}
+    if gate.until is not None:
+        plain["u"] = to_ms(gate.until)
+    return plain
+
+
+def gate_from_plain(scope: str, raw: dict[str, Any]) -> Gate:
+    lambda_name, _, collection = scope.partition("/")
+    return Gate(
+        lambda_=lambda_name,
+        collection=None if collection == "*" else collection,
+        action=GateAction(raw["a"]),
+        until=maybe_from_ms(raw.get("u")),
+        reason=raw.get("r", ""),
+        created_at=from_ms(raw["t"]),
+    )

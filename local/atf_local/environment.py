@@ -1,0 +1,31 @@
+"""Process environment for talking to the embedded AWS: an endpoint and dummy credentials."""
+
+from __future__ import annotations
+
+import os
+
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+QUIET_POWERTOOLS = {
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_DISABLED": "true",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+}
+
+
+def local_environment(endpoint: str, config_json: str) -> dict[str, str]:
+    """What a process of the local stack needs in its environment."""
+    env = dict(os.environ)
+    for key, value in {**DUMMY_CREDENTIALS, **QUIET_POWERTOOLS}.items():
+        env.setdefault(key, value)
+    env["ATF_AWS_ENDPOINT"] = endpoint
+    env["ATF_CONFIG"] = config_json
+    return env
+
+
+def apply(endpoint: str, config_json: str) -> None:
+    os.environ.update(local_environment(endpoint, config_json))

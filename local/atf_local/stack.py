@@ -1,0 +1,81 @@
+"""Start the local stack: moto's server on loopback, the table and queues, the consumer."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atf_core.aws import make_clients
+from atf_core.config import StackConfig
+from atf_local import environment
+from atf_local.provision import provision
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+
+
+@dataclass
+class LocalStack:
+    """moto's server in this process; the consumer in a child process, as its Lambda would run."""
+
+    config: StackConfig
+    aws_port: int = 4566
+    consumers: int = 1
+    _server: object | None = None
+    _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.aws_port}"
+
+    def start(self, with_consumer: bool = True) -> None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        environment.apply(self.endpoint, self.config.model_dump_json())
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.aws_port, verbose=False)
+        server.start()
+        self._server = server
+        wait_for_port(self.aws_port)
+        provision(make_clients(self.endpoint), self.config)
+        if with_consumer:
+            for index in range(self.consumers):
+                self._children.append(start_consumer(self.endpoint, self.config, index, self.consumers))
+
+    def stop(self) -> None:
+        for child in self._children:
+            child.terminate()
+        for child in self._children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if self._server is not None:
+            self._server.stop()  # type: ignore[attr-defined]
+
+
+def start_consumer(endpoint: str, config: StackConfig, index: int = 0, of: int = 1) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "atf_local", "consumer", "--group", str(index), "--groups", str(of)]
+    env = environment.local_environment(endpoint, config.model_dump_json())
+    return subprocess.Popen(command, env=env, cwd=REPO)

@@ -1,0 +1,206 @@
+"""The controller: one per worker host.
+
+It long-polls only the queues of the lambdas this host serves, keeps their
+messages in per-lambda buffers, and answers NextWork from executor threads
+highest priority first, claiming each task with a conditional write before it
+hands the task out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, Listener
+from typing import TYPE_CHECKING
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.gating import GateView
+from atf_core.queues import QueueDirectory, TaskMessage
+from atf_core.schema import GateAction, Task, utcnow
+from atf_core.store.base import Change, TaskRef, TaskStore
+from atf_sdk.worker.buffers import Buffered, WorkBuffer
+from atf_sdk.worker.protocol import NextWork, NoWork, Work
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+log = logging.getLogger("atf.controller")
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    buffer_per_lambda: int = 20
+    receive_wait_s: int = 10
+    gate_refresh_s: float = 2.0
+
+
+class Controller:
+    def __init__(
+        self,
+        store: TaskStore,
+        sqs: SQSClient,
+        sqs_long_poll: SQSClient,
+        config: StackConfig,
+        lambda_names: list[str],
+        settings: ControllerSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._sqs = sqs
+        self._long_poll = sqs_long_poll
+        self._config = config
+        self._lambdas = lambda_names
+        self._settings = settings or ControllerSettings()
+        self._queues = QueueDirectory(sqs, config)
+        self._buffers = {name: WorkBuffer(self._settings.buffer_per_lambda) for name in lambda_names}
+        self._draining = threading.Event()
+        self._gates = GateView.of([], utcnow())
+        self._gates_read = 0.0
+        self._gate_lock = threading.Lock()
+        self.claimed = 0
+
+    # -- receiving -----------------------------------------------------------
+    def start_receivers(self) -> list[threading.Thread]:
+        threads = []
+        for name in self._lambdas:
+            for rank, priority in enumerate(self._config.lambdas[name].priorities):
+                thread = threading.Thread(target=self._receive_loop, args=(name, priority, rank), daemon=True)
+                thread.start()
+                threads.append(thread)
+        return threads
+
+    def _receive_loop(self, lambda_name: str, priority: str, rank: int) -> None:
+        url = self._queues.url(lambda_name, priority)
+        buffer = self._buffers[lambda_name]
+        while not self._draining.is_set():
+            room = min(10, buffer.room())
+            if room == 0 or self._lambda_paused(lambda_name):
+                time.sleep(0.05)
+                continue
+            try:
+                reply = self._long_poll.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=room, WaitTimeSeconds=self._settings.receive_wait_s
+                )
+            except Exception:  # noqa: BLE001 - the queue is unreachable for now; the store keeps the tasks
+                log.exception("receive from %s failed", url)
+                time.sleep(1)
+                continue
+            for message in reply.get("Messages", []):
+                buffer.put(rank, TaskMessage.decode(message["Body"]), url, message["ReceiptHandle"])
+
+    # -- NextWork ------------------------------------------------------------
+    def next_work(self, lambda_name: str, wait_s: float) -> Task | None:
+        """Claim and return the best due task for this lambda, or None after wait_s."""
+        buffer = self._buffers[lambda_name]
+        deadline = time.monotonic() + wait_s
+        while not self._draining.is_set():
+            item = buffer.take(max(0.0, deadline - time.monotonic()))
+            if item is None:
+                return None
+            task = self._claim(lambda_name, item)
+            if task is not None:
+                return task
+        return None
+
+    def _claim(self, lambda_name: str, item: Buffered) -> Task | None:
+        message = item.message
+        ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
+        now = utcnow()
+        gate = self._gate_view().decide(lambda_name, message.collection)
+        try:
+            if gate is not None:
+                self._apply_gate(ref, message, gate.action, gate.scope, now)
+                self._delete(item)
+                return None
+            outcome = self._store.transition(ref, lifecycle.CLAIM, Change(now=now, attempt=message.attempt))
+        except Exception:  # noqa: BLE001 - leave the message; SQS redelivers it after its visibility timeout
+            log.exception("claim of %s failed", message.task_id)
+            return None
+        self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
+        if outcome.applied and outcome.task is not None:
+            self.claimed += 1
+            return outcome.task
+        return None
+
+    def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: object) -> None:
+        if action is GateAction.DROP:
+            change = Change(now=utcnow(), reason=f"dropped by gate {scope}")
+            self._store.transition(ref, lifecycle.DROP, change)
+        else:
+            self._store.transition(ref, lifecycle.RELEASE, Change(now=utcnow(), attempt=message.attempt))
+
+    def _delete(self, item: Buffered) -> None:
+        try:
+            self._sqs.delete_message(QueueUrl=item.queue_url, ReceiptHandle=item.receipt)
+        except Exception:  # noqa: BLE001 - a redelivered message fails its claim harmlessly
+            log.warning("delete of message for %s failed", item.message.task_id)
+
+    # -- gates ---------------------------------------------------------------
+    def _gate_view(self) -> GateView:
+        with self._gate_lock:
+            if time.monotonic() - self._gates_read > self._settings.gate_refresh_s:
+                try:
+                    self._gates = GateView.of(self._store.gates(), utcnow())
+                    self._gates_read = time.monotonic()
+                except Exception:  # noqa: BLE001 - keep the last view
+                    log.warning("reading gates failed")
+            return self._gates
+
+    def _lambda_paused(self, lambda_name: str) -> bool:
+        return self._gate_view().lambda_paused(lambda_name)
+
+    # -- stopping ------------------------------------------------------------
+    def drain(self) -> None:
+        """Stop receiving and claiming; hand buffered messages back to SQS at once."""
+        self._draining.set()
+        for buffer in self._buffers.values():
+            for item in buffer.drain():
+                try:
+                    self._sqs.change_message_visibility(
+                        QueueUrl=item.queue_url, ReceiptHandle=item.receipt, VisibilityTimeout=0
+                    )
+                except Exception:  # noqa: BLE001 - it becomes visible after its timeout anyway
+                    log.warning("could not release message for %s", item.message.task_id)
+
+    @property
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
+
+class NextWorkServer:
+    """Serves NextWork to executor threads over a Unix socket."""
+
+    def __init__(self, controller: Controller, address: str, authkey: bytes) -> None:
+        self._controller = controller
+        self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
+        self.address = address
+
+    def serve_forever(self) -> None:
+        while True:
+            try:
+                connection = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: Connection) -> None:
+        with connection:
+            while True:
+                try:
+                    request = connection.recv()
+                except (EOFError, OSError):
+                    return
+                connection.send(self._answer(request))
+
+    def _answer(self, request: NextWork) -> Work | NoWork:
+        if self._controller.draining:
+            return NoWork(stop=True)
+        task = self._controller.next_work(request.lambda_name, request.wait_s)
+        if task is None:
+            return NoWork(stop=self._controller.draining)
+        return Work(task.model_dump_json(by_alias=True))
+
+    def close(self) -> None:
+        self._listener.close()

@@ -1,0 +1,146 @@
+"""An executor: a process bound to one lambda, with several threads.
+
+Each thread loops: ask the controller for work, run the callback while the
+process heartbeats for it, report the result with a write fenced by the
+attempt. The process exits when the controller says the host is draining,
+once its running tasks are done.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from multiprocessing.connection import Client
+
+from atf_core import lifecycle
+from atf_core.aws import make_clients
+from atf_core.config import StackConfig
+from atf_core.schema import Task, TaskError, utcnow
+from atf_core.store.base import Change, TaskRef, TaskStore
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_sdk.worker.heartbeat import Heartbeats
+from atf_sdk.worker.protocol import NextWork, Work
+from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
+
+log = logging.getLogger("atf.executor")
+REPORT_TRIES = 5
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    lambda_name: str
+    lambdas_spec: str  # "module:attribute" of the Lambdas registry
+    address: str
+    authkey: bytes
+    threads: int
+    config_json: str
+    endpoint_url: str | None
+
+
+def executor_main(spec: ExecutorSpec) -> None:
+    """Entry point of an executor process."""
+    # The host decides when to stop; a Ctrl-C or SIGTERM sent to the whole
+    # process group must not cut a callback short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    config = StackConfig.model_validate_json(spec.config_json)
+    clients = make_clients(spec.endpoint_url)
+    store = DynamoTaskStore(clients.dynamodb, config)
+    callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
+    heartbeats = Heartbeats(DynamoTaskStore(clients.dynamodb_heartbeat, config), config.timeouts)
+    threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
+    runner = TaskRunner(store, config, callback, heartbeats)
+    workers = [
+        threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    heartbeats.stop()
+
+
+def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
+    try:
+        connection = Client(spec.address, family="AF_UNIX", authkey=spec.authkey)
+    except OSError:
+        return
+    with connection:
+        while True:
+            try:
+                connection.send(NextWork(spec.lambda_name, wait_s=1.0))
+                reply = connection.recv()
+            except (EOFError, OSError):
+                return  # the controller is gone: nothing more to do
+            if isinstance(reply, Work):
+                runner.run(reply.task())
+            elif reply.stop:
+                return
+
+
+class TaskRunner:
+    """Runs one task's callback and records how it ended."""
+
+    def __init__(self, store: TaskStore, config: StackConfig, callback: Callback, heartbeats: Heartbeats) -> None:
+        self._store = store
+        self._config = config
+        self._callback = callback
+        self._heartbeats = heartbeats
+
+    def run(self, task: Task) -> None:
+        self._heartbeats.track(task)
+        try:
+            self._callback(TaskContext.of(task))
+        except Fatal as error:
+            self._finish(task, lifecycle.FAIL_FATAL, error)
+        except Retry as error:
+            self._retry(task, error, error.after)
+        except Exception as error:  # noqa: BLE001 - any other exception is a retriable failure
+            log.warning("task %s attempt %d raised:\n%s", task.id, task.attempt, traceback.format_exc())
+            self._retry(task, error, None)
+        else:
+            self._finish(task, lifecycle.SUCCEED, None)
+
+    def _retry(self, task: Task, error: Exception, after: float | None) -> None:
+        if task.attempt >= task.max_attempts:
+            self._finish(task, lifecycle.FAIL_FATAL, error)
+            return
+        timeouts = self._config.timeouts
+        delay = after if after is not None else lifecycle.backoff_seconds(
+            task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random()
+        )
+        self._finish(task, lifecycle.FAIL_RETRIABLE, error, delay)
+
+    def _finish(
+        self, task: Task, transition: lifecycle.Transition, error: Exception | None, delay: float = 0.0
+    ) -> None:
+        # Stop heartbeating first: a heartbeat landing after the result would be
+        # refused, and a refused heartbeat for a task still tracked ends the process.
+        self._heartbeats.untrack(task.id)
+        now = utcnow()
+        change = Change(
+            now=now,
+            attempt=task.attempt,
+            next_at=now + timedelta(seconds=delay),
+            error=_error_of(error, task.attempt, now) if error else None,
+        )
+        for _ in range(REPORT_TRIES):
+            try:
+                outcome = self._store.transition(TaskRef.of(task), transition, change)
+            except Exception:  # noqa: BLE001 - the same writer token makes the retry safe
+                log.warning("reporting %s for %s failed; retrying", transition.name, task.id)
+                continue
+            if not outcome.applied:
+                log.warning("result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt)
+            return
+        log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
+
+
+def _error_of(error: Exception, attempt: int, now: datetime) -> TaskError:
+    return TaskError(type=type(error).__name__, message=str(error) or type(error).__name__, attempt=attempt, at=now)

@@ -1,0 +1,102 @@
+"""Heartbeats for the tasks one executor process is running.
+
+Every heartbeat is a conditional write fenced by the attempt. Three failed
+heartbeats in a row (or a lease this process can no longer prove, say after
+it was paused) and the process kills itself: the heartbeat timeout exceeds
+three intervals plus the retry budget of one call, so by the time the
+consumer may re-enqueue the task, this execution has stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from atf_core import lifecycle
+from atf_core.config import Timeouts
+from atf_core.schema import Task, utcnow
+from atf_core.store.base import Change, TaskRef, TaskStore
+
+log = logging.getLogger("atf.executor")
+MISSES_ALLOWED = 3
+EXIT_LOST_LEASE = 70
+
+
+@dataclass
+class _Running:
+    ref: TaskRef
+    attempt: int
+    last_ok: float  # monotonic time of the claim or the last successful heartbeat
+    misses: int = 0
+
+
+def _die(reason: str) -> None:
+    log.error("terminating executor: %s", reason)
+    logging.shutdown()
+    os._exit(EXIT_LOST_LEASE)
+
+
+class Heartbeats:
+    def __init__(
+        self, store: TaskStore, timeouts: Timeouts, terminate: Callable[[str], None] = _die
+    ) -> None:
+        self._store = store
+        self._timeouts = timeouts
+        self._terminate = terminate
+        self._running: dict[str, _Running] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def track(self, task: Task) -> None:
+        with self._lock:
+            self._running[task.id] = _Running(TaskRef.of(task), task.attempt, time.monotonic())
+
+    def untrack(self, task_id: str) -> None:
+        with self._lock:
+            self._running.pop(task_id, None)
+
+    def run(self) -> None:
+        interval = self._timeouts.heartbeat_interval
+        while not self._stop.wait(interval):
+            with self._lock:
+                running = list(self._running.values())
+            for entry in running:
+                self._beat(entry)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _beat(self, entry: _Running) -> None:
+        # A lease this process cannot prove (it was paused, or its clock jumped)
+        # is treated as lost before anything else happens.
+        silent_for = time.monotonic() - entry.last_ok
+        if silent_for > MISSES_ALLOWED * self._timeouts.heartbeat_interval + self._timeouts.call_budget:
+            self._terminate(f"no successful heartbeat for {silent_for:.1f}s on task {entry.ref.id}")
+            return
+        now = utcnow()
+        change = Change(now=now, attempt=entry.attempt, next_at=now + timedelta(seconds=self._timeouts.heartbeat))
+        try:
+            outcome = self._store.transition(entry.ref, lifecycle.HEARTBEAT, change)
+        except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
+            self._missed(entry, f"{type(error).__name__}: {error}")
+            return
+        if outcome.applied:
+            entry.last_ok, entry.misses = time.monotonic(), 0
+        elif self._still_running(entry):
+            # The task moved on without us (re-enqueued, or its attempt changed): stop now.
+            self._terminate(f"lease on task {entry.ref.id} attempt {entry.attempt} was lost")
+
+    def _missed(self, entry: _Running, why: str) -> None:
+        entry.misses += 1
+        log.warning("heartbeat %d/%d for %s failed: %s", entry.misses, MISSES_ALLOWED, entry.ref.id, why)
+        if entry.misses >= MISSES_ALLOWED:
+            self._terminate(f"{MISSES_ALLOWED} consecutive heartbeats failed for task {entry.ref.id}")
+
+    def _still_running(self, entry: _Running) -> bool:
+        with self._lock:
+            return self._running.get(entry.ref.id) is entry

@@ -1,0 +1,119 @@
+"""A worker host: one controller and its executor processes.
+
+    atf worker examples.lambdas:lambdas --executors 2 --threads 4
+
+SIGTERM (or Ctrl-C) drains the host: the controller stops receiving and
+claiming, hands its buffered messages back to SQS, and the host waits for
+running tasks to finish before it exits. An executor that dies (killed, or
+ended by its own heartbeat guard) is replaced while the host runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import secrets
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from atf_core.aws import AwsClients, make_clients
+from atf_core.config import StackConfig
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
+from atf_sdk.worker.executor import ExecutorSpec, executor_main
+from atf_sdk.worker.registry import load_lambdas
+
+log = logging.getLogger("atf.host")
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    lambdas_spec: str
+    executors_per_lambda: int = 2
+    threads_per_executor: int = 4
+    drain_timeout_s: float = 110.0  # inside Fargate's 120 s stop timeout
+    only: tuple[str, ...] = ()  # serve just these lambdas (default: all registered ones the stack knows)
+    controller: ControllerSettings = ControllerSettings()
+
+
+class WorkerHost:
+    def __init__(self, config: StackConfig, settings: HostSettings, clients: AwsClients | None = None) -> None:
+        self._config = config
+        self._settings = settings
+        self._endpoint = os.environ.get("ATF_AWS_ENDPOINT")
+        self._clients = clients or make_clients(self._endpoint)
+        registered = load_lambdas(settings.lambdas_spec).names
+        self.lambda_names = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
+        if not self.lambda_names:
+            raise ValueError(f"none of {registered} is a lambda of stack {config.name!r}")
+        store = DynamoTaskStore(self._clients.dynamodb, config)
+        self.controller = Controller(
+            store, self._clients.sqs, self._clients.sqs_long_poll, config, self.lambda_names, settings.controller
+        )
+        self._socket_dir = tempfile.mkdtemp(prefix="atf-host-")
+        self._authkey = secrets.token_bytes(16)
+        self._server = NextWorkServer(self.controller, str(Path(self._socket_dir) / "controller.sock"), self._authkey)
+        self._executors: dict[tuple[str, int], BaseProcess] = {}
+        self._stop = threading.Event()
+        self._mp = multiprocessing.get_context("spawn")
+
+    def serve(self) -> None:
+        """Run until SIGTERM/SIGINT, then drain."""
+        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self._stop.set())
+        self.start()
+        while not self._stop.wait(0.5):
+            self._replace_dead_executors()
+        self.drain()
+
+    def start(self) -> None:
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork").start()
+        self.controller.start_receivers()
+        for name in self.lambda_names:
+            for slot in range(self._settings.executors_per_lambda):
+                self._spawn(name, slot)
+        log.info("worker host serving %s", ", ".join(self.lambda_names))
+
+    def executor_pids(self) -> list[int]:
+        return [p.pid for p in self._executors.values() if p.pid is not None and p.is_alive()]
+
+    def _spawn(self, lambda_name: str, slot: int) -> None:
+        spec = ExecutorSpec(
+            lambda_name=lambda_name,
+            lambdas_spec=self._settings.lambdas_spec,
+            address=self._server.address,
+            authkey=self._authkey,
+            threads=self._settings.threads_per_executor,
+            config_json=self._config.model_dump_json(),
+            endpoint_url=self._endpoint,
+        )
+        process = self._mp.Process(target=executor_main, args=(spec,), name=f"executor-{lambda_name}-{slot}")
+        process.start()
+        self._executors[(lambda_name, slot)] = process
+
+    def _replace_dead_executors(self) -> None:
+        for (name, slot), process in list(self._executors.items()):
+            if not process.is_alive():
+                log.warning("executor %s-%d (pid %s) exited with %s; starting another", name, slot, process.pid, process.exitcode)
+                self._spawn(name, slot)
+
+    def drain(self) -> None:
+        log.info("draining: no new claims; waiting for running tasks")
+        self.controller.drain()
+        deadline = time.monotonic() + self._settings.drain_timeout_s
+        for process in self._executors.values():
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self._executors.values():
+            if process.is_alive():
+                process.kill()  # past the stop timeout: its task's lease expires and it runs again
+        self._server.close()
+        log.info("worker host stopped")
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,99 @@
+"""How lambda owners write callbacks: a plain function, registered by name.
+
+    lambdas = Lambdas()
+
+    @lambdas.register("send_email")
+    def send_email(task: TaskContext) -> None:
+        mailer.send(**task.payload, fencing_token=task.attempt)
+
+Return to succeed. Raise Retry (optionally with `after` seconds) to try again
+later, Fatal to stop for good; any other exception counts as retriable.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from atf_core.schema import Task
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What a callback sees of its task.
+
+    `attempt` rises with every execution and is the fencing token: pass it to
+    downstream systems so a late write of an older execution can be refused.
+    """
+
+    id: str
+    lambda_name: str
+    payload: dict[str, Any]
+    collection: str
+    priority: str
+    attempt: int
+    max_attempts: int
+    scheduled_at: datetime
+
+    @classmethod
+    def of(cls, task: Task) -> TaskContext:
+        return cls(
+            id=task.id,
+            lambda_name=task.lambda_,
+            payload=task.payload,
+            collection=task.collection,
+            priority=task.priority,
+            attempt=task.attempt,
+            max_attempts=task.max_attempts,
+            scheduled_at=task.scheduled_at,
+        )
+
+
+class Retry(Exception):  # noqa: N818 - reads as an instruction: raise Retry(after=30)
+    """Run the task again later: after `after` seconds, or by the lambda's backoff."""
+
+    def __init__(self, message: str = "retry requested", after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
+
+
+class Fatal(Exception):  # noqa: N818 - raise Fatal("bad input") ends the task for good
+    """Stop the task for good: it ends as fatal_failure with this message kept."""
+
+
+Callback = Callable[[TaskContext], Any]
+
+
+class Lambdas:
+    """The callbacks a worker host can run, by lambda name."""
+
+    def __init__(self) -> None:
+        self._callbacks: dict[str, Callback] = {}
+
+    def register(self, name: str) -> Callable[[Callback], Callback]:
+        def add(callback: Callback) -> Callback:
+            if name in self._callbacks:
+                raise ValueError(f"lambda {name!r} is registered twice")
+            self._callbacks[name] = callback
+            return callback
+
+        return add
+
+    def get(self, name: str) -> Callback:
+        return self._callbacks[name]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._callbacks)
+
+
+def load_lambdas(spec: str) -> Lambdas:
+    """Import 'package.module:attribute' and return the Lambdas it names."""
+    module_name, _, attribute = spec.partition(":")
+    found = getattr(importlib.import_module(module_name), attribute or "lambdas")
+    if not isinstance(found, Lambdas):
+        raise TypeError(f"{spec} is a {type(found).__name__}, not Lambdas")
+    return found
