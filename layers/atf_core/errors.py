@@ -37,3 +37,66 @@ class NotFound(AtfError):
 class Conflict(AtfError):
     code = "conflict"
     status = 409
+
+
+# -- what the frontend API adds, shared with the SDK so callers catch the same classes --
+
+
+class MalformedJson(InputError):
+    code = "malformed_json"
+
+
+class MissingField(InputError):
+    code = "missing_field"
+
+
+class UnknownField(InputError):
+    code = "unknown_field"
+
+
+class WrongType(InputError):
+    code = "wrong_type"
+
+
+class PayloadTooLarge(InputError):
+    code = "payload_too_large"
+
+
+class MissingAuthentication(AtfError):
+    code = "missing_authentication"
+    status = 403
+
+
+class UnsupportedMediaType(AtfError):
+    code = "unsupported_media_type"
+    status = 415
+
+
+class Throttled(AtfError):
+    code = "throttled"
+    status = 429
+
+
+class Unavailable(AtfError):
+    code = "unavailable"
+    status = 503
+
+
+def _all_subclasses(cls: type[AtfError]) -> list[type[AtfError]]:
+    found: list[type[AtfError]] = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_all_subclasses(sub)]
+    return found
+
+
+def from_wire(status: int, body: dict[str, object]) -> AtfError:
+    """The error an API response describes, as the class the server raised where one matches."""
+    code = str(body.get("code") or "error")
+    message = str(body.get("message") or f"HTTP {status}")
+    field = body.get("field")
+    known: list[type[AtfError]] = [AtfError, *_all_subclasses(AtfError)]
+    classes = {c.code: c for c in known}
+    error = classes.get(code, AtfError)(message, str(field) if field is not None else None)
+    if error.code != code or error.status != status:
+        error.code, error.status = code, status  # keep what the server said even for codes this version lacks
+    return error

@@ -119,7 +119,7 @@ class ScheduleRequest(BaseModel):
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     run_at: datetime | None = None
-    delay_seconds: float | None = Field(default=None, ge=0)
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
 
@@ -136,6 +136,11 @@ class ScheduleRequest(BaseModel):
     def _run_at_has_zone(cls, run_at: datetime | None) -> datetime | None:
         if run_at is not None and run_at.tzinfo is None:
             raise ValueError("run_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+        if run_at is not None:
+            try:
+                run_at.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("run_at is outside the representable range of times") from None
         return run_at
 
     @model_validator(mode="after")

@@ -1,0 +1,261 @@
+"""Per-lambda statistics for GET /v1/lambdas/{lambda}/stats, read from the scheduling index.
+
+Only live tasks are in the sparse `due` index, partitioned by association
+("n" not started, "s" started), lambda, priority and shard. For each
+(priority, shard) this module reads:
+
+- `scheduled`: a COUNT query over the "n" partition beyond the consumer's
+  horizon (now + lookahead). Those entries are all still `new`.
+- `due` and `started`: the oldest `sample` entries of the "n" partition up to
+  the horizon and of the "s" partition; only when a partition holds more does
+  a COUNT query follow. In a healthy stack both are small: they are the
+  backlog and the tasks in flight.
+
+The oldest `sample` entries of the lambda are then resolved in one or a few
+BatchGetItem calls that project only status and times, which gives the
+counts by state, the oldest due task and the start-lag (claim time minus
+scheduled time, on first attempts) of the tasks that have started and are
+still live. Finished tasks have left the index and are not counted: their
+rates and their full start-lag distribution are the CloudWatch metrics in
+atf_core.telemetry. Counting them here would need a table scan.
+
+Cost: about three small queries per (priority, shard) plus one BatchGetItem
+per 100 sampled tasks; COUNT queries page through at most `max_pages` pages
+(1 MB each), past which the counts are lower bounds and `complete` is false.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from atf_core.config import StackConfig
+from atf_core.definitions import INDEX_NAME, Attr
+from atf_core.errors import UnknownLambda
+from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
+from atf_core.store import codec
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class PriorityCounts(BaseModel):
+    scheduled: int = Field(description="New tasks whose time has not come yet.")
+    due: int = Field(description="Tasks whose time has come that have not yet reported progress on a first attempt.")
+    started: int = Field(description="Tasks that have started: running, or waiting to retry.")
+
+
+class OldestDue(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str
+    priority: str
+    collection: str
+    status: TaskStatus
+    due_at: datetime
+    waiting_s: float = Field(description="How long its time has passed.")
+
+
+class StartLag(BaseModel):
+    samples: int = Field(description="Live tasks in the sample that have started their first attempt.")
+    p50_ms: int | None = None
+    p90_ms: int | None = None
+    max_ms: int | None = None
+
+
+class LambdaStats(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    lambda_: str = Field(alias="lambda")
+    as_of: datetime
+    priorities: dict[str, PriorityCounts]
+    states: dict[TaskStatus, int] = Field(description="Live tasks by state: the scheduled ones and the sample.")
+    sampled: int = Field(description="How many due or started tasks were read to count states.")
+    oldest_due: OldestDue | None
+    start_lag: StartLag
+    complete: bool = Field(description="False when a cap was hit: counts are lower bounds, states a sample.")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    id: str
+    priority: str
+    collection: str
+    next_ms: int
+
+
+@dataclass(frozen=True)
+class _Partition:
+    """What one (priority, shard) contributes."""
+
+    priority: str
+    scheduled: int
+    due: int
+    started: int
+    entries: list[_Entry]
+    capped: bool
+
+
+class Stats:
+    def __init__(
+        self, client: DynamoDBClient, config: StackConfig, sample: int = 200, max_pages: int = 20, workers: int = 8
+    ) -> None:
+        self._db = client
+        self._config = config
+        self._sample = sample
+        self._max_pages = max_pages
+        self._workers = workers
+
+    def of(self, lambda_name: str, now: datetime | None = None) -> LambdaStats:
+        spec = self._config.lambdas.get(lambda_name)
+        if spec is None:
+            raise UnknownLambda(f"unknown lambda {lambda_name!r}; known: {sorted(self._config.lambdas)}", "lambda")
+        now = now or utcnow()
+        horizon = to_ms(now + timedelta(seconds=self._config.lookahead))
+        jobs = [(p, s) for p in spec.priorities for s in range(self._config.shards_of(lambda_name))]
+        with ThreadPoolExecutor(max_workers=min(self._workers, len(jobs))) as pool:
+            parts = list(pool.map(lambda job: self._partition(lambda_name, job[0], job[1], horizon), jobs))
+        sample = sorted((e for part in parts for e in part.entries), key=lambda e: e.next_ms)[: self._sample]
+        items = self._resolve(sample)
+        return _assemble(lambda_name, now, spec.priorities, parts, sample, items)
+
+    def _partition(self, lambda_name: str, priority: str, shard: int, horizon: int) -> _Partition:
+        new_pk = codec.index_partition(codec.Assoc.NEW, lambda_name, priority, shard)
+        started_pk = codec.index_partition(codec.Assoc.STARTED, lambda_name, priority, shard)
+        scheduled, capped = self._count(new_pk, "> :t", horizon)
+        due_entries, more_due = self._oldest(new_pk, horizon)
+        started_entries, more_started = self._oldest(started_pk, None)
+        due, started = len(due_entries), len(started_entries)
+        if more_due:
+            due, capped_due = self._count(new_pk, "<= :t", horizon)
+            capped = capped or capped_due
+        if more_started:
+            started, capped_started = self._count(started_pk, None, None)
+            capped = capped or capped_started
+        return _Partition(priority, scheduled, due, started, due_entries + started_entries, capped)
+
+    def _query(self, partition: str, condition: str | None, at: int | None) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "TableName": self._config.table_name,
+            "IndexName": INDEX_NAME,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": Attr.INDEX_PK},
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
+        }
+        if condition is not None and at is not None:
+            request["KeyConditionExpression"] += f" AND #sk {condition}"
+            request["ExpressionAttributeNames"]["#sk"] = Attr.INDEX_SK
+            request["ExpressionAttributeValues"][":t"] = {"N": str(at)}
+        return request
+
+    def _count(self, partition: str, condition: str | None, at: int | None) -> tuple[int, bool]:
+        """Entries in a partition (and range), and whether the page cap cut the count short."""
+        request = {**self._query(partition, condition, at), "Select": "COUNT"}
+        total = 0
+        for _ in range(self._max_pages):
+            page = self._db.query(**request)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                return total, False
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return total, True
+
+    def _oldest(self, partition: str, horizon: int | None) -> tuple[list[_Entry], bool]:
+        """The oldest entries of a partition (up to the sample size), and whether it holds more."""
+        request = self._query(partition, "<= :t" if horizon is not None else None, horizon)
+        page = self._db.query(**request, Limit=self._sample)
+        entries = [_entry(codec.from_item(item)) for item in page.get("Items", [])]
+        return entries, "LastEvaluatedKey" in page
+
+    def _resolve(self, entries: list[_Entry]) -> dict[str, dict[str, Any]]:
+        """Status and times of the sampled tasks, projected so a large payload costs nothing."""
+        names = {"#id": Attr.ID, "#s": Attr.STATUS, "#a": Attr.ATTEMPT, "#sa": Attr.SCHEDULED, "#ca": Attr.CLAIMED}
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(entries), 100):
+            keys: list[dict[str, Any]] = [{Attr.ID: {"S": e.id}} for e in entries[start : start + 100]]
+            request: dict[str, Any] = {
+                self._config.table_name: {
+                    "Keys": keys,
+                    "ProjectionExpression": ", ".join(names),
+                    "ExpressionAttributeNames": names,
+                }
+            }
+            while request:
+                reply = self._db.batch_get_item(RequestItems=request)
+                for item in reply["Responses"].get(self._config.table_name, []):
+                    raw = codec.from_item(item)
+                    found[raw[Attr.ID]] = raw
+                request = reply.get("UnprocessedKeys") or {}
+        return found
+
+
+def _entry(raw: dict[str, Any]) -> _Entry:
+    return _Entry(raw[Attr.ID], raw[Attr.PRIORITY], raw[Attr.COLLECTION], int(raw[Attr.INDEX_SK]))
+
+
+def _assemble(
+    lambda_name: str,
+    now: datetime,
+    priorities: list[str],
+    parts: list[_Partition],
+    sample: list[_Entry],
+    items: dict[str, dict[str, Any]],
+) -> LambdaStats:
+    counts = {p: PriorityCounts(scheduled=0, due=0, started=0) for p in priorities}
+    for part in parts:
+        c = counts[part.priority]
+        counts[part.priority] = PriorityCounts(
+            scheduled=c.scheduled + part.scheduled, due=c.due + part.due, started=c.started + part.started
+        )
+    states: Counter[TaskStatus] = Counter(TaskStatus(raw[Attr.STATUS]) for raw in items.values())
+    states[TaskStatus.NEW] += sum(c.scheduled for c in counts.values())
+    backlog = sum(c.due + c.started for c in counts.values())
+    fields: dict[str, Any] = {
+        "lambda": lambda_name,
+        "as_of": now,
+        "priorities": counts,
+        "states": {s: states[s] for s in TaskStatus if states[s]},
+        "sampled": len(sample),
+        "oldest_due": _oldest_due(now, sample, items),
+        "start_lag": _start_lag(items.values()),
+        "complete": not any(p.capped for p in parts) and len(sample) >= backlog,
+    }
+    return LambdaStats.model_validate(fields)
+
+
+def _oldest_due(now: datetime, sample: list[_Entry], items: dict[str, dict[str, Any]]) -> OldestDue | None:
+    now_ms = to_ms(now)
+    for entry in sample:  # oldest first
+        raw = items.get(entry.id)
+        if entry.next_ms > now_ms or raw is None:
+            continue
+        return OldestDue(
+            id=entry.id,
+            priority=entry.priority,
+            collection=entry.collection,
+            status=TaskStatus(raw[Attr.STATUS]),
+            due_at=from_ms(entry.next_ms),
+            waiting_s=(now_ms - entry.next_ms) / 1000,
+        )
+    return None
+
+
+def _start_lag(items: Iterable[dict[str, Any]]) -> StartLag:
+    # Only first attempts: a retry keeps the original scheduled time, so its
+    # claim time minus that time would count the backoff as lag.
+    lags = sorted(
+        int(raw[Attr.CLAIMED]) - int(raw[Attr.SCHEDULED])
+        for raw in items
+        if raw.get(Attr.ATTEMPT) == 1 and Attr.CLAIMED in raw
+    )
+    if not lags:
+        return StartLag(samples=0)
+    p90 = lags[min(len(lags) - 1, int(0.9 * len(lags)))]
+    return StartLag(samples=len(lags), p50_ms=int(statistics.median_low(lags)), p90_ms=p90, max_ms=lags[-1])
