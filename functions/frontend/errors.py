@@ -1,0 +1,148 @@
+"""Every failure as a JSON body with a machine-readable code and the field at fault.
+
+Powertools answers validation failures with a 422 and pydantic's details;
+this API answers 400 with one of atf_core.errors' codes, so the SDK can raise
+the same classes the core raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from atf_core.api import ErrorBody
+from atf_core.errors import (
+    AtfError,
+    InputError,
+    MalformedJson,
+    MissingField,
+    NotFound,
+    PayloadTooLarge,
+    Throttled,
+    Unavailable,
+    UnknownField,
+    UnsupportedMediaType,
+    WrongType,
+)
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from botocore.exceptions import ClientError
+
+JSON = "application/json"
+METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# Path parameters are named for Python; callers know them by these names.
+_PARAM_NAMES = {"task_id": "id", "lambda_name": "lambda"}
+_THROTTLING = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+    }
+)
+
+
+def error_response(error: AtfError) -> Response[ErrorBody]:
+    headers = {"Retry-After": "1"} if error.status in (429, 503) else {}
+    body = ErrorBody(code=error.code, message=error.message, field=error.field)
+    return Response(status_code=error.status, content_type=JSON, body=body.model_dump(), headers=headers)  # type: ignore[arg-type]
+
+
+def field_path(loc: Sequence[Any]) -> str | None:
+    """('body', 'tasks', 3, 'priority') -> 'tasks[3].priority'; ('path', 'task_id') -> 'id'."""
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "path", "query", "header") else list(loc)
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            name = _PARAM_NAMES.get(str(part), str(part))
+            path += f".{name}" if path else name
+    return path or None
+
+
+def from_validation(errors: Sequence[Mapping[str, Any]]) -> InputError:
+    """The first problem, as the error class that names it; the message counts the rest."""
+    first = errors[0]
+    kind = str(first.get("type", ""))
+    field = field_path(first.get("loc", ())) if kind != "json_invalid" else None
+    error = _classify(kind, field, first)
+    if len(errors) > 1:
+        error.message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return error
+
+
+def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputError:
+    name = field or "body"
+    message = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "json_invalid":
+        return MalformedJson(f"the body is not valid JSON: {detail.get('ctx', {}).get('error', message)}", None)
+    if kind == "missing":
+        return MissingField(f"{name} is required", name)
+    if kind == "extra_forbidden":
+        return UnknownField(f"{name} is not a known field", name)
+    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
+        return WrongType(f"{name}: {message}", name)
+    if kind == "value_error" and name.split(".")[-1] == "payload":
+        return PayloadTooLarge(f"{name}: {message}", name)
+    return InputError(f"{name}: {message}", name)
+
+
+def media_type_error(method: str, headers: Mapping[str, str] | None) -> UnsupportedMediaType | None:
+    """Requests with a body must say it is JSON: a form or text body is refused, not guessed at."""
+    if method.upper() not in METHODS_WITH_BODY:
+        return None
+    given = next((v for k, v in (headers or {}).items() if k.lower() == "content-type"), "")
+    if given.split(";")[0].strip().lower() == JSON:
+        return None
+    return UnsupportedMediaType(f"Content-Type must be {JSON}, not {given or 'missing'}", "Content-Type")
+
+
+def from_client_error(error: ClientError) -> AtfError:
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    if code in _THROTTLING:
+        return Throttled("the task store is throttling; retry with backoff")
+    return Unavailable("the task store did not answer; retry with backoff")
+
+
+def install(app: APIGatewayRestResolver, logger: Logger) -> None:
+    """Register the exception handlers and the content-type check on the resolver."""
+
+    def check_media_type(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
+        return error_response(refused) if refused else next_middleware(app)
+
+    app.use(middlewares=[check_media_type])
+
+    def invalid(error: RequestValidationError) -> Response[ErrorBody]:
+        # A form or text body fails validation before the middleware runs: say why.
+        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
+        return error_response(refused or from_validation(list(error.errors())))
+
+    def unsupported(error: RequestUnsupportedContentType) -> Response[ErrorBody]:
+        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
+        return error_response(refused or UnsupportedMediaType(str(error), "Content-Type"))
+
+    def undecodable(error: Exception) -> Response[ErrorBody]:
+        return error_response(MalformedJson(f"the body could not be decoded: {type(error).__name__}"))
+
+    def no_route(error: NotFoundError) -> Response[ErrorBody]:
+        event = app.current_event
+        return error_response(NotFound(f"no route {event.http_method} {event.path}", "path"))
+
+    def store_failed(error: ClientError) -> Response[ErrorBody]:
+        logger.warning("task store call failed", extra={"error": str(error)})
+        return error_response(from_client_error(error))
+
+    app.exception_handler(AtfError)(error_response)
+    app.exception_handler(RequestValidationError)(invalid)
+    app.exception_handler(RequestUnsupportedContentType)(unsupported)
+    app.exception_handler([UnicodeDecodeError, RecursionError])(undecodable)
+    app.not_found(no_route)
+    app.exception_handler(ClientError)(store_failed)

@@ -1,0 +1,156 @@
+"""The frontend Lambda: the REST API under /v1, behind API Gateway with IAM (SigV4) auth.
+
+Routes only translate HTTP to atf_core calls: validation is the schema's
+pydantic models (through Powertools' OpenAPI validation), decisions are
+Scheduling's, Gating's and Stats'.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+from atf_core.api import TASK_ID_PATTERN, BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Gate, ScheduleRequest, Task, utcnow
+from atf_core.stats import LambdaStats
+from atf_core.telemetry import NAMESPACE, Dimension, Metric
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.frontend import errors
+from functions.frontend.batch import schedule_batch, scheduled
+from functions.frontend.openapi_doc import JSON, document, error_responses, ok
+from functions.frontend.services import services
+
+logger = Logger(service="atf-frontend")
+metrics = Metrics(namespace=NAMESPACE, service="frontend")
+tracer = Tracer(service="atf-frontend")
+app = APIGatewayRestResolver(enable_validation=True)
+errors.install(app, logger)
+
+TaskId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A task id, as scheduling returned it.")]
+LambdaName = Annotated[str, Path(pattern=NAME_PATTERN, description="A lambda of the stack's configuration.")]
+Collection = Annotated[str, Path(pattern=COLLECTION_PATTERN, description="A collection of that lambda.")]
+
+
+def _count_scheduled(lambda_names: list[str]) -> None:
+    if is_metrics_disabled():  # single_metric writes even when Metrics is disabled
+        return
+    for name, count in Counter(lambda_names).items():
+        with single_metric(name=Metric.SCHEDULED, unit=MetricUnit.Count, value=count, namespace=NAMESPACE) as metric:
+            metric.add_dimension(Dimension.LAMBDA, name)
+
+
+@app.post(
+    "/v1/tasks",
+    summary="Schedule a task",
+    responses={
+        **ok(201, "Scheduled", ScheduledTask),
+        **ok(200, "An earlier request with this key made it", ScheduledTask),
+        **error_responses(400, 409, 415),
+    },
+)
+def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[ScheduledTask]:
+    result = services().scheduling.schedule(request)
+    if result.created:
+        _count_scheduled([request.lambda_])
+    return Response(status_code=201 if result.created else 200, content_type=JSON, body=scheduled(result))
+
+
+@app.post(
+    "/v1/tasks/batch",
+    summary="Schedule up to 100 tasks, with a result for each",
+    responses={**ok(200, "One result per task, in order", BatchResult), **error_responses(400, 409, 415)},
+)
+def schedule_tasks(batch: Annotated[BatchRequest, Body()]) -> BatchResult:
+    found = services()
+    result = schedule_batch(found.scheduling, found.config, batch, utcnow())
+    _count_scheduled([batch.tasks[r.index].lambda_ for r in result.results if r.status == 201])
+    return result
+
+
+@app.get(
+    "/v1/tasks/<task_id>",
+    summary="A task's record: status, attempts, timestamps, last error",
+    responses={**ok(200, "The task", Task), **error_responses(400, 404)},
+)
+def get_task(task_id: TaskId) -> Task:
+    return services().scheduling.get(task_id)
+
+
+@app.delete(
+    "/v1/tasks/<task_id>",
+    summary="Cancel a task that has not started",
+    responses={**ok(200, "Cancelled (or already was)", Task), **error_responses(400, 404, 409)},
+)
+def cancel_task(task_id: TaskId) -> Task:
+    return services().scheduling.cancel(task_id)
+
+
+@app.get("/v1/gates", summary="The gates in force")
+def list_gates() -> GateList:
+    return GateList(gates=list(services().gating.view().gates))
+
+
+@app.put(
+    "/v1/gates/<lambda_name>",
+    summary="Pause or drop a lambda",
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+)
+def gate_lambda(lambda_name: LambdaName, gate: Annotated[GateRequest, Body()]) -> Gate:
+    return services().gating.set(lambda_name, None, gate.action, gate.until, gate.reason)
+
+
+@app.put(
+    "/v1/gates/<lambda_name>/<collection>",
+    summary="Pause or drop one collection of a lambda",
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+)
+def gate_collection(lambda_name: LambdaName, collection: Collection, gate: Annotated[GateRequest, Body()]) -> Gate:
+    return services().gating.set(lambda_name, collection, gate.action, gate.until, gate.reason)
+
+
+@app.delete(
+    "/v1/gates/<lambda_name>",
+    summary="Lift a lambda's gate",
+    responses={204: {"description": "Lifted"}, **error_responses(400, 404)},
+)
+def lift_lambda_gate(lambda_name: LambdaName) -> Response[None]:
+    services().gating.lift(lambda_name, None)
+    return Response(status_code=204)
+
+
+@app.delete(
+    "/v1/gates/<lambda_name>/<collection>",
+    summary="Lift a collection's gate",
+    responses={204: {"description": "Lifted"}, **error_responses(400, 404)},
+)
+def lift_collection_gate(lambda_name: LambdaName, collection: Collection) -> Response[None]:
+    services().gating.lift(lambda_name, collection)
+    return Response(status_code=204)
+
+
+@app.get(
+    "/v1/lambdas/<lambda_name>/stats",
+    summary="Counts by state and priority, the oldest due task, start-lag",
+    responses={**ok(200, "Statistics of the live tasks", LambdaStats), **error_responses(400)},
+)
+def lambda_stats(lambda_name: LambdaName) -> LambdaStats:
+    return services().stats.of(lambda_name)
+
+
+@app.get("/v1/openapi.json", summary="This document", include_in_schema=False)
+def openapi() -> Response[dict[str, Any]]:
+    return Response(status_code=200, content_type=JSON, body=document(app))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,38 @@
+"""The frontend's collaborators, built once per configuration and endpoint.
+
+A Lambda container sees one configuration for life; keying the cache on the
+environment also lets one test process serve stacks that differ.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from atf_core.aws import ENDPOINT_ENV, make_clients
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
+from atf_core.gating import Gating
+from atf_core.scheduling import Scheduling
+from atf_core.stats import Stats
+from atf_core.store.dynamo import DynamoTaskStore
+
+
+@dataclass(frozen=True)
+class Services:
+    config: StackConfig
+    scheduling: Scheduling
+    gating: Gating
+    stats: Stats
+
+
+def services() -> Services:
+    return _build(os.environ.get(CONFIG_ENV), os.environ.get(CONFIG_FILE_ENV), os.environ.get(ENDPOINT_ENV))
+
+
+@lru_cache(maxsize=4)
+def _build(config_json: str | None, config_file: str | None, endpoint: str | None) -> Services:
+    config = StackConfig.from_env()
+    clients = make_clients(endpoint)
+    store = DynamoTaskStore(clients.dynamodb, config)
+    return Services(config, Scheduling(store, config), Gating(store, config), Stats(clients.dynamodb, config))
