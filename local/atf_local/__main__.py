@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     serve.add_argument("--aws-port", type=int, default=4566)
     serve.add_argument("--consumers", type=int, default=1)
+    serve.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1 (0: none)")
     consumer = commands.add_parser("consumer", help="run the consumer Lambda's handler in a loop")
     consumer.add_argument("--group", type=int, default=0)
     consumer.add_argument("--groups", type=int, default=1)
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     demo.add_argument("--aws-port", type=int, default=4566)
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _serve(StackConfig.from_file(args.config), args.aws_port, args.consumers)
+        _serve(StackConfig.from_file(args.config), args.aws_port, args.consumers, args.api_port or None)
     elif args.command == "consumer":
         from atf_local.consumer_process import run_forever
 
@@ -39,13 +40,15 @@ def main(argv: list[str] | None = None) -> None:
         run_demo(StackConfig.from_file(args.config), args.aws_port)
 
 
-def _serve(config: StackConfig, aws_port: int, consumers: int) -> None:
-    stack = LocalStack(config, aws_port=aws_port, consumers=consumers)
+def _serve(config: StackConfig, aws_port: int, consumers: int, api_port: int | None = 8080) -> None:
+    stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     stack.start()
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint}, table {config.table_name}", flush=True)
+    if api_port is not None:
+        print(f"  API: export ATF_API_URL={stack.api_url}   (see docs/api.md)", flush=True)
     print(f"  export ATF_AWS_ENDPOINT={stack.endpoint} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1", flush=True)
     stopped.wait()
     stack.stop()

@@ -12,6 +12,7 @@ from pathlib import Path
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_local import environment
+from atf_local.api_server import ApiServer
 from atf_local.provision import provision
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,12 +41,18 @@ class LocalStack:
     config: StackConfig
     aws_port: int = 4566
     consumers: int = 1
+    api_port: int | None = 8080  # the frontend API on loopback; None: no API
     _server: object | None = None
+    _api: ApiServer | None = None
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.aws_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
 
     def start(self, with_consumer: bool = True) -> None:
         import logging
@@ -59,11 +66,15 @@ class LocalStack:
         self._server = server
         wait_for_port(self.aws_port)
         provision(make_clients(self.endpoint), self.config)
+        if self.api_port is not None:
+            self._api = ApiServer(self.api_port).start()
         if with_consumer:
             for index in range(self.consumers):
                 self._children.append(start_consumer(self.endpoint, self.config, index, self.consumers))
 
     def stop(self) -> None:
+        if self._api is not None:
+            self._api.stop()
         for child in self._children:
             child.terminate()
         for child in self._children:

@@ -1,0 +1,191 @@
+"""The frontend Lambda's very handler, served over HTTP on loopback as API Gateway would call it.
+
+Each request becomes an API Gateway REST proxy event; the handler's answer
+becomes the HTTP response. Calls go through one lock because a Lambda
+container serves one request at a time and the Powertools resolver keeps the
+current event in module state.
+
+Auth: API Gateway checks SigV4 signatures on AWS. Here a request must carry
+a SigV4 Authorization header (the SDK, the CLI and `curl --aws-sigv4` sign
+with whatever credentials they have), but its signature is not verified:
+the local stack's credentials are dummies anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from atf_local.consumer_process import FakeLambdaContext
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+SIGV4_SCHEME = "AWS4-HMAC-SHA256 "
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+STAGE = "local"
+logger = logging.getLogger(__name__)
+
+
+def to_event(method: str, target: str, headers: list[tuple[str, str]], body: bytes, client_ip: str) -> dict[str, Any]:
+    """An API Gateway REST API proxy event (payload format 1.0) for one HTTP request."""
+    url = urlsplit(target)
+    path = unquote(url.path) or "/"
+    query = parse_qsl(url.query, keep_blank_values=True)
+    multi_headers: dict[str, list[str]] = {}
+    for name, value in headers:
+        multi_headers.setdefault(name, []).append(value)
+    multi_query: dict[str, list[str]] = {}
+    for name, value in query:
+        multi_query.setdefault(name, []).append(value)
+    text, encoded = _body_text(body)
+    return {
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": {k: v[-1] for k, v in multi_headers.items()} or None,
+        "multiValueHeaders": multi_headers or None,
+        "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
+        "multiValueQueryStringParameters": multi_query or None,
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": _request_context(method, path, client_ip, dict(headers)),
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+
+
+def _body_text(body: bytes) -> tuple[str | None, bool]:
+    if not body:
+        return None, False
+    try:
+        return body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), True
+
+
+def _request_context(method: str, path: str, client_ip: str, headers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "resourcePath": "/{proxy+}",
+        "httpMethod": method,
+        "path": f"/{STAGE}{path}",
+        "stage": STAGE,
+        "requestId": str(uuid.uuid4()),
+        "requestTimeEpoch": int(time.time() * 1000),
+        "accountId": "000000000000",
+        "apiId": "local",
+        "protocol": "HTTP/1.1",
+        "domainName": headers.get("Host", "127.0.0.1"),
+        "identity": {"sourceIp": client_ip, "userAgent": headers.get("User-Agent")},
+    }
+
+
+def from_result(result: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers and body of the HTTP response a handler's result stands for."""
+    headers: list[tuple[str, str]] = [(k, str(v)) for k, v in (result.get("headers") or {}).items()]
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        headers += [(name, str(v)) for v in values if (name, str(v)) not in headers]
+    raw = result.get("body") or ""
+    body = base64.b64decode(raw) if result.get("isBase64Encoded") else str(raw).encode()
+    return int(result["statusCode"]), headers, body
+
+
+def _refusal(status: int, code: str, message: str, field: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    body = json.dumps({"code": code, "message": message, "field": field}).encode()
+    return status, [("Content-Type", "application/json")], body
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+
+    def _dispatch(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send(*_refusal(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes", None))
+            return
+        body = self.rfile.read(length) if length else b""
+        if not self.headers.get("Authorization", "").startswith(SIGV4_SCHEME):
+            self._send(*_refusal(403, "missing_authentication", "sign the request with SigV4", "Authorization"))
+            return
+        event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0])
+        try:
+            result = from_result(self.server.invoke(event))
+        except Exception:
+            logger.exception("the frontend handler failed")
+            result = 502, [("Content-Type", "application/json")], b'{"message": "Internal server error"}'
+        self._send(*result)
+
+    def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            if name.lower() not in ("content-length", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the handler logs through Powertools
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, handler: Handler) -> None:
+        super().__init__(("127.0.0.1", port), _RequestHandler)
+        self._handler = handler
+        self._lock = threading.Lock()
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            return self._handler(event, FakeLambdaContext(timeout_s=29.0, function_name="atf-frontend-local"))
+
+
+def frontend_handler() -> Handler:
+    from atf_local.stack import REPO
+
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # functions/ is deployed as code, not installed as a package
+    from functions.frontend.handler import lambda_handler
+
+    return lambda_handler
+
+
+class ApiServer:
+    """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process."""
+
+    def __init__(self, port: int = 8080, handler: Handler | None = None) -> None:
+        self._server = _Server(port, handler or frontend_handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, name="atf-api", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
