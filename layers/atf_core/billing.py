@@ -1,0 +1,155 @@
+"""Bill AWS calls by the documented rules, from a botocore event hook.
+
+moto's ConsumedCapacity is not AWS's, so the meter computes units itself:
+- DynamoDB writes: 1 unit per KB (rounded up) of the larger of the item before
+  and after; failed conditional writes are billed on the item as it stands.
+- Index writes: +1 to add an entry, +2 to change its key, +1 to remove it,
+  +1 to change a projected attribute, 0 otherwise.
+- Reads: 1 unit per 4 KB strongly consistent, half that eventually consistent
+  (index queries always are); a query is rounded up once over what it read.
+- SQS: one request per call per 64 KB of payload.
+
+To know the item before a write, the meter reads it first with an unmetered
+client: a measuring device, not something to run in production paths.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from atf_core.definitions import INDEX_PROJECTION, Attr
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+KB = 1024
+INDEX_KEYS = (Attr.INDEX_PK, Attr.INDEX_SK)
+PRICES_PER_MILLION = {"write_units": 0.625, "read_units": 0.125, "sqs_requests": 0.40}
+
+
+def attribute_size(value: dict[str, Any]) -> int:
+    """Size of one typed attribute value, per the DynamoDB developer guide."""
+    kind, inner = next(iter(value.items()))
+    if kind == "S":
+        return len(str(inner).encode())
+    if kind == "N":
+        digits = len(str(Decimal(str(inner)).normalize()).replace("-", "").replace(".", "").lstrip("0")) or 1
+        return math.ceil(digits / 2) + 1
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in inner.items())
+    if kind == "L":
+        return 3 + sum(attribute_size(v) + 1 for v in inner)
+    if kind in ("SS", "NS", "BS"):
+        return sum(attribute_size({kind[0]: v}) for v in inner)
+    raise ValueError(f"unknown attribute type {kind}")
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    if not item:
+        return 0
+    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
+
+
+def write_units(before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
+    return max(1, math.ceil(max(item_size(before), item_size(after)) / KB))
+
+
+def index_write_units(before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
+    had = bool(before) and all(k in before for k in INDEX_KEYS)  # type: ignore[operator]
+    has = bool(after) and all(k in after for k in INDEX_KEYS)  # type: ignore[operator]
+    if had and has:
+        assert before is not None and after is not None
+        if any(before[k] != after[k] for k in INDEX_KEYS):
+            return 2
+        return 1 if any(before.get(a) != after.get(a) for a in INDEX_PROJECTION) else 0
+    return int(had) + int(has)
+
+
+@dataclass
+class Bill:
+    write_units: float = 0.0
+    read_units: float = 0.0
+    sqs_requests: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
+
+    def dollars_per_million_tasks(self, tasks: int) -> float:
+        per_task = {k: getattr(self, k) / max(1, tasks) for k in PRICES_PER_MILLION}
+        return sum(per_task[k] * price for k, price in PRICES_PER_MILLION.items())
+
+
+class CostMeter:
+    """Attach to clients with `meter.attach(client)`; read `meter.bill`."""
+
+    def __init__(self, reader: DynamoDBClient | None = None) -> None:
+        self._reader = reader  # unmetered client used to see items before writes
+        self.bill = Bill()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def attach(self, client: Any) -> None:
+        events = client.meta.events
+        events.register("before-parameter-build", self._before)
+        events.register("after-call", self._after)
+
+    def reset(self) -> Bill:
+        with self._lock:
+            bill, self.bill = self.bill, Bill()
+        return bill
+
+    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._local.params = params
+        self._local.before = None
+        if model.name in WRITES and self._reader is not None:
+            key = params.get("Key") or {Attr.ID: params["Item"][Attr.ID]}
+            found = self._reader.get_item(TableName=params["TableName"], Key=key, ConsistentRead=True)
+            self._local.before = found.get("Item")
+
+    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        service = model.service_model.service_name
+        failed = "Error" in parsed and bool(parsed["Error"].get("Code"))
+        params = getattr(self._local, "params", {})
+        with self._lock:
+            self.bill.calls[f"{service}.{model.name}{'!' if failed else ''}"] += 1
+            if service == "sqs":
+                self.bill.sqs_requests += max(1, math.ceil(_sqs_payload(params) / (64 * KB)))
+            elif model.name in WRITES:
+                self.bill.write_units += self._write_cost(model.name, parsed, failed, params)
+            elif model.name in READS:
+                self.bill.read_units += _read_units(model.name, parsed, params)
+
+    def _write_cost(self, name: str, parsed: dict[str, Any], failed: bool, params: dict[str, Any]) -> int:
+        before = getattr(self._local, "before", None)
+        if failed:
+            conditional = parsed["Error"].get("Code") == "ConditionalCheckFailedException"
+            return write_units(before, None) if conditional else 0
+        after = {"PutItem": params.get("Item"), "DeleteItem": None}.get(name, parsed.get("Attributes"))
+        return write_units(before, after) + index_write_units(before, after)
+
+
+WRITES = ("UpdateItem", "PutItem", "DeleteItem")
+READS = ("GetItem", "BatchGetItem", "Query")
+
+
+def _sqs_payload(params: dict[str, Any]) -> int:
+    bodies = [params.get("MessageBody", "")] + [e.get("MessageBody", "") for e in params.get("Entries", [])]
+    return sum(len(str(b).encode()) for b in bodies)
+
+
+def _read_units(name: str, parsed: dict[str, Any], params: dict[str, Any]) -> float:
+    if name == "GetItem":
+        units = max(1, math.ceil(item_size(parsed.get("Item")) / (4 * KB)))
+        return units if params.get("ConsistentRead") else units / 2
+    if name == "BatchGetItem":
+        items = [i for table in parsed.get("Responses", {}).values() for i in table]
+        return sum(max(1, math.ceil(item_size(i) / (4 * KB))) for i in items)
+    read = sum(item_size(i) for i in parsed.get("Items", []))
+    return max(1, math.ceil(read / (4 * KB))) / 2

@@ -1,0 +1,56 @@
+"""Fixtures shared by every tier: a stack configuration and an in-process moto store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from atf_core.config import StackConfig
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
+TEST_CONFIG = {
+    "name": "atf-test",
+    "table_name": "atf-test-tasks",
+    "shards": 2,
+    "poll_interval": 0.5,
+    "lookahead": 0.5,
+    "timeouts": {
+        "enqueue": 15,
+        "claim": 10,
+        "heartbeat_interval": 1,
+        "heartbeat": 10,
+        "backoff_base": 0.5,
+        "backoff_max": 2,
+    },
+    "lambdas": {
+        "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
+        "sleepy": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3},
+    },
+}
+
+
+@pytest.fixture
+def config() -> StackConfig:
+    return StackConfig.model_validate(TEST_CONFIG)
+
+
+@pytest.fixture
+def aws(config: StackConfig) -> Iterator[object]:
+    """In-process moto with the table and queues: for sequential tests only
+    (it has let two conditional writes both succeed under threads)."""
+    from moto import mock_aws
+
+    from atf_core.aws import make_clients
+    from atf_local.provision import provision
+
+    with mock_aws():
+        clients = make_clients(endpoint_url=None)
+        provision(clients, config)
+        yield clients
