@@ -42,7 +42,7 @@ def config() -> StackConfig:
 
 
 @pytest.fixture
-def aws(config: StackConfig) -> Iterator[object]:
+def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """In-process moto with the table and queues: for sequential tests only
     (it has let two conditional writes both succeed under threads)."""
     from moto import mock_aws
@@ -50,6 +50,7 @@ def aws(config: StackConfig) -> Iterator[object]:
     from atf_core.aws import make_clients
     from atf_local.provision import provision
 
+    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)  # never reach a server from here
     with mock_aws():
         clients = make_clients(endpoint_url=None)
         provision(clients, config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -77,7 +77,9 @@ class Consumer:
         self._group = group or ConsumerGroup()
         self._clock = clock
         self._queues = QueueDirectory(sqs, config)
-        self._budget = QueueBudget(self._queues.depth, config.max_in_flight_per_queue)
+        self._budget = QueueBudget(
+            self._queues.depth, config.max_in_flight_per_queue, clock=lambda: self._clock().timestamp()
+        )
         self._tracker = InFlightTracker()
         self._last_gates: GateView | None = None
 
@@ -87,31 +89,35 @@ class Consumer:
         self._release_lifted(gates)
         report = PollReport()
         seen: set[EntryKey] = set()
+        polled: set[tuple[str, str]] = set()
         for lambda_name, spec in self._config.lambdas.items():
             if gates.lambda_paused(lambda_name):
                 continue
             for priority in spec.priorities:
                 try:
-                    self._poll_queue(lambda_name, priority, gates, now, report, seen)
+                    if self._poll_queue(lambda_name, priority, gates, now, report, seen):
+                        polled.add((lambda_name, priority))
                 except Exception:  # noqa: BLE001 - one queue's trouble must not starve the others
                     log.exception("poll of %s/%s failed", lambda_name, priority)
                     report.errors += 1
-        self._tracker.prune(seen)
+        self._tracker.prune(seen, polled)
         return report
 
     def _poll_queue(
         self, lambda_name: str, priority: str, gates: GateView, now: datetime, report: PollReport, seen: set[EntryKey]
-    ) -> None:
+    ) -> bool:
+        """Enqueue what is due for one queue; False if its queue was full and nothing was read."""
         key = (lambda_name, priority)
         room = self._budget.available(key)
         if room == 0:
             report.skipped_full += 1
-            return
-        due = self._due_entries(lambda_name, priority, gates, now, room, seen)
-        outgoing = self._enqueue(due, gates, now, report)
+            return False
+        due = self._due_entries(lambda_name, priority, gates, now, seen)
+        outgoing = self._enqueue(due, gates, now, room, report)
         sent = self._send(lambda_name, priority, outgoing, now, report)
         self._budget.spent(key, sent)
         report.by_queue[key] = sent
+        return sent < room  # a full queue may have left due entries unread
 
     def _partitions(self, lambda_name: str, priority: str) -> list[str]:
         shards = [s for s in range(self._config.shards_of(lambda_name)) if self._group.owns(s)]
@@ -119,25 +125,25 @@ class Consumer:
         return [index_partition(a, lambda_name, priority, s) for s in shards for a in (Assoc.STARTED, Assoc.NEW)]
 
     def _due_entries(
-        self, lambda_name: str, priority: str, gates: GateView, now: datetime, room: int, seen: set[EntryKey]
-    ) -> list[DueEntry]:
+        self, lambda_name: str, priority: str, gates: GateView, now: datetime, seen: set[EntryKey]
+    ) -> Iterator[DueEntry]:
+        """Due entries this consumer has no reason to skip, oldest first per shard."""
         up_to = now + timedelta(seconds=self._config.lookahead)
         skip = gates.paused_collections(lambda_name)
         now_ms = to_ms(now)
-        picked: list[DueEntry] = []
         for partition in self._partitions(lambda_name, priority):
             for entry in self._store.due(partition, up_to, skip):
                 seen.add((entry.id, entry.next_ms))
-                if self._tracker.waiting((entry.id, entry.next_ms), now_ms):
-                    continue
-                picked.append(entry)
-                if len(picked) >= room:
-                    return picked
-        return picked
+                if not self._tracker.waiting((entry.id, entry.next_ms), now_ms):
+                    yield entry
 
-    def _enqueue(self, entries: Iterable[DueEntry], gates: GateView, now: datetime, report: PollReport) -> list[Outgoing]:
+    def _enqueue(
+        self, entries: Iterator[DueEntry], gates: GateView, now: datetime, room: int, report: PollReport
+    ) -> list[Outgoing]:
         outgoing: list[Outgoing] = []
         for entry in entries:
+            if len(outgoing) >= room:
+                break
             gate = gates.decide(entry.lambda_name, entry.collection)
             ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
             if gate is not None and gate.action is GateAction.DROP:
@@ -162,13 +168,13 @@ class Consumer:
         """An entry whose task was not waiting to be enqueued: in flight, finished, or stuck."""
         task = outcome.task
         now_ms = to_ms(now)
-        key = (entry.id, entry.next_ms)
+        key, queue = (entry.id, entry.next_ms), (entry.lambda_name, entry.priority)
         if task is None or task.status.terminal or task.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
-            self._tracker.wait(key, now_ms + 5_000)  # the index lags the table by up to a second
+            self._tracker.wait(key, now_ms + 5_000, queue)  # the index lags the table by up to a second
             return None
         deadline = deadline_of(task, self._config.timeouts)
         if deadline is not None and to_ms(deadline) > now_ms:
-            self._tracker.wait(key, to_ms(deadline))
+            self._tracker.wait(key, to_ms(deadline), queue)
             return None
         return self._requeue(TaskRef(entry.id, entry.lambda_name, entry.priority), task, now, report)
 
@@ -192,7 +198,10 @@ class Consumer:
             return 0
         url = self._queues.url(lambda_name, priority)
         sent = 0
-        deadline_ms = to_ms(now) + int(self._config.timeouts.enqueue * 1000)
+        # Look again when the first deadline could pass: a task claimed at once
+        # and left by a dead controller is stuck claim_timeout after the send.
+        timeouts = self._config.timeouts
+        deadline_ms = to_ms(now) + int(min(timeouts.enqueue, timeouts.claim) * 1000)
         for start in range(0, len(outgoing), 10):
             batch = outgoing[start : start + 10]
             entries = [{"Id": str(i), "MessageBody": o.message.encode()} for i, o in enumerate(batch)]
@@ -201,7 +210,7 @@ class Consumer:
                 if str(i) in failed:
                     self._release(item.message, lambda_name, priority, now, report)
                     continue
-                self._tracker.wait((item.entry.id, item.entry.next_ms), deadline_ms)
+                self._tracker.wait((item.entry.id, item.entry.next_ms), deadline_ms, (lambda_name, priority))
                 sent += 1
         report.enqueued += sent
         return sent

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 
 EntryKey = tuple[str, int]  # (task id, next_timestamp): an entry that moved is news
+QueueKey = tuple[str, str]  # (lambda, priority)
 
 
 class InFlightTracker:
     def __init__(self) -> None:
-        self._wake_ms: dict[EntryKey, int] = {}
+        self._wake_ms: dict[EntryKey, tuple[int, QueueKey]] = {}
 
-    def wait(self, entry: EntryKey, until_ms: int) -> None:
-        self._wake_ms[entry] = until_ms
+    def wait(self, entry: EntryKey, until_ms: int, queue: QueueKey) -> None:
+        self._wake_ms[entry] = (until_ms, queue)
 
     def waiting(self, entry: EntryKey, now_ms: int) -> bool:
-        wake = self._wake_ms.get(entry)
-        return wake is not None and now_ms < wake
+        found = self._wake_ms.get(entry)
+        return found is not None and now_ms < found[0]
 
-    def prune(self, seen: set[EntryKey]) -> None:
-        """Drop entries the last poll no longer found due (finished or moved on)."""
-        for entry in [e for e in self._wake_ms if e not in seen]:
+    def prune(self, seen: set[EntryKey], read_in_full: set[QueueKey]) -> None:
+        """Drop entries that a complete read of their queue's partitions no longer found due."""
+        gone = [e for e, (_, queue) in self._wake_ms.items() if queue in read_in_full and e not in seen]
+        for entry in gone:
             del self._wake_ms[entry]
 
     def __len__(self) -> int:

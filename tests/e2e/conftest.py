@@ -1,0 +1,127 @@
+"""The local stack in its own process (moto's server on loopback, the consumer),
+and worker hosts as separate processes, the way they run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from atf_core.aws import AwsClients, make_clients
+from atf_core.config import StackConfig
+from atf_core.schema import Task
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_local.environment import local_environment
+from atf_local.stack import REPO, free_port, wait_for_port
+from tests.conftest import TEST_CONFIG
+
+
+@dataclass
+class RunningStack:
+    endpoint: str
+    config: StackConfig
+    config_path: Path
+    clients: AwsClients
+    store: DynamoTaskStore
+
+    def env(self) -> dict[str, str]:
+        return local_environment(self.endpoint, self.config.model_dump_json())
+
+    def wait_for(self, task_ids: list[str], done: Callable[[Task], bool], timeout_s: float = 30) -> list[Task]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            tasks = [self.store.get(i) for i in task_ids]
+            if all(t is not None and done(t) for t in tasks):
+                return [t for t in tasks if t is not None]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; states: {[(t.id[:8], t.status.value) for t in tasks if t]}")
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    config = StackConfig.model_validate(TEST_CONFIG)
+    path = tmp_path_factory.mktemp("stack") / "stack.json"
+    path.write_text(json.dumps(TEST_CONFIG))
+    port = free_port()
+    command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]
+    if "--api-port" in subprocess.run([*command[:4], "--help"], capture_output=True, text=True, cwd=REPO).stdout:
+        command += ["--api-port", str(free_port())]
+    process = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
+    try:
+        wait_for_port(port)
+        endpoint = f"http://127.0.0.1:{port}"
+        clients = make_clients(endpoint)
+        _wait_for_table(clients, config)
+        yield RunningStack(endpoint, config, path, clients, DynamoTaskStore(clients.dynamodb, config))
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+def _wait_for_table(clients: AwsClients, config: StackConfig) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        queues = clients.sqs.list_queues().get("QueueUrls", [])
+        if len(queues) >= 8:  # 4 queues and their dead-letter queues: provisioning is done
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the local stack did not provision its queues")
+
+
+@pytest.fixture
+def worker_host(stack: RunningStack) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(executors: int = 1, threads: int = 2) -> subprocess.Popen[bytes]:
+        command = [
+            sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas",
+            "--config", str(stack.config_path), "--executors", str(executors), "--threads", str(threads),
+            "--receive-wait", "1",
+        ]  # fmt: skip
+        host = subprocess.Popen(command, cwd=REPO, env=stack.env(), start_new_session=True)
+        started.append(host)
+        return host
+
+    yield start
+    for host in started:
+        if host.poll() is None:
+            host.send_signal(signal.SIGTERM)
+    for host in started:
+        try:
+            host.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(host.pid, signal.SIGKILL)
+
+
+def executors_of(host_pid: int) -> list[int]:
+    """The executor processes a worker host spawned."""
+    found = []
+    for pid in children_of(host_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
+            found.append(pid)
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found

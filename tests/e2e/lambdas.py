@@ -1,0 +1,25 @@
+"""Callbacks the end-to-end tests run on a real worker host."""
+
+from __future__ import annotations
+
+import time
+
+from atf_sdk.worker.registry import Fatal, Lambdas, Retry, TaskContext
+
+lambdas = Lambdas()
+
+
+@lambdas.register("work")
+def work(task: TaskContext) -> None:
+    time.sleep(float(task.payload.get("seconds", 0.05)))
+    if task.attempt < int(task.payload.get("succeed_on", 1)):
+        raise Retry(f"attempt {task.attempt} fails on purpose", after=0.2)
+    if task.payload.get("fatal"):
+        raise Fatal("this input can never work")
+
+
+@lambdas.register("sleepy")
+def sleepy(task: TaskContext) -> None:
+    """Slow on its first attempt only, so a re-run after a crash is quick."""
+    if task.attempt == 1:
+        time.sleep(float(task.payload.get("seconds", 60)))

@@ -1,0 +1,96 @@
+"""End to end on moto's server: the consumer, a worker host's controller and
+executors, each in its own process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from subprocess import Popen
+from typing import Any
+
+from atf_core.gating import Gating
+from atf_core.scheduling import Scheduling
+from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
+from tests.e2e.conftest import RunningStack, executors_of
+
+Host = Callable[..., "Popen[bytes]"]
+
+
+def schedule(stack: RunningStack, **body: Any) -> Task:
+    request = ScheduleRequest.model_validate({"lambda": "work", **body})
+    return Scheduling(stack.store, stack.config).schedule(request).task
+
+
+def finished(task: Task) -> bool:
+    return task.status.terminal
+
+
+def test_due_tasks_run_highest_priority_first(stack: RunningStack, worker_host: Host) -> None:
+    # Given one executor thread busy with a slow task
+    worker_host(executors=1, threads=1)
+    blocker = schedule(stack, payload={"seconds": 2.5})
+    stack.wait_for([blocker.id], lambda t: t.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING))
+    # When tasks of three priorities come due meanwhile, low ones first
+    order = ["low", "normal", "high"] * 3
+    tasks = [schedule(stack, priority=p, payload={"seconds": 0.01}) for p in order]
+    done = stack.wait_for([t.id for t in tasks], finished, timeout_s=40)
+    # Then they start in priority order
+    started = sorted(done, key=lambda t: t.claimed_at or t.created_at)
+    assert [t.priority for t in started] == ["high"] * 3 + ["normal"] * 3 + ["low"] * 3
+    assert all(t.status is TaskStatus.SUCCESS for t in done)
+
+
+def test_retries_then_success_and_fatal_failure_keep_the_error(stack: RunningStack, worker_host: Host) -> None:
+    worker_host()
+    flaky = schedule(stack, payload={"succeed_on": 3})
+    fatal = schedule(stack, payload={"fatal": True})
+    exhausted = schedule(stack, payload={"succeed_on": 99}, max_attempts=2)
+    flaky, fatal, exhausted = stack.wait_for([flaky.id, fatal.id, exhausted.id], finished, timeout_s=40)
+    assert (flaky.status, flaky.attempt) == (TaskStatus.SUCCESS, 3)
+    assert flaky.last_error is not None and flaky.last_error.attempt == 2
+    assert (fatal.status, fatal.attempt) == (TaskStatus.FATAL_FAILURE, 1)
+    assert fatal.last_error is not None and fatal.last_error.type == "Fatal"
+    assert (exhausted.status, exhausted.attempt) == (TaskStatus.FATAL_FAILURE, 2)
+    assert exhausted.last_error is not None and "attempt 2" in exhausted.last_error.message
+
+
+def test_a_paused_collection_waits_and_resumes(stack: RunningStack, worker_host: Host) -> None:
+    worker_host()
+    gating = Gating(stack.store, stack.config)
+    gating.set("work", "slow", GateAction.PAUSE, None)
+    try:
+        waiting = [schedule(stack, collection="slow"), schedule(stack, collection="slow", delay_seconds=1)]
+        running = [schedule(stack, collection="fast"), schedule(stack, collection="fast")]
+        stack.wait_for([t.id for t in running], lambda t: t.status is TaskStatus.SUCCESS)
+        time.sleep(2.5)  # the delayed one has come due meanwhile
+        assert all(stack.store.get(t.id).status is TaskStatus.NEW for t in waiting)  # type: ignore[union-attr]
+    finally:
+        gating.lift("work", "slow")
+    stack.wait_for([t.id for t in waiting], lambda t: t.status is TaskStatus.SUCCESS)
+
+
+def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(stack: RunningStack, worker_host: Host) -> None:
+    host = worker_host(executors=1, threads=1)
+    task = Scheduling(stack.store, stack.config).schedule(
+        ScheduleRequest.model_validate({"lambda": "sleepy", "payload": {"seconds": 120}})
+    ).task
+    stack.wait_for([task.id], lambda t: t.status is TaskStatus.PROCESSING)
+    killed_at = time.time()
+    for pid in executors_of(host.pid):
+        os.kill(pid, signal.SIGKILL)
+    [done] = stack.wait_for([task.id], finished, timeout_s=stack.config.timeouts.heartbeat + 25)
+    assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2)
+    assert done.claimed_at is not None
+    assert done.claimed_at.timestamp() - killed_at >= stack.config.timeouts.heartbeat - stack.config.timeouts.heartbeat_interval - 1
+
+
+def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningStack, worker_host: Host) -> None:
+    host = worker_host(executors=1, threads=1)
+    task = schedule(stack, payload={"seconds": 3})
+    stack.wait_for([task.id], lambda t: t.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING))
+    host.send_signal(signal.SIGTERM)
+    assert host.wait(timeout=30) == 0
+    done = stack.store.get(task.id)
+    assert done is not None and (done.status, done.attempt) == (TaskStatus.SUCCESS, 1)

@@ -1,0 +1,199 @@
+"""The store consumer against DynamoDB and SQS (moto in-process), with a controlled clock."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.consumer import Consumer
+from atf_core.gating import Gating
+from atf_core.queues import QueueDirectory, TaskMessage
+from atf_core.scheduling import Scheduling
+from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
+from atf_core.store.base import Change, TaskRef
+from atf_core.store.dynamo import DynamoTaskStore
+from tests.functional.helpers import T0
+
+
+class World:
+    def __init__(self, clients: Any, config: StackConfig) -> None:
+        self.config = config
+        self.now = T0
+        self.store = DynamoTaskStore(clients.dynamodb, config)
+        self.sqs = clients.sqs
+        self.queues = QueueDirectory(clients.sqs, config)
+        self.consumer = self.new_consumer()
+
+    def new_consumer(self) -> Consumer:
+        return Consumer(self.store, self.sqs, self.config, clock=lambda: self.now)
+
+    def schedule(self, **body: Any) -> Task:
+        request = ScheduleRequest.model_validate({"lambda": "work", **body})
+        return Scheduling(self.store, self.config).schedule(request, self.now).task
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def drain(self, priority: str = "normal", lambda_name: str = "work") -> list[TaskMessage]:
+        url = self.queues.url(lambda_name, priority)
+        found: list[TaskMessage] = []
+        while True:
+            batch = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            if not batch:
+                return found
+            for raw in batch:
+                found.append(TaskMessage.decode(raw["Body"]))
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=raw["ReceiptHandle"])
+
+    def status(self, task: Task) -> TaskStatus:
+        current = self.store.get(task.id)
+        assert current is not None
+        return current.status
+
+    def gate(self, action: GateAction, collection: str | None = None, until: datetime | None = None) -> None:
+        Gating(self.store, self.config).set("work", collection, action, until)
+
+
+@pytest.fixture
+def world(aws: Any, config: StackConfig) -> World:
+    return World(aws, config)
+
+
+def test_due_tasks_are_enqueued_with_their_attempt_and_delayed_ones_wait(world: World) -> None:
+    now_task = world.schedule(payload={"a": 1})
+    later_task = world.schedule(delay_seconds=30)
+    report = world.consumer.poll()
+    assert report.enqueued == 1
+    [message] = world.drain()
+    assert (message.task_id, message.attempt) == (now_task.id, 0)
+    assert world.status(later_task) is TaskStatus.NEW
+
+
+def test_lookahead_enqueues_a_moment_early_and_the_message_carries_the_due_time(world: World) -> None:
+    task = world.schedule(delay_seconds=world.config.lookahead / 2)
+    world.consumer.poll()
+    [message] = world.drain()
+    assert message.task_id == task.id
+    assert message.due_ms == int(task.scheduled_at.timestamp() * 1000)
+
+
+def test_a_second_poll_does_not_send_again(world: World) -> None:
+    world.schedule()
+    world.consumer.poll()
+    world.advance(1)
+    assert world.consumer.poll().enqueued == 0
+    assert len(world.drain()) == 1
+
+
+def test_two_consumers_at_once_send_each_task_once(world: World) -> None:
+    for _ in range(6):
+        world.schedule()
+    other = world.new_consumer()
+    sent = world.consumer.poll().enqueued + other.poll().enqueued
+    assert sent == 6
+    assert len(world.drain()) == 6
+
+
+def test_backpressure_bounds_messages_in_flight_per_queue(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config.model_copy(update={"max_in_flight_per_queue": 10}))
+    for _ in range(25):
+        world.schedule()
+    assert world.consumer.poll().enqueued == 10
+    assert world.consumer.poll().enqueued == 0  # the queue is still full
+    assert len(world.drain()) == 10
+    world.advance(3)  # the budget re-reads the depth
+    assert world.consumer.poll().enqueued == 10
+
+
+def test_a_paused_lambda_waits_and_resume_releases_it(world: World) -> None:
+    world.gate(GateAction.PAUSE)
+    task = world.schedule()
+    delayed = world.schedule(delay_seconds=2)
+    world.advance(3)
+    assert world.consumer.poll().enqueued == 0
+    Gating(world.store, world.config).lift("work", None)
+    assert world.consumer.poll().enqueued == 2
+    assert {m.task_id for m in world.drain()} == {task.id, delayed.id}
+
+
+def test_a_paused_collection_waits_while_others_run(world: World) -> None:
+    world.gate(GateAction.PAUSE, collection="slow")
+    slow = world.schedule(collection="slow")
+    fast = world.schedule(collection="fast")
+    world.consumer.poll()
+    assert [m.task_id for m in world.drain()] == [fast.id]
+    assert world.status(slow) is TaskStatus.NEW
+
+
+def test_a_pause_lifts_by_itself_at_its_until_time(world: World) -> None:
+    world.gate(GateAction.PAUSE, until=datetime.now().astimezone() + timedelta(seconds=30))
+    world.now = datetime.now().astimezone()
+    task = world.schedule()
+    assert world.consumer.poll().enqueued == 0
+    world.advance(31)
+    world.consumer.poll()
+    assert [m.task_id for m in world.drain()] == [task.id]
+
+
+def test_a_drop_gate_ends_due_tasks_as_dropped_with_the_reason(world: World) -> None:
+    Gating(world.store, world.config).set("work", "spam", GateAction.DROP, None, reason="campaign cancelled")
+    spam = world.schedule(collection="spam")
+    ham = world.schedule(collection="ham")
+    report = world.consumer.poll()
+    assert report.dropped == 1
+    dropped = world.store.get(spam.id)
+    assert dropped is not None and dropped.status is TaskStatus.DROPPED
+    assert dropped.reason is not None and "campaign cancelled" in dropped.reason
+    assert world.status(ham) is TaskStatus.ENQUEUED
+
+
+def test_an_enqueued_task_whose_message_was_lost_is_enqueued_again(world: World) -> None:
+    task = world.schedule()
+    world.consumer.poll()
+    world.drain()  # the message is lost
+    world.advance(world.config.timeouts.enqueue - 1)
+    assert world.consumer.poll().requeued == 0
+    world.advance(2)
+    assert world.consumer.poll().requeued == 1
+    [message] = world.drain()
+    assert (message.task_id, message.attempt) == (task.id, 0)
+
+
+@pytest.mark.parametrize("heartbeat", [False, True], ids=["claimed", "processing"])
+def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: World, heartbeat: bool) -> None:
+    task = world.schedule()
+    world.consumer.poll()
+    [message] = world.drain()
+    ref = TaskRef.of(task)
+    assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=message.attempt)).applied
+    timeout = world.config.timeouts.claim
+    if heartbeat:
+        beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=world.config.timeouts.heartbeat))
+        assert world.store.transition(ref, lifecycle.HEARTBEAT, beat).applied
+        timeout = world.config.timeouts.heartbeat
+    world.advance(timeout - 1)
+    assert world.consumer.poll().requeued == 0
+    world.advance(2)
+    assert world.consumer.poll().requeued == 1
+    [again] = world.drain()
+    assert (again.task_id, again.attempt) == (task.id, 1)  # the next claim makes it attempt 2
+    assert world.status(task) is TaskStatus.ENQUEUED
+
+
+def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: World) -> None:
+    task = world.schedule()
+    ref = TaskRef.of(task)
+    for attempt in range(task.max_attempts):
+        world.consumer.poll()
+        [message] = world.drain()
+        assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=message.attempt)).applied
+        world.advance(world.config.timeouts.claim + 1)
+    report = world.consumer.poll()
+    assert report.exhausted == 1
+    final = world.store.get(task.id)
+    assert final is not None and final.status is TaskStatus.FATAL_FAILURE
+    assert final.attempt == task.max_attempts and "lost" in (final.reason or "")
