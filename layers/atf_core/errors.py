@@ -89,14 +89,30 @@ def _all_subclasses(cls: type[AtfError]) -> list[type[AtfError]]:
     return found
 
 
+_BY_STATUS: dict[int, type[AtfError]] = {
+    403: MissingAuthentication,
+    404: NotFound,
+    409: Conflict,
+    415: UnsupportedMediaType,
+    429: Throttled,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+
+
 def from_wire(status: int, body: dict[str, object]) -> AtfError:
     """The error an API response describes, as the class the server raised where one matches."""
-    code = str(body.get("code") or "error")
     message = str(body.get("message") or f"HTTP {status}")
     field = body.get("field")
-    known: list[type[AtfError]] = [AtfError, *_all_subclasses(AtfError)]
-    classes = {c.code: c for c in known}
-    error = classes.get(code, AtfError)(message, str(field) if field is not None else None)
+    if "code" in body:
+        code = str(body["code"])
+        known: list[type[AtfError]] = [AtfError, *_all_subclasses(AtfError)]
+        cls = {c.code: c for c in known}.get(code, AtfError)
+    else:  # API Gateway's own refusals (auth, throttling, a failed invocation) carry only a message
+        cls = _BY_STATUS.get(status, AtfError)
+        code = cls.code
+    error = cls(message, str(field) if field is not None else None)
     if error.code != code or error.status != status:
         error.code, error.status = code, status  # keep what the server said even for codes this version lacks
     return error
