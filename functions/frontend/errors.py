@@ -87,6 +87,8 @@ def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputE
         return MissingField(f"{name} is required", name)
     if kind == "extra_forbidden":
         return UnknownField(f"{name} is not a known field", name)
+    if kind.startswith(("datetime", "date_", "time")):
+        return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
     if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
         return WrongType(f"{name}: {message}", name)
     if kind == "value_error" and name.split(".")[-1] == "payload":
@@ -111,38 +113,62 @@ def from_client_error(error: ClientError) -> AtfError:
     return Unavailable("the task store did not answer; retry with backoff")
 
 
-def install(app: APIGatewayRestResolver, logger: Logger) -> None:
-    """Register the exception handlers and the content-type check on the resolver."""
+class _Handlers:
+    """The resolver's exception handlers; they read the current request from the resolver."""
 
-    def check_media_type(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
-        return error_response(refused) if refused else next_middleware(app)
+    def __init__(self, app: APIGatewayRestResolver, logger: Logger) -> None:
+        self._app = app
+        self._logger = logger
 
-    app.use(middlewares=[check_media_type])
+    def _refused(self) -> UnsupportedMediaType | None:
+        return media_type_error(self._app.current_event.http_method, self._app.current_event.headers)
 
-    def invalid(error: RequestValidationError) -> Response[ErrorBody]:
+    def check_body(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        refused = self._refused()
+        if refused:
+            return error_response(refused)
+        # Powertools validates a JSON array body by its first element (a form-data
+        # convenience); this API takes objects only.
+        event = app.current_event
+        if event.http_method.upper() in METHODS_WITH_BODY and not isinstance(event.json_body, dict):
+            return error_response(WrongType("the body must be a JSON object", "body"))
+        return next_middleware(app)
+
+    def invalid(self, error: RequestValidationError) -> Response[ErrorBody]:
         # A form or text body fails validation before the middleware runs: say why.
-        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
-        return error_response(refused or from_validation(list(error.errors())))
+        return error_response(self._refused() or from_validation(list(error.errors())))
 
-    def unsupported(error: RequestUnsupportedContentType) -> Response[ErrorBody]:
-        refused = media_type_error(app.current_event.http_method, app.current_event.headers)
-        return error_response(refused or UnsupportedMediaType(str(error), "Content-Type"))
+    def unsupported(self, error: RequestUnsupportedContentType) -> Response[ErrorBody]:
+        return error_response(self._refused() or UnsupportedMediaType(str(error), "Content-Type"))
 
-    def undecodable(error: Exception) -> Response[ErrorBody]:
+    def unparsable(self, error: ValueError) -> Response[ErrorBody]:
+        # Powertools parses form and multipart bodies before any middleware runs, and
+        # a malformed one (say, no multipart boundary) raises a bare ValueError.
+        refused = self._refused()
+        if refused is None:
+            raise error
+        return error_response(refused)
+
+    def undecodable(self, error: Exception) -> Response[ErrorBody]:
         return error_response(MalformedJson(f"the body could not be decoded: {type(error).__name__}"))
 
-    def no_route(error: NotFoundError) -> Response[ErrorBody]:
-        event = app.current_event
+    def no_route(self, error: NotFoundError) -> Response[ErrorBody]:
+        event = self._app.current_event
         return error_response(NotFound(f"no route {event.http_method} {event.path}", "path"))
 
-    def store_failed(error: ClientError) -> Response[ErrorBody]:
-        logger.warning("task store call failed", extra={"error": str(error)})
+    def store_failed(self, error: ClientError) -> Response[ErrorBody]:
+        self._logger.warning("task store call failed", extra={"error": str(error)})
         return error_response(from_client_error(error))
 
+
+def install(app: APIGatewayRestResolver, logger: Logger) -> None:
+    """Register the exception handlers and the body checks on the resolver."""
+    handlers = _Handlers(app, logger)
+    app.use(middlewares=[handlers.check_body])
     app.exception_handler(AtfError)(error_response)
-    app.exception_handler(RequestValidationError)(invalid)
-    app.exception_handler(RequestUnsupportedContentType)(unsupported)
-    app.exception_handler([UnicodeDecodeError, RecursionError])(undecodable)
-    app.not_found(no_route)
-    app.exception_handler(ClientError)(store_failed)
+    app.exception_handler(RequestValidationError)(handlers.invalid)
+    app.exception_handler(RequestUnsupportedContentType)(handlers.unsupported)
+    app.exception_handler(ValueError)(handlers.unparsable)
+    app.exception_handler([UnicodeDecodeError, RecursionError])(handlers.undecodable)
+    app.not_found(handlers.no_route)
+    app.exception_handler(ClientError)(handlers.store_failed)

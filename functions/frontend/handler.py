@@ -92,7 +92,7 @@ def cancel_task(task_id: TaskId) -> Task:
     return services().scheduling.cancel(task_id)
 
 
-@app.get("/v1/gates", summary="The gates in force")
+@app.get("/v1/gates", summary="The gates in force", responses={**ok(200, "Gates", GateList), **error_responses()})
 def list_gates() -> GateList:
     return GateList(gates=list(services().gating.view().gates))
 

@@ -43,8 +43,9 @@ def ok(status: int, description: str, model: type[BaseModel]) -> dict[int, Any]:
 
 
 def error_responses(*statuses: int) -> dict[int, Any]:
+    """The errors a route answers; every route may answer 404, as a path it cannot parse matches no route."""
     content = {JSON: {"model": ErrorBody}}
-    return {status: {"description": _DESCRIPTIONS[status], "content": content} for status in statuses}
+    return {status: {"description": _DESCRIPTIONS[status], "content": content} for status in sorted({*statuses, 404})}
 
 
 def document(app: APIGatewayRestResolver) -> dict[str, Any]:

@@ -106,10 +106,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+    def __getattr__(self, name: str) -> Any:
+        # Every method reaches the handler (do_GET, do_TRACE, ...): answering unknown ones is its job.
+        if name.startswith("do_"):
+            return self._dispatch
+        raise AttributeError(name)
 
     def _dispatch(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
