@@ -1,0 +1,110 @@
+"""The local stack with its API on free loopback ports, shared by the API tests.
+
+Started once for this package, without a worker host or consumer, so task
+states change only when a test changes them. The environment the stack sets
+(endpoint, configuration) is restored afterwards so later packages see none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import urllib3
+from atf_core.aws import make_clients
+from atf_core.config import StackConfig
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_local.stack import LocalStack, free_port
+from atf_sdk.client import AtfClient, RetryPolicy
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+API_CONFIG = {
+    "name": "atf-api",
+    "table_name": "atf-api-tasks",
+    "shards": 2,
+    "lookahead": 0.5,
+    "timeouts": {"enqueue": 15, "claim": 10, "heartbeat_interval": 1, "heartbeat": 10},
+    "lambdas": {
+        "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
+        "mail": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 5, "shards": 1},
+        "report": {"priorities": ["high", "low"], "default_priority": "low", "max_attempts": 3},
+    },
+}
+DUMMY = Credentials("local", "local")
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class Raw:
+    """Any request at all, signed like the SDK signs, for the cases the SDK would refuse to send."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._pool = urllib3.PoolManager()
+
+    def __call__(
+        self, method: str, path: str, body: Any = None, *, data: bytes | None = None,
+        content_type: str | None = "application/json", sign: bool = True,
+    ) -> Reply:
+        if data is None and body is not None:
+            data = json.dumps(body).encode()
+        headers = {"Content-Type": content_type} if content_type else {}
+        request = AWSRequest(method=method, url=self.url + path, data=data, headers=headers)
+        if sign:
+            SigV4Auth(DUMMY, "execute-api", "us-east-1").add_auth(request)
+        response = self._pool.request(method, self.url + path, body=data, headers=dict(request.headers.items()))
+        parsed = json.loads(response.data) if response.data else None
+        return Reply(response.status, parsed, dict(response.headers))
+
+
+@pytest.fixture(scope="package")
+def stack() -> Iterator[LocalStack]:
+    saved = dict(os.environ)
+    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update({"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true"})
+    local = LocalStack(StackConfig.model_validate(API_CONFIG), aws_port=free_port(), api_port=free_port())
+    local.start(with_consumer=False)
+    try:
+        yield local
+    finally:
+        local.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="package")
+def client(stack: LocalStack) -> Iterator[AtfClient]:
+    with AtfClient(stack.api_url, region="us-east-1", retry=RetryPolicy(attempts=3, base_s=0.05)) as atf:
+        yield atf
+
+
+@pytest.fixture(scope="package")
+def raw(stack: LocalStack) -> Raw:
+    return Raw(stack.api_url)
+
+
+@pytest.fixture(scope="package")
+def store(stack: LocalStack) -> DynamoTaskStore:
+    return DynamoTaskStore(make_clients(stack.endpoint).dynamodb, stack.config)
+
+
+@pytest.fixture
+def item_count(stack: LocalStack) -> Any:
+    """How many items the table holds (tasks and the gates item): to show a refusal wrote nothing."""
+    dynamodb = make_clients(stack.endpoint).dynamodb
+
+    def count() -> int:
+        return int(dynamodb.scan(TableName=stack.config.table_name, Select="COUNT", ConsistentRead=True)["Count"])
+
+    return count

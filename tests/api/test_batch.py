@@ -1,0 +1,48 @@
+"""POST /v1/tasks/batch and the SDK's schedule_many: a result per task, in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from atf_core.errors import UnknownLambda
+from atf_core.schema import ScheduleRequest
+from atf_sdk.client import AtfClient
+
+
+def test_each_item_gets_its_own_outcome(raw: Any, item_count: Any) -> None:
+    raw("POST", "/v1/tasks", {"lambda": "work", "key": "batch-old"})
+    raw("POST", "/v1/tasks", {"lambda": "work", "key": "batch-taken", "payload": {"v": 1}})
+    before = item_count()
+    tasks = [
+        {"lambda": "work", "key": "batch-new"},
+        {"lambda": "work", "key": "batch-old"},
+        {"lambda": "work", "key": "batch-taken", "payload": {"v": 2}},
+        {"lambda": "work", "key": "batch-new"},
+    ]
+    results = raw("POST", "/v1/tasks/batch", {"tasks": tasks}).body["results"]
+    assert [(r["index"], r["status"]) for r in results] == [(0, 201), (1, 200), (2, 409), (3, 200)]
+    assert results[2]["error"]["code"] == "conflict" and results[2]["task"] is None
+    assert results[3]["task"]["id"] == results[0]["task"]["id"] and not results[3]["task"]["created"]
+    assert item_count() == before + 1
+
+
+def test_schedule_many_sends_batches_of_100_and_reports_progress(client: AtfClient) -> None:
+    requests = [ScheduleRequest.model_validate({"lambda": "mail", "payload": {"i": i}}) for i in range(230)]
+    progress: list[int] = []
+    results = client.schedule_many(requests, on_progress=progress.append)
+    assert progress == [100, 100, 30]
+    assert [r.index for r in results] == list(range(230))
+    assert all(r.status == 201 and r.task and r.task.key for r in results)
+    assert client.get(results[229].task.id).payload == {"i": 229}  # type: ignore[union-attr]
+    keyed = [requests[i].model_copy(update={"key": results[i].task.key}) for i in range(230)]  # type: ignore[union-attr]
+    again = client.schedule_many(keyed)
+    assert {r.status for r in again} == {200}, "resending with the same keys schedules nothing twice"
+
+
+def test_a_bad_task_is_named_by_its_index_in_the_callers_list(client: AtfClient) -> None:
+    requests: list[dict[str, Any]] = [{"lambda": "work"} for _ in range(120)]
+    requests[110] = {"lambda": "nope"}
+    with pytest.raises(UnknownLambda) as refused:
+        client.schedule_many(requests)
+    assert refused.value.field == "tasks[110].lambda"

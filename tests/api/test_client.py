@@ -1,0 +1,117 @@
+"""The SDK's transport against stand-in handlers: signing, retries with backoff, configuration."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from atf_core.errors import Throttled, Unavailable
+from atf_local.api_server import ApiServer
+from atf_local.stack import LocalStack, free_port
+from atf_sdk.client import API_URL_ENV, AtfClient, RetryPolicy
+
+from functions.frontend.handler import lambda_handler
+
+Event = dict[str, Any]
+FAST = RetryPolicy(attempts=3, base_s=0.01, cap_s=0.05)
+
+
+@pytest.fixture
+def serve(stack: LocalStack) -> Iterator[Callable[[Callable[[Event, Any], Event]], str]]:
+    """Serve a stand-in handler (which may call the real one) on a free port; give its URL."""
+    servers: list[ApiServer] = []
+
+    def start(handler: Callable[[Event, Any], Event]) -> str:
+        servers.append(ApiServer(free_port(), handler).start())
+        return servers[-1].url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def _reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Event:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
+            "body": json.dumps(body)}
+
+
+def test_requests_are_signed_for_execute_api(serve: Any) -> None:
+    seen: list[Event] = []
+
+    def record(event: Event, context: Any) -> Event:
+        seen.append(event)
+        return lambda_handler(event, context)
+
+    AtfClient(serve(record), region="eu-west-1").schedule("work")
+    authorization = seen[0]["headers"]["Authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=local/")
+    assert "/eu-west-1/execute-api/aws4_request" in authorization
+    assert "X-Amz-Date" in seen[0]["headers"]
+
+
+def test_throttling_and_server_errors_are_retried_with_the_same_key(serve: Any) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def flaky(event: Event, context: Any) -> Event:
+        bodies.append(json.loads(event["body"]))
+        if len(bodies) == 1:
+            return _reply(429, {"message": "Too Many Requests"}, {"Retry-After": "0"})
+        if len(bodies) == 2:
+            lambda_handler(event, context)  # written, but the answer is lost
+            return _reply(502, {"message": "Internal server error"})
+        return lambda_handler(event, context)
+
+    task = AtfClient(serve(flaky), retry=FAST).schedule("work", {"order": 7})
+    assert len(bodies) == 3 and bodies[0] == bodies[1] == bodies[2] and bodies[0]["key"]
+    assert not task.created, "the retry found the task its lost answer had made"
+
+
+def test_retries_give_up_with_the_last_error(serve: Any) -> None:
+    calls: list[int] = []
+
+    def throttled(event: Event, context: Any) -> Event:
+        calls.append(1)
+        return _reply(429, {"code": "throttled", "message": "slow down"})
+
+    with pytest.raises(Throttled):
+        AtfClient(serve(throttled), retry=FAST).get("a" * 32)
+    assert len(calls) == FAST.attempts
+
+
+def test_a_dead_endpoint_is_unavailable() -> None:
+    with pytest.raises(Unavailable):
+        AtfClient(f"http://127.0.0.1:{free_port()}", retry=FAST).gates()
+
+
+def test_batch_items_the_store_throttled_are_resent_alone(serve: Any) -> None:
+    sent: list[list[dict[str, Any]]] = []
+
+    def throttle_second_item_once(event: Event, context: Any) -> Event:
+        tasks = json.loads(event["body"])["tasks"]
+        sent.append(tasks)
+        reply = lambda_handler(event, context)
+        if len(sent) == 1:  # pretend the store throttled item 1 and wrote nothing for it
+            body = json.loads(reply["body"])
+            body["results"][1] = {"index": 1, "status": 503, "error": {"code": "unavailable", "message": "retry"}}
+            reply["body"] = json.dumps(body)
+        return reply
+
+    results = AtfClient(serve(throttle_second_item_once), retry=FAST).schedule_many(
+        [{"lambda": "work", "payload": {"i": i}} for i in range(3)]
+    )
+    assert [len(batch) for batch in sent] == [3, 1] and sent[1][0] == sent[0][1]
+    # The resend carries item 1's key, so it finds the task rather than making a second one.
+    assert [(r.index, r.status) for r in results] == [(0, 201), (1, 200), (2, 201)]
+
+
+def test_from_env_reads_the_api_url(monkeypatch: pytest.MonkeyPatch, stack: LocalStack) -> None:
+    monkeypatch.setenv(API_URL_ENV, stack.api_url + "/")
+    client = AtfClient.from_env()
+    assert client.endpoint == stack.api_url and client.gates() is not None
+
+
+def test_the_region_comes_from_an_execute_api_url() -> None:
+    client = AtfClient("https://abc123.execute-api.ap-south-1.amazonaws.com/prod")
+    assert client.region == "ap-south-1"

@@ -1,0 +1,56 @@
+"""Schemathesis against the running local API: generated valid and invalid requests to every
+operation of the committed OpenAPI document, with zero server errors and answers that match it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import requests
+import schemathesis
+from atf_local.stack import LocalStack
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from hypothesis import HealthCheck, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from functions.frontend.openapi_doc import COMMITTED
+from tests.api.conftest import DUMMY
+
+EXAMPLES_PER_OPERATION = 30
+
+schema = schemathesis.openapi.from_dict(json.loads(COMMITTED.read_text()))
+schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], deterministic=True)
+
+
+class SigV4(requests.auth.AuthBase):
+    """Signs each generated request the way the SDK does, so it passes the API's auth check."""
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        signable = AWSRequest(method=request.method, url=request.url, data=request.body, headers=dict(request.headers))
+        SigV4Auth(DUMMY, "execute-api", "us-east-1").add_auth(signable)
+        request.headers.update(dict(signable.headers.items()))
+        return request
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+def test_the_api_never_fails_on_generated_requests(case: Any, stack: LocalStack) -> None:
+    session = requests.Session()
+    session.auth = SigV4()
+    case.call_and_validate(
+        base_url=stack.api_url,
+        session=session,
+        checks=[not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance],
+    )

@@ -1,0 +1,53 @@
+"""GET /v1/lambdas/{lambda}/stats on a lambda only this module schedules."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from atf_core.aws import make_clients
+from atf_core.schema import TaskStatus
+from atf_core.stats import Stats
+from atf_local.stack import LocalStack
+from atf_sdk.client import AtfClient
+
+from tests.api.states import advance
+
+
+@pytest.fixture(scope="module")
+def report(client: AtfClient, store: Any) -> dict[str, str]:
+    """3 high tasks in an hour, 2 low ones due now, 1 low one a minute overdue, 1 processing, 1 done."""
+    ids: dict[str, str] = {}
+    for i in range(3):
+        client.schedule("report", {"i": i}, priority="high", delay_seconds=3600)
+    for i in range(2):
+        client.schedule("report", {"due": i}, priority="low")
+    ids["overdue"] = client.schedule("report", priority="low", run_at=datetime.now(UTC) - timedelta(minutes=1)).id
+    ids["running"] = client.schedule("report", {"run": 1}, priority="low").id
+    advance(store, ids["running"], TaskStatus.PROCESSING)
+    advance(store, client.schedule("report", {"done": 1}, priority="low").id, TaskStatus.SUCCESS)
+    return ids
+
+
+def test_counts_by_priority_and_state(client: AtfClient, report: dict[str, str]) -> None:
+    stats = client.stats("report")
+    counts = {p: (c.scheduled, c.due, c.started) for p, c in stats.priorities.items()}
+    assert counts == {"high": (3, 0, 0), "low": (0, 3, 1)}
+    assert stats.states == {TaskStatus.NEW: 6, TaskStatus.PROCESSING: 1}, "finished tasks are not counted"
+    assert stats.complete and stats.sampled == 4
+
+
+def test_oldest_due_and_start_lag(client: AtfClient, report: dict[str, str]) -> None:
+    stats = client.stats("report")
+    assert stats.oldest_due is not None
+    assert (stats.oldest_due.id, stats.oldest_due.status) == (report["overdue"], TaskStatus.NEW)
+    assert stats.oldest_due.waiting_s >= 60
+    lag = stats.start_lag
+    assert lag.samples == 1 and lag.p50_ms is not None and 0 <= lag.p50_ms == lag.max_ms < 30_000
+
+
+def test_a_small_sample_says_it_is_partial(stack: LocalStack, report: dict[str, str]) -> None:
+    stats = Stats(make_clients(stack.endpoint).dynamodb, stack.config, sample=2).of("report")
+    assert not stats.complete and stats.sampled == 2
+    assert stats.priorities["low"].due == 3, "counts stay exact when only the sample is cut"
