@@ -13,6 +13,7 @@ from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup
+from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
 
 logger = Logger(service="atf-consumer")
@@ -30,7 +31,8 @@ def _consumer(index: int, of: int) -> Consumer:
     # Built once per group and kept while the Lambda is warm, so the in-flight
     # tracker carries over from one tick to the next.
     clients = make_clients()
-    return Consumer(DynamoTaskStore(clients.dynamodb, _config()), clients.sqs, _config(), ConsumerGroup(index, of))
+    store = recorded(DynamoTaskStore(clients.dynamodb, _config()), History.from_env("consumer"))
+    return Consumer(store, clients.sqs, _config(), ConsumerGroup(index, of))
 
 
 def _record(report: PollReport, seconds: float) -> None:

@@ -7,6 +7,7 @@ these models; nothing else defines the shape of a task.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -40,8 +41,13 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
+# Fault injection shifts one component's clock (ATF_CLOCK_OFFSET_S) to show
+# that offsets between components delay recovery but never break a guarantee.
+_CLOCK_OFFSET = timedelta(seconds=float(os.environ.get("ATF_CLOCK_OFFSET_S", "0") or 0))
+
+
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    return datetime.now(UTC) + _CLOCK_OFFSET
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -10,6 +10,7 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer
+from atf_core.consumer.deadlines import lease_floor
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.scheduling import Scheduling
@@ -163,6 +164,17 @@ def test_an_enqueued_task_whose_message_was_lost_is_enqueued_again(world: World)
     assert (message.task_id, message.attempt) == (task.id, 0)
 
 
+def poll_until_requeued(world: World, limit_s: float) -> float:
+    """Poll once a second; the seconds it took for the consumer to re-enqueue."""
+    waited = 0.0
+    while waited <= limit_s:
+        if world.consumer.poll().requeued:
+            return waited
+        world.advance(1)
+        waited += 1
+    raise AssertionError(f"not re-enqueued within {limit_s}s")
+
+
 @pytest.mark.parametrize("heartbeat", [False, True], ids=["claimed", "processing"])
 def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: World, heartbeat: bool) -> None:
     task = world.schedule()
@@ -175,25 +187,43 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: Wor
         beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=world.config.timeouts.heartbeat))
         assert world.store.transition(ref, lifecycle.HEARTBEAT, beat).applied
         timeout = world.config.timeouts.heartbeat
-    world.advance(timeout - 1)
-    assert world.consumer.poll().requeued == 0
-    world.advance(2)
-    assert world.consumer.poll().requeued == 1
+    took = poll_until_requeued(world, limit_s=timeout + lease_floor(world.config.timeouts) + 2)
+    # never before the timeout; at most one lease floor later, the consumer's own watch of the stamp
+    assert timeout <= took <= timeout + lease_floor(world.config.timeouts) + 1
     [again] = world.drain()
     assert (again.task_id, again.attempt) == (task.id, 1)  # the next claim makes it attempt 2
     assert world.status(task) is TaskStatus.ENQUEUED
 
 
+def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World) -> None:
+    task = world.schedule()
+    world.consumer.poll()
+    [message] = world.drain()
+    assert world.store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=world.now, attempt=0)).applied
+    # A second consumer whose clock is an hour ahead sees the claim deadline long passed
+    ahead = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now + timedelta(hours=1))
+    assert ahead.poll().requeued == 0
+    world.advance(lease_floor(world.config.timeouts) - 1)
+    assert ahead.poll().requeued == 0
+    world.advance(2)
+    assert ahead.poll().requeued == 1
+
+
 def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: World) -> None:
     task = world.schedule()
     ref = TaskRef.of(task)
-    for attempt in range(task.max_attempts):
+    limit = world.config.timeouts.claim + lease_floor(world.config.timeouts) + 2
+    for _ in range(task.max_attempts):
         world.consumer.poll()
         [message] = world.drain()
         assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=message.attempt)).applied
-        world.advance(world.config.timeouts.claim + 1)
-    report = world.consumer.poll()
-    assert report.exhausted == 1
+        world.advance(1)
+        if _ < task.max_attempts - 1:
+            poll_until_requeued(world, limit)
+    for _ in range(int(limit)):
+        world.advance(1)
+        if world.consumer.poll().exhausted:
+            break
     final = world.store.get(task.id)
     assert final is not None and final.status is TaskStatus.FATAL_FAILURE
     assert final.attempt == task.max_attempts and "lost" in (final.reason or "")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer.budget import QueueBudget
-from atf_core.consumer.deadlines import deadline_of, observed_stamp
+from atf_core.consumer.deadlines import deadline_of, lease_floor, observed_stamp
 from atf_core.consumer.tracker import EntryKey, InFlightTracker
 from atf_core.gating import GateView
 from atf_core.queues import QueueDirectory, TaskMessage
@@ -81,6 +81,7 @@ class Consumer:
             self._queues.depth, config.max_in_flight_per_queue, clock=lambda: self._clock().timestamp()
         )
         self._tracker = InFlightTracker()
+        self._first_seen: dict[tuple[object, ...], int] = {}
         self._last_gates: GateView | None = None
 
     def poll(self) -> PollReport:
@@ -101,6 +102,7 @@ class Consumer:
                     log.exception("poll of %s/%s failed", lambda_name, priority)
                     report.errors += 1
         self._tracker.prune(seen, polled)
+        self._forget_old_stamps(to_ms(now))
         return report
 
     def _poll_queue(
@@ -172,11 +174,20 @@ class Consumer:
         if task is None or task.status.terminal or task.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
             self._tracker.wait(key, now_ms + 5_000, queue)  # the index lags the table by up to a second
             return None
-        deadline = deadline_of(task, self._config.timeouts)
-        if deadline is not None and to_ms(deadline) > now_ms:
-            self._tracker.wait(key, to_ms(deadline), queue)
+        wake_ms = self._stuck_after_ms(task, now_ms)
+        if wake_ms > now_ms:
+            self._tracker.wait(key, wake_ms, queue)
             return None
         return self._requeue(TaskRef(entry.id, entry.lambda_name, entry.priority), task, now, report)
+
+    def _stuck_after_ms(self, task: Task, now_ms: int) -> int:
+        deadline = deadline_of(task, self._config.timeouts)
+        deadline_ms = to_ms(deadline) if deadline else now_ms
+        if task.status is TaskStatus.ENQUEUED:
+            return deadline_ms  # not running: an early re-enqueue only duplicates a message
+        stamp = (task.id, *sorted(observed_stamp(task).items()))
+        first_seen = self._first_seen.setdefault(stamp, now_ms)
+        return max(deadline_ms, first_seen + int(lease_floor(self._config.timeouts) * 1000))
 
     def _requeue(self, ref: TaskRef, task: Task, now: datetime, report: PollReport) -> TaskMessage | None:
         stamp = observed_stamp(task)
@@ -221,6 +232,11 @@ class Consumer:
         report.send_failures += 1
         ref = TaskRef(message.task_id, lambda_name, priority)
         self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt))
+
+    def _forget_old_stamps(self, now_ms: int) -> None:
+        horizon = now_ms - int(4 * max(self._config.timeouts.heartbeat, self._config.timeouts.claim) * 1000)
+        for stamp in [s for s, seen in self._first_seen.items() if seen < horizon]:
+            del self._first_seen[stamp]
 
     def _release_lifted(self, gates: GateView) -> None:
         """Tasks a controller handed back under a gate are waiting as new: look again once it lifts."""

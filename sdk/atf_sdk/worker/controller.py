@@ -22,6 +22,7 @@ from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_sdk.worker.buffers import Buffered, WorkBuffer
+from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class Controller:
         self._lambdas = lambda_names
         self._settings = settings or ControllerSettings()
         self._queues = QueueDirectory(sqs, config)
+        self._deletes = DeleteBatcher(sqs)
         self._buffers = {name: WorkBuffer(self._settings.buffer_per_lambda) for name in lambda_names}
         self._draining = threading.Event()
         self._gates = GateView.of([], utcnow())
@@ -132,10 +134,7 @@ class Controller:
             self._store.transition(ref, lifecycle.RELEASE, Change(now=utcnow(), attempt=message.attempt))
 
     def _delete(self, item: Buffered) -> None:
-        try:
-            self._sqs.delete_message(QueueUrl=item.queue_url, ReceiptHandle=item.receipt)
-        except Exception:  # noqa: BLE001 - a redelivered message fails its claim harmlessly
-            log.warning("delete of message for %s failed", item.message.task_id)
+        self._deletes.delete(item.queue_url, item.receipt)
 
     # -- gates ---------------------------------------------------------------
     def _gate_view(self) -> GateView:
@@ -163,6 +162,7 @@ class Controller:
                     )
                 except Exception:  # noqa: BLE001 - it becomes visible after its timeout anyway
                     log.warning("could not release message for %s", item.message.task_id)
+        self._deletes.close()
 
     @property
     def draining(self) -> bool:

@@ -20,6 +20,7 @@ from multiprocessing.connection import Client
 from atf_core import lifecycle
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
+from atf_core.history import History, recorded
 from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.dynamo import DynamoTaskStore
@@ -51,11 +52,12 @@ def executor_main(spec: ExecutorSpec) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
     config = StackConfig.model_validate_json(spec.config_json)
     clients = make_clients(spec.endpoint_url)
-    store = DynamoTaskStore(clients.dynamodb, config)
+    history = History.from_env("executor")
+    store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
-    heartbeats = Heartbeats(DynamoTaskStore(clients.dynamodb_heartbeat, config), config.timeouts)
+    heartbeats = Heartbeats(recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history), config.timeouts)
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
-    runner = TaskRunner(store, config, callback, heartbeats)
+    runner = TaskRunner(store, config, callback, heartbeats, history)
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
     ]
@@ -87,14 +89,24 @@ def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
 class TaskRunner:
     """Runs one task's callback and records how it ended."""
 
-    def __init__(self, store: TaskStore, config: StackConfig, callback: Callback, heartbeats: Heartbeats) -> None:
+    def __init__(
+        self, store: TaskStore, config: StackConfig, callback: Callback, heartbeats: Heartbeats, history: History
+    ) -> None:
         self._store = store
         self._config = config
         self._callback = callback
         self._heartbeats = heartbeats
+        self._history = history
 
     def run(self, task: Task) -> None:
         self._heartbeats.track(task)
+        self._history.record("start", task=task.id, attempt=task.attempt)
+        try:
+            self._execute(task)
+        finally:
+            self._history.record("end", task=task.id, attempt=task.attempt)
+
+    def _execute(self, task: Task) -> None:
         try:
             self._callback(TaskContext.of(task))
         except Fatal as error:

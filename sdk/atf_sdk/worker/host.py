@@ -24,6 +24,7 @@ from pathlib import Path
 
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
+from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
@@ -52,7 +53,7 @@ class WorkerHost:
         self.lambda_names = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
         if not self.lambda_names:
             raise ValueError(f"none of {registered} is a lambda of stack {config.name!r}")
-        store = DynamoTaskStore(self._clients.dynamodb, config)
+        store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
         self.controller = Controller(
             store, self._clients.sqs, self._clients.sqs_long_poll, config, self.lambda_names, settings.controller
         )
