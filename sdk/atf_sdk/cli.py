@@ -245,7 +245,9 @@ def _stats(args: argparse.Namespace) -> int:
     console.print(f"start-lag (first attempts, n={lag.samples}): p50 {lag.p50_ms} ms, p90 {lag.p90_ms} ms, "
                   f"max {lag.max_ms} ms" if lag.samples else "start-lag: no live task has started yet")
     if not stats.complete:
-        console.print("[yellow]partial: a cap was hit, counts are lower bounds[/]")
+        backlog = sum(c.due + c.started for c in stats.priorities.values())
+        console.print(f"[yellow]partial: states are those of the oldest {stats.sampled} of {backlog} due or started "
+                      "tasks (a count over many pages may also be a lower bound)[/]")
     return 0
 
 
