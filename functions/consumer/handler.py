@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import cache
 from typing import Any
 
@@ -16,6 +17,8 @@ from atf_core.consumer.consumer import ConsumerGroup
 from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
 
+# A poll that found nothing to do is normal, not worth a warning per invocation.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-consumer")
 metrics = Metrics(namespace="ATF", service="consumer")
 tracer = Tracer(service="atf-consumer")

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = commands.add_parser("demo", help="the local stack, a worker host and a demo mix of tasks")
     demo.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     demo.add_argument("--aws-port", type=int, default=4566)
+    demo.add_argument("--api-port", type=int, default=8080)
     args = parser.parse_args(argv)
     if args.command == "serve":
         _serve(StackConfig.from_file(args.config), args.aws_port, args.consumers, args.api_port or None)
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "demo":
         from atf_local.demo import run_demo
 
-        run_demo(StackConfig.from_file(args.config), args.aws_port)
+        run_demo(StackConfig.from_file(args.config), args.aws_port, args.api_port)
 
 
 def _serve(config: StackConfig, aws_port: int, consumers: int, api_port: int | None = 8080) -> None:

@@ -1,0 +1,147 @@
+"""make run: the local stack, a worker host with the example lambdas, a demo mix of
+tasks scheduled through the SDK, and each task's state live until all are done."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from atf_core.config import StackConfig
+from atf_core.schema import Task, TaskStatus
+from atf_local import environment
+from atf_local.stack import REPO, LocalStack, free_port
+from atf_sdk.client import AtfClient
+
+STYLE = {
+    TaskStatus.NEW: "dim",
+    TaskStatus.ENQUEUED: "cyan",
+    TaskStatus.CLAIMED: "blue",
+    TaskStatus.PROCESSING: "bold blue",
+    TaskStatus.RETRIABLE_FAILURE: "yellow",
+    TaskStatus.SUCCESS: "green",
+    TaskStatus.FATAL_FAILURE: "bold red",
+    TaskStatus.CANCELLED: "magenta",
+    TaskStatus.DROPPED: "magenta",
+}
+RESUME_AFTER_S = 8.0
+TIMEOUT_S = 120.0
+
+
+@dataclass
+class DemoTask:
+    label: str
+    expect: TaskStatus
+    request: dict[str, Any]
+    id: str = ""
+
+
+def demo_mix() -> list[DemoTask]:
+    greet = "greet"
+    mix = [
+        DemoTask("immediate", TaskStatus.SUCCESS, {"lambda_name": greet, "payload": {"name": "now"}}),
+        DemoTask("delayed 5 s", TaskStatus.SUCCESS, {"lambda_name": greet, "payload": {"name": "later"}, "delay_seconds": 5}),
+        DemoTask("fails twice, then succeeds", TaskStatus.SUCCESS, {"lambda_name": "flaky", "payload": {"succeed_on": 3}}),
+        DemoTask("fails fatally", TaskStatus.FATAL_FAILURE, {"lambda_name": "charge", "payload": {"amount": -5}}),
+    ]
+    for priority in ("low", "normal", "high"):
+        for n in range(2):
+            body = {"name": f"{priority}-{n}", "seconds": 0.5}
+            request = {"lambda_name": greet, "payload": body, "priority": priority, "delay_seconds": 2}
+            mix.append(DemoTask(f"priority {priority} #{n + 1}", TaskStatus.SUCCESS, request))
+    for n in range(2):
+        request = {"lambda_name": greet, "payload": {"name": f"reader {n}"}, "collection": "newsletter", "delay_seconds": n}
+        mix.append(DemoTask(f"paused collection #{n + 1}", TaskStatus.SUCCESS, request))
+    return mix
+
+
+def _port(preferred: int) -> int:
+    with socket.socket() as probe:
+        return preferred if probe.connect_ex(("127.0.0.1", preferred)) != 0 else free_port()
+
+
+def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    stack = LocalStack(config, aws_port=_port(aws_port), api_port=_port(api_port))
+    console.print(f"[bold]Starting the local stack[/] (AWS on {stack.endpoint}, API on {stack.api_url})")
+    stack.start()
+    log = Path(REPO / ".demo-worker.log")
+    host = _start_worker_host(stack, log)
+    _wait_for_line(log, "worker host serving", timeout_s=60)
+    console.print(f"Worker host started (pid {host.pid}); its log: {log}")
+    try:
+        ok = _drive(AtfClient(stack.api_url), console)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.wait(timeout=60)
+        stack.stop()
+    sys.exit(0 if ok else 1)
+
+
+def _start_worker_host(stack: LocalStack, log: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "atf_sdk.cli", "worker", "examples.lambdas:lambdas", "--receive-wait", "1"]
+    env = environment.local_environment(stack.endpoint, stack.config.model_dump_json())
+    with log.open("wb") as out:
+        return subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_for_line(log: Path, needle: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while needle not in log.read_text(errors="replace"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{needle!r} did not appear in {log}")
+        time.sleep(0.1)
+
+
+def _drive(client: AtfClient, console: Console) -> bool:
+    events: list[str] = []
+    client.pause("greet", "newsletter")
+    events.append("paused greet/newsletter")
+    mix = demo_mix()
+    for task in mix:
+        task.id = client.schedule(**task.request).id
+    events.append(f"scheduled {len(mix)} tasks through the API")
+    started = time.monotonic()
+    resumed = False
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            tasks = {t.id: client.get(t.id) for t in mix}
+            elapsed = time.monotonic() - started
+            if not resumed and elapsed > RESUME_AFTER_S:
+                client.resume("greet", "newsletter")
+                resumed = True
+                events.append(f"resumed greet/newsletter after {elapsed:.0f} s")
+            live.update(_view(mix, tasks, events, elapsed))
+            if all(t.status.terminal for t in tasks.values()) or elapsed > TIMEOUT_S:
+                break
+            time.sleep(0.25)
+    wrong = [t.label for t in mix if tasks[t.id].status is not t.expect]
+    console.print()
+    console.print("[green]All tasks reached their expected states.[/]" if not wrong else f"[red]Unexpected: {wrong}[/]")
+    return not wrong
+
+
+def _view(mix: list[DemoTask], tasks: dict[str, Task], events: list[str], elapsed: float) -> Group:
+    table = Table(title=f"ATF demo - {elapsed:.1f} s", expand=False)
+    for column in ("task", "lambda", "priority", "collection", "status", "attempt", "start lag", "last error"):
+        table.add_column(column)
+    for item in mix:
+        task = tasks[item.id]
+        first_start = task.claimed_at if task.attempt == 1 else None
+        lag = f"{(first_start - task.scheduled_at).total_seconds():.2f} s" if first_start else ""
+        error = task.last_error.message if task.last_error else ""
+        table.add_row(
+            item.label, task.lambda_, task.priority, task.collection,
+            Text(task.status.value, style=STYLE[task.status]), str(task.attempt), lag, error[:40],
+        )  # fmt: skip
+    return Group(table, Text("\n".join(f"- {e}" for e in events), style="dim"))
