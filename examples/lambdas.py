@@ -1,6 +1,6 @@
 """Example callbacks, one per lambda. A worker host serves them with
 
-    atf worker examples.lambdas:lambdas
+atf worker examples.lambdas:lambdas
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ HEARTBEAT_CONFIG = Config(
 def retry_budget_s(config: Config) -> float:
     """The longest one call can take: every attempt timing out, plus standard mode's
     backoff between attempts (a jittered 2**n seconds, capped at 20)."""
-    attempts = int(config.retries["max_attempts"])  # type: ignore[index]
-    per_attempt = float(config.connect_timeout) + float(config.read_timeout)  # type: ignore[arg-type]
+    attempts = int(getattr(config, "retries")["max_attempts"])  # noqa: B009 - set dynamically by botocore
+    per_attempt = float(getattr(config, "connect_timeout")) + float(getattr(config, "read_timeout"))  # noqa: B009
     backoff = sum(min(20.0, 2.0**n) for n in range(1, attempts))
     return attempts * per_attempt + backoff
 
@@ -68,12 +68,18 @@ def make_clients(
     session = session or boto3.Session(region_name=region or _default_region())
     base = config or RETRY_CONFIG
     kwargs: dict[str, Any] = {"endpoint_url": endpoint}
-    return AwsClients(
+    clients = AwsClients(
         dynamodb=session.client("dynamodb", config=base, **kwargs),
         sqs=session.client("sqs", config=base, **kwargs),
         sqs_long_poll=session.client("sqs", config=base.merge(Config(read_timeout=25)), **kwargs),
         dynamodb_heartbeat=session.client("dynamodb", config=HEARTBEAT_CONFIG, **kwargs),
     )
+    # --- fault injection (the guarantees suite): inert unless ATF_FAULTS is set ---
+    if os.environ.get("ATF_FAULTS"):
+        from atf_core.faults import install_all
+
+        install_all(clients)
+    return clients
 
 
 def _default_region() -> str:

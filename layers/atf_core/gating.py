@@ -55,7 +55,9 @@ class Gating:
         now = utcnow()
         if until is not None and until <= now:
             raise InputError("until is in the past", "until")
-        gate = Gate(lambda_=lambda_name, collection=collection, action=action, until=until, reason=reason, created_at=now)
+        gate = Gate(
+            lambda_=lambda_name, collection=collection, action=action, until=until, reason=reason, created_at=now
+        )
         self._store.put_gate(gate)
         return gate
 

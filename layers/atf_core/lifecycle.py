@@ -86,5 +86,5 @@ TRANSITIONS: tuple[Transition, ...] = (
 
 def backoff_seconds(attempt: int, base: float, cap: float, jitter: float) -> float:
     """Exponential backoff with full jitter; `jitter` is a uniform draw in [0, 1)."""
-    ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
+    ceiling = min(cap, base * 2.0 ** max(0, attempt - 1))
     return ceiling / 2 + (ceiling / 2) * jitter

@@ -50,7 +50,11 @@ def _serve(config: StackConfig, aws_port: int, consumers: int, api_port: int | N
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint}, table {config.table_name}", flush=True)
     if api_port is not None:
         print(f"  API: export ATF_API_URL={stack.api_url}   (see docs/api.md)", flush=True)
-    print(f"  export ATF_AWS_ENDPOINT={stack.endpoint} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1", flush=True)
+    print(
+        f"  export ATF_AWS_ENDPOINT={stack.endpoint} AWS_ACCESS_KEY_ID=local"
+        " AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1",
+        flush=True,
+    )
     stopped.wait()
     stack.stop()
 

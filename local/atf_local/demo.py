@@ -50,8 +50,12 @@ def demo_mix() -> list[DemoTask]:
     greet = "greet"
     mix = [
         DemoTask("immediate", TaskStatus.SUCCESS, {"lambda_name": greet, "payload": {"name": "now"}}),
-        DemoTask("delayed 5 s", TaskStatus.SUCCESS, {"lambda_name": greet, "payload": {"name": "later"}, "delay_seconds": 5}),
-        DemoTask("fails twice, then succeeds", TaskStatus.SUCCESS, {"lambda_name": "flaky", "payload": {"succeed_on": 3}}),
+        DemoTask(
+            "delayed 5 s", TaskStatus.SUCCESS, {"lambda_name": greet, "payload": {"name": "later"}, "delay_seconds": 5}
+        ),
+        DemoTask(
+            "fails twice, then succeeds", TaskStatus.SUCCESS, {"lambda_name": "flaky", "payload": {"succeed_on": 3}}
+        ),
         DemoTask("fails fatally", TaskStatus.FATAL_FAILURE, {"lambda_name": "charge", "payload": {"amount": -5}}),
     ]
     for priority in ("low", "normal", "high"):
@@ -60,7 +64,12 @@ def demo_mix() -> list[DemoTask]:
             request = {"lambda_name": greet, "payload": body, "priority": priority, "delay_seconds": 2}
             mix.append(DemoTask(f"priority {priority} #{n + 1}", TaskStatus.SUCCESS, request))
     for n in range(2):
-        request = {"lambda_name": greet, "payload": {"name": f"reader {n}"}, "collection": "newsletter", "delay_seconds": n}
+        request = {
+            "lambda_name": greet,
+            "payload": {"name": f"reader {n}"},
+            "collection": "newsletter",
+            "delay_seconds": n,
+        }
         mix.append(DemoTask(f"paused collection #{n + 1}", TaskStatus.SUCCESS, request))
     return mix
 

@@ -15,13 +15,17 @@ def provision(clients: AwsClients, config: StackConfig) -> None:
     _create_table(clients, config)
     for spec in queue_specs(config):
         dlq_url = clients.sqs.create_queue(QueueName=spec.dead_letter_name)["QueueUrl"]
-        dlq_arn = clients.sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_arn = clients.sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         clients.sqs.create_queue(
             QueueName=spec.name,
             Attributes={
                 "VisibilityTimeout": str(spec.visibility_timeout_s),
                 "MessageRetentionPeriod": str(spec.retention_s),
-                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+                ),
             },
         )
 

@@ -73,9 +73,11 @@ def test_a_paused_collection_waits_and_resumes(stack: RunningStack, worker_host:
 
 def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(stack: RunningStack, worker_host: Host) -> None:
     host = worker_host(executors=1, threads=1)
-    task = Scheduling(stack.store, stack.config).schedule(
-        ScheduleRequest.model_validate({"lambda": "sleepy", "payload": {"seconds": 120}})
-    ).task
+    task = (
+        Scheduling(stack.store, stack.config)
+        .schedule(ScheduleRequest.model_validate({"lambda": "sleepy", "payload": {"seconds": 120}}))
+        .task
+    )
     stack.wait_for([task.id], lambda t: t.status is TaskStatus.PROCESSING)
     killed_at = time.time()
     for pid in executors_of(host.pid):
@@ -83,7 +85,10 @@ def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(stack: R
     [done] = stack.wait_for([task.id], finished, timeout_s=stack.config.timeouts.heartbeat + 25)
     assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2)
     assert done.claimed_at is not None
-    assert done.claimed_at.timestamp() - killed_at >= stack.config.timeouts.heartbeat - stack.config.timeouts.heartbeat_interval - 1
+    assert (
+        done.claimed_at.timestamp() - killed_at
+        >= stack.config.timeouts.heartbeat - stack.config.timeouts.heartbeat_interval - 1
+    )
 
 
 def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningStack, worker_host: Host) -> None:

@@ -34,19 +34,19 @@ def force_status(store: DynamoTaskStore, task: Task, status: TaskStatus, attempt
             "heartbeat_at": now if status is TaskStatus.PROCESSING else None,
         }
     )
-    shards = store._config.shards_of(task.lambda_)  # noqa: SLF001 - test setup writes raw items
+    shards = store._config.shards_of(task.lambda_)
     partition = codec.index_partition(codec.Assoc.NEW, task.lambda_, task.priority, codec.shard_of(task.id, shards))
     item = codec.task_to_item(updated, "f", partition)
     for attr, moment in ((Attr.ENQUEUED, now), (Attr.CLAIMED, now), (Attr.HEARTBEAT, now)):
         item[attr] = {"N": str(to_ms(moment))}
     if status.terminal:
         del item[Attr.INDEX_PK], item[Attr.INDEX_SK]
-    store._db.put_item(TableName=store._table, Item=item)  # noqa: SLF001
+    store._db.put_item(TableName=store._table, Item=item)
     return updated
 
 
 def raw_item(store: DynamoTaskStore, task_id: str) -> dict[str, Any]:
-    found = store._db.get_item(TableName=store._table, Key={Attr.ID: {"S": task_id}}, ConsistentRead=True)  # noqa: SLF001
+    found = store._db.get_item(TableName=store._table, Key={Attr.ID: {"S": task_id}}, ConsistentRead=True)
     return codec.from_item(found["Item"])
 
 

@@ -198,7 +198,7 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: Wor
 def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World) -> None:
     task = world.schedule()
     world.consumer.poll()
-    [message] = world.drain()
+    assert len(world.drain()) == 1
     assert world.store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=world.now, attempt=0)).applied
     # A second consumer whose clock is an hour ahead sees the claim deadline long passed
     ahead = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now + timedelta(hours=1))

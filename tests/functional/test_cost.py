@@ -38,7 +38,11 @@ def test_the_happy_path_costs_six_write_units(aws, config: StackConfig) -> None:
     store = DynamoTaskStore(metered.dynamodb, config)
     now = T0
     # When a task is scheduled, enqueued by the consumer, claimed and succeeds
-    task = Scheduling(store, config).schedule(ScheduleRequest.model_validate({"lambda": "work", "payload": {"to": "a@b.c"}}), now).task
+    task = (
+        Scheduling(store, config)
+        .schedule(ScheduleRequest.model_validate({"lambda": "work", "payload": {"to": "a@b.c"}}), now)
+        .task
+    )
     Consumer(store, metered.sqs, config, clock=lambda: now + timedelta(seconds=1)).poll()
     url = QueueDirectory(metered.sqs, config).url("work", "normal")
     [raw] = metered.sqs.receive_message(QueueUrl=url)["Messages"]

@@ -113,7 +113,9 @@ class Interleavings(RuleBasedStateMachine):
     @rule(data=st.data())
     def executor_heartbeats(self, data: st.DataObject) -> None:
         run = data.draw(st.sampled_from(self.live))
-        change = Change(now=self.now, attempt=run.attempt, next_at=self.now + timedelta(seconds=CONFIG.timeouts.heartbeat))
+        change = Change(
+            now=self.now, attempt=run.attempt, next_at=self.now + timedelta(seconds=CONFIG.timeouts.heartbeat)
+        )
         if self.store.transition(run.ref, lifecycle.HEARTBEAT, change).applied:
             run.last_ok = self.now
 

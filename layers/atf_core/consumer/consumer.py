@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
@@ -98,7 +98,7 @@ class Consumer:
                 try:
                     if self._poll_queue(lambda_name, priority, gates, now, report, seen):
                         polled.add((lambda_name, priority))
-                except Exception:  # noqa: BLE001 - one queue's trouble must not starve the others
+                except Exception:
                     log.exception("poll of %s/%s failed", lambda_name, priority)
                     report.errors += 1
         self._tracker.prune(seen, polled)
@@ -161,9 +161,9 @@ class Consumer:
                     message = TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection)
                     outgoing.append(Outgoing(message, entry))
                     continue
-            message = self._recover(entry, outcome, now, report)
-            if message is not None:
-                outgoing.append(Outgoing(message, entry))
+            recovered = self._recover(entry, outcome, now, report)
+            if recovered is not None:
+                outgoing.append(Outgoing(recovered, entry))
         return outgoing
 
     def _recover(self, entry: DueEntry, outcome: Outcome, now: datetime, report: PollReport) -> TaskMessage | None:
@@ -204,7 +204,9 @@ class Consumer:
         report.requeued += 1
         return TaskMessage(ref.id, outcome.task.attempt, to_ms(now), task.collection)
 
-    def _send(self, lambda_name: str, priority: str, outgoing: list[Outgoing], now: datetime, report: PollReport) -> int:
+    def _send(
+        self, lambda_name: str, priority: str, outgoing: list[Outgoing], now: datetime, report: PollReport
+    ) -> int:
         if not outgoing:
             return 0
         url = self._queues.url(lambda_name, priority)
@@ -226,7 +228,9 @@ class Consumer:
         report.enqueued += sent
         return sent
 
-    def _release(self, message: TaskMessage, lambda_name: str, priority: str, now: datetime, report: PollReport) -> None:
+    def _release(
+        self, message: TaskMessage, lambda_name: str, priority: str, now: datetime, report: PollReport
+    ) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
         (if this write fails too, the enqueue timeout still recovers the task)."""
         report.send_failures += 1
@@ -245,6 +249,5 @@ class Consumer:
         self._last_gates = gates
 
 
-def _failed_ids(reply: dict[str, object]) -> set[str]:
-    failed = reply.get("Failed") or []
-    return {str(f["Id"]) for f in failed}  # type: ignore[index, union-attr]
+def _failed_ids(reply: Mapping[str, Any]) -> set[str]:
+    return {str(failure["Id"]) for failure in reply.get("Failed") or []}

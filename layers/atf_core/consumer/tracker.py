@@ -9,7 +9,6 @@ entry, so the memory is an optimisation, never the source of truth.
 
 from __future__ import annotations
 
-
 EntryKey = tuple[str, int]  # (task id, next_timestamp): an entry that moved is news
 QueueKey = tuple[str, str]  # (lambda, priority)
 

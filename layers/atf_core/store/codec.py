@@ -33,7 +33,7 @@ def index_partition(assoc: str, lambda_name: str, priority: str, shard: int) -> 
 
 
 def to_attr(value: Any) -> dict[str, Any]:
-    return _serializer.serialize(value)
+    return dict(_serializer.serialize(value))
 
 
 def from_item(item: Item) -> dict[str, Any]:

@@ -103,7 +103,9 @@ class DynamoTaskStore(TaskStore):
             page = self._db.query(**request)
             for item in page.get("Items", []):
                 raw = codec.from_item(item)
-                yield DueEntry(raw[Attr.ID], raw[Attr.LAMBDA], raw[Attr.COLLECTION], raw[Attr.PRIORITY], raw[Attr.INDEX_SK])
+                yield DueEntry(
+                    raw[Attr.ID], raw[Attr.LAMBDA], raw[Attr.COLLECTION], raw[Attr.PRIORITY], raw[Attr.INDEX_SK]
+                )
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -260,8 +262,8 @@ def _code(error: ClientError) -> str:
 def _failed_condition_item(error: ClientError) -> dict[str, Any] | None:
     if _code(error) != "ConditionalCheckFailedException":
         return None
-    item = error.response.get("Item")
-    return item if item else None
+    item: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+    return item or None
 
 
 def _rejected(error: ClientError, transition: Transition, change: Change) -> Outcome:

@@ -85,7 +85,7 @@ class Controller:
                 reply = self._long_poll.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=room, WaitTimeSeconds=self._settings.receive_wait_s
                 )
-            except Exception:  # noqa: BLE001 - the queue is unreachable for now; the store keeps the tasks
+            except Exception:
                 log.exception("receive from %s failed", url)
                 time.sleep(1)
                 continue
@@ -117,7 +117,7 @@ class Controller:
                 self._delete(item)
                 return None
             outcome = self._store.transition(ref, lifecycle.CLAIM, Change(now=now, attempt=message.attempt))
-        except Exception:  # noqa: BLE001 - leave the message; SQS redelivers it after its visibility timeout
+        except Exception:
             log.exception("claim of %s failed", message.task_id)
             return None
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done

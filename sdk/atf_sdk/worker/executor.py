@@ -124,8 +124,10 @@ class TaskRunner:
             self._finish(task, lifecycle.FAIL_FATAL, error)
             return
         timeouts = self._config.timeouts
-        delay = after if after is not None else lifecycle.backoff_seconds(
-            task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random()
+        delay = (
+            after
+            if after is not None
+            else lifecycle.backoff_seconds(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
         )
         self._finish(task, lifecycle.FAIL_RETRIABLE, error, delay)
 
@@ -149,7 +151,9 @@ class TaskRunner:
                 log.warning("reporting %s for %s failed; retrying", transition.name, task.id)
                 continue
             if not outcome.applied:
-                log.warning("result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt)
+                log.warning(
+                    "result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt
+                )
             return
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
 

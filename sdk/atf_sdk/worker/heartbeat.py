@@ -42,9 +42,7 @@ def _die(reason: str) -> None:
 
 
 class Heartbeats:
-    def __init__(
-        self, store: TaskStore, timeouts: Timeouts, terminate: Callable[[str], None] = _die
-    ) -> None:
+    def __init__(self, store: TaskStore, timeouts: Timeouts, terminate: Callable[[str], None] = _die) -> None:
         self._store = store
         self._timeouts = timeouts
         self._terminate = terminate

@@ -18,7 +18,7 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -40,7 +40,7 @@ class HostSettings:
     threads_per_executor: int = 4
     drain_timeout_s: float = 110.0  # inside Fargate's 120 s stop timeout
     only: tuple[str, ...] = ()  # serve just these lambdas (default: all registered ones the stack knows)
-    controller: ControllerSettings = ControllerSettings()
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
 
 
 class WorkerHost:
@@ -101,7 +101,13 @@ class WorkerHost:
     def _replace_dead_executors(self) -> None:
         for (name, slot), process in list(self._executors.items()):
             if not process.is_alive():
-                log.warning("executor %s-%d (pid %s) exited with %s; starting another", name, slot, process.pid, process.exitcode)
+                log.warning(
+                    "executor %s-%d (pid %s) exited with %s; starting another",
+                    name,
+                    slot,
+                    process.pid,
+                    process.exitcode,
+                )
                 self._spawn(name, slot)
 
     def drain(self) -> None:

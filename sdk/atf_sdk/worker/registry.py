@@ -52,7 +52,7 @@ class TaskContext:
         )
 
 
-class Retry(Exception):  # noqa: N818 - reads as an instruction: raise Retry(after=30)
+class Retry(Exception):
     """Run the task again later: after `after` seconds, or by the lambda's backoff."""
 
     def __init__(self, message: str = "retry requested", after: float | None = None) -> None:
@@ -60,7 +60,7 @@ class Retry(Exception):  # noqa: N818 - reads as an instruction: raise Retry(aft
         self.after = after
 
 
-class Fatal(Exception):  # noqa: N818 - raise Fatal("bad input") ends the task for good
+class Fatal(Exception):
     """Stop the task for good: it ends as fatal_failure with this message kept."""
 
 
