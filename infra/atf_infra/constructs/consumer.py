@@ -1,0 +1,77 @@
+"""The store consumer: a Lambda function ticked every minute by EventBridge, once per consumer group."""
+
+from __future__ import annotations
+
+import math
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from constructs import Construct
+
+from atf_infra.constructs.function import AtfFunction, FunctionProps
+from atf_infra.constructs.queues import TaskQueues
+from atf_infra.constructs.table import TaskTable
+
+TICK = Duration.minutes(1)
+# EventBridge takes at most five targets per rule.
+TARGETS_PER_RULE = 5
+# The handler polls until two seconds and one poll interval are left (run_until's margin).
+LOOP_MARGIN_S = 2
+
+
+def consumer_timeout(poll_interval: float) -> Duration:
+    """A little over the tick: each invocation hands over to the next one instead of
+    leaving a gap, so for a second or two two invocations of a group overlap (harmless:
+    every transition is a conditional write)."""
+    return Duration.seconds(int(TICK.to_seconds()) + LOOP_MARGIN_S + math.ceil(poll_interval) + 2)
+
+
+def reserved_concurrency(groups: int) -> int:
+    """Each group runs one invocation, plus the next tick's during the hand-over; a
+    duplicated or late tick beyond that is throttled and, being useless a minute
+    later, dropped rather than queued."""
+    return 2 * groups
+
+
+def group_inputs(groups: int) -> list[dict[str, dict[str, int]]]:
+    return [{"group": {"index": i, "of": groups}} for i in range(groups)]
+
+
+class StoreConsumer(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        function: FunctionProps,
+        groups: int,
+        table: TaskTable,
+        queues: TaskQueues,
+    ) -> None:
+        super().__init__(scope, id)
+        self.groups = groups
+        self.handler = AtfFunction(self, "Handler", function)
+        self.function = self.handler.function
+        table.grant(self.function, "consumer")
+        queues.grant_consumer(self.function)
+        self.rules: list[events.Rule] = []
+        inputs = group_inputs(groups)
+        for number, start in enumerate(range(0, groups, TARGETS_PER_RULE)):
+            rule = events.Rule(
+                self,
+                f"Tick{number}",
+                description=f"Ticks consumer groups {start}..{min(start + TARGETS_PER_RULE, groups) - 1} of {groups}",
+                schedule=events.Schedule.rate(TICK),
+            )
+            for group in inputs[start : start + TARGETS_PER_RULE]:
+                rule.add_target(
+                    targets.LambdaFunction(
+                        self.function,
+                        event=events.RuleTargetInput.from_object(group),
+                        # A tick is worth nothing once the next one is due.
+                        max_event_age=TICK,
+                        retry_attempts=0,
+                    )
+                )
+            self.rules.append(rule)

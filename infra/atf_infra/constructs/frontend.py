@@ -1,0 +1,147 @@
+"""The frontend: its Lambda function behind an API Gateway REST API that only signed (IAM) callers reach."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Stack
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from atf_core.errors import AtfError, InputError, MissingAuthentication, PayloadTooLarge, Throttled, Unavailable
+from atf_infra.builders import log_group
+from atf_infra.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
+from atf_infra.constructs.table import TaskTable
+from atf_infra.nag import acknowledge
+
+OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
+# Served by the frontend but left out of its own document.
+UNDOCUMENTED_ROUTES = {"/v1/openapi.json": ("GET",)}
+WITH_BODY = ("POST", "PUT")
+# API Gateway's own refusals answer in the frontend's error shape, with the codes of
+# atf_core.errors, so the SDK raises the same classes whoever refused the request.
+ERROR_TEMPLATE = '{"code": "%s", "message": $context.error.messageString, "field": %s}'
+GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[type[AtfError], str | None]] = {
+    apigw.ResponseType.BAD_REQUEST_BODY: (InputError, "body"),
+    apigw.ResponseType.BAD_REQUEST_PARAMETERS: (InputError, "path"),
+    apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: (MissingAuthentication, None),
+    apigw.ResponseType.ACCESS_DENIED: (MissingAuthentication, None),
+    apigw.ResponseType.THROTTLED: (Throttled, None),
+    apigw.ResponseType.REQUEST_TOO_LARGE: (PayloadTooLarge, "body"),
+    apigw.ResponseType.DEFAULT_5_XX: (Unavailable, None),
+}
+
+
+def frontend_routes(document: Path = OPENAPI_DOCUMENT) -> dict[str, tuple[str, ...]]:
+    """The routes the frontend serves, from the OpenAPI document it commits (and tests for drift):
+    only these reach the function, anything else is refused before it costs an invocation."""
+    paths = json.loads(document.read_text())["paths"]
+    routes = {path: tuple(sorted(method.upper() for method in methods)) for path, methods in paths.items()}
+    return {**routes, **UNDOCUMENTED_ROUTES}
+
+
+@dataclass(frozen=True)
+class ApiProps:
+    stage: str
+    throttle_rate: float
+    throttle_burst: int
+    log_key: kms.IKey
+    log_retention_days: int
+    retain_logs: bool
+
+
+class FrontendApi(Construct):
+    def __init__(self, scope: Construct, id: str, *, function: FunctionProps, api: ApiProps, table: TaskTable) -> None:
+        super().__init__(scope, id)
+        self.handler = AtfFunction(self, "Handler", function)
+        self.function = self.handler.function
+        table.grant(self.function, "frontend")
+        access_logs = log_group(
+            self, "AccessLogs", key=api.log_key, days=api.log_retention_days, retain=api.retain_logs
+        )
+        self.api = apigw.RestApi(
+            self,
+            "Api",
+            rest_api_name=f"{Stack.of(self).stack_name}-api",
+            description="Schedules and steers tasks; every method requires SigV4 (IAM) signatures",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,
+            deploy_options=apigw.StageOptions(
+                stage_name=api.stage,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
+                    resource_path=True, response_length=True, status=True, user=True,
+                ),
+                # Errors only, and never request bodies: payloads may hold personal data.
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,
+                tracing_enabled=True,
+                metrics_enabled=True,
+                throttling_rate_limit=api.throttle_rate,
+                throttling_burst_limit=api.throttle_burst,
+            ),
+            default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+        )  # fmt: skip
+        # The stack's own ApiUrl output says the same, under a stable name.
+        self.api.node.try_remove_child("Endpoint")
+        self._add_routes()
+        for number, (response_type, (error, field)) in enumerate(GATEWAY_ERRORS.items()):
+            self.api.add_gateway_response(
+                f"GatewayResponse{number}",
+                type=response_type,
+                templates={"application/json": ERROR_TEMPLATE % (error.code, json.dumps(field))},
+            )
+        self._acknowledge()
+
+    def _add_routes(self) -> None:
+        validator = self.api.add_request_validator(
+            "Validator", validate_request_body=True, validate_request_parameters=True
+        )
+        # Only the shape API Gateway can check cheaply; the frontend validates fields itself.
+        json_object = self.api.add_model(
+            "JsonObject",
+            content_type="application/json",
+            schema=apigw.JsonSchema(schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT),
+        )
+        # No test-invoke permissions: the console's test bypasses IAM authorization.
+        integration = apigw.LambdaIntegration(self.function, allow_test_invoke=False)
+        for path, methods in frontend_routes().items():
+            resource = self.api.root.resource_for_path(path)
+            parameters = {
+                f"method.request.path.{segment[1:-1]}": True for segment in path.split("/") if segment.startswith("{")
+            }
+            for method in methods:
+                resource.add_method(
+                    method,
+                    integration,
+                    request_validator=validator,
+                    request_parameters=parameters or None,
+                    request_models={"application/json": json_object} if method in WITH_BODY else None,
+                )
+
+    def _acknowledge(self) -> None:
+        acknowledge(
+            self.api,
+            "AwsSolutions-COG4",
+            "Callers are services and people with AWS credentials: every method uses IAM (SigV4) authorization, "
+            "not a Cognito user pool",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-APIG3",
+            "Only SigV4-signed requests from principals granted execute-api:Invoke reach the function, and the stage "
+            "is throttled; a WAF web ACL can be associated per environment if the API is ever opened wider",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+            "API Gateway's account-wide logging role needs exactly this AWS-maintained policy to write execution logs",
+        )
+
+    @property
+    def url(self) -> str:
+        return self.api.url

@@ -1,0 +1,107 @@
+"""The shared core as a Lambda layer: atf_core and its dependencies under python/.
+
+There is no Docker here, so the layer is bundled locally with pip, fetching
+wheels for the Lambda platform rather than this machine's. Synthesis that must
+not touch the network (the tests, CI) sets `-c atf:layerBundling=source`,
+which packs atf_core alone; such a layer is fine to synthesize and unfit to deploy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import Annotations, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+LAYER_SOURCE = REPO_ROOT / "layers"
+PACKAGE = "atf_core"
+BUNDLING_CONTEXT = "atf:layerBundling"
+# The handlers import these next to atf_core's own dependencies.
+HANDLER_REQUIREMENTS = ("aws-lambda-powertools[tracer]>=3.0",)
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+
+
+def requirements(source: Path = LAYER_SOURCE) -> list[str]:
+    """atf_core's declared dependencies, plus what the handlers need."""
+    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    return [*project.get("dependencies", []), *HANDLER_REQUIREMENTS]
+
+
+def pip_command(target: str, reqs: list[str]) -> list[str]:
+    version = RUNTIME.name.removeprefix("python")
+    return [
+        "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check",
+        "--target", target,
+        "--platform", _PLATFORMS[ARCHITECTURE.name],
+        "--implementation", "cp",
+        "--python-version", version,
+        "--only-binary=:all:",
+        *reqs,
+    ]  # fmt: skip
+
+
+@jsii.implements(ILocalBundling)
+class LocalLayerBundling:
+    """Copies atf_core into python/ and, unless `with_dependencies` is off, pip-installs its dependencies."""
+
+    def __init__(self, source: Path, with_dependencies: bool) -> None:
+        self._source = source
+        self._with_dependencies = with_dependencies
+
+    def try_bundle(self, output_dir: str, options: Any) -> bool:
+        target = Path(output_dir) / "python"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self._source / PACKAGE, target / PACKAGE, ignore=_IGNORE, dirs_exist_ok=True)
+        if self._with_dependencies:
+            subprocess.run([sys.executable, *pip_command(str(target), requirements(self._source))], check=True)
+        return True
+
+
+def layer_code(scope: Construct, source: Path = LAYER_SOURCE) -> lambda_.Code:
+    mode = scope.node.try_get_context(BUNDLING_CONTEXT) or "pip"
+    if mode not in ("pip", "source"):
+        raise ValueError(f"{BUNDLING_CONTEXT} must be 'pip' or 'source', not {mode!r}")
+    # The image is only the fallback CDK asks for; local bundling always succeeds first.
+    docker_command = [
+        "bash",
+        "-c",
+        "cp -r atf_core /asset-output/python/ && python "
+        + " ".join(f"'{arg}'" for arg in pip_command("/asset-output/python", requirements(source))),
+    ]
+    return lambda_.Code.from_asset(
+        str(source),
+        exclude=["*.egg-info", "**/__pycache__"],
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry(f"public.ecr.aws/sam/build-{RUNTIME.name}"),
+            command=docker_command,
+            local=LocalLayerBundling(source, with_dependencies=mode == "pip"),
+        ),
+    )
+
+
+class CoreLayer(Construct):
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+        if (self.node.try_get_context(BUNDLING_CONTEXT) or "pip") == "source":
+            Annotations.of(self).add_info(
+                f"{BUNDLING_CONTEXT}=source: the layer holds atf_core without its dependencies; do not deploy it"
+            )
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Layer",
+            code=layer_code(self),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="atf_core, the async task framework's shared core, with its dependencies",
+        )

@@ -1,0 +1,263 @@
+"""The environment's CloudWatch dashboard and alarms.
+
+The framework's own metrics come from Powertools (EMF) under atf_core.telemetry's
+namespace, with `lambda` and `priority` dimensions where they apply. Powertools
+adds a `service` dimension of its own, so the graphs find series with SEARCH,
+which matches whatever dimensions come along. Alarms cannot use SEARCH: they
+name the exact series, and the one on start lag expects the worker hosts'
+(`service` = WORKER_SERVICE, set in their environment by this app).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from atf_core.config import StackConfig
+from atf_core.telemetry import NAMESPACE, Dimension, Metric
+from atf_infra.constructs.queues import TaskQueues
+from atf_infra.constructs.table import TaskTable
+
+WORKER_SERVICE = "atf-worker"
+PERIOD = Duration.minutes(1)
+TASK_METRICS = {
+    "scheduled": (Metric.SCHEDULED,),
+    "started": (Metric.STARTED,),
+    "succeeded": (Metric.SUCCEEDED,),
+    "failed": (Metric.RETRIABLE_FAILURES, Metric.FATAL_FAILURES),
+    "dropped": (Metric.DROPPED,),
+}
+LAG_PERCENTILES = ("p50", "p95", "p99")
+
+
+def search(metrics: tuple[str, ...], statistic: str, **dimensions: str) -> str:
+    names = " OR ".join(f'MetricName="{m}"' for m in metrics)
+    terms = " ".join([f'Namespace="{NAMESPACE}"', f"({names})", *(f'{k}="{v}"' for k, v in dimensions.items())])
+    return f"SEARCH('{terms}', '{statistic}', {int(PERIOD.to_seconds())})"
+
+
+def summed(label: str, metrics: tuple[str, ...], **dimensions: str) -> cw.MathExpression:
+    """One line: the sum of every series of these metrics (across priorities and emitters)."""
+    return cw.MathExpression(
+        expression=f"SUM({search(metrics, 'Sum', **dimensions)})", label=label, period=PERIOD, using_metrics={}
+    )
+
+
+def searched(label: str, metric: str, statistic: str, **dimensions: str) -> cw.MathExpression:
+    """A line per series found (per priority, for a lambda's metrics)."""
+    return cw.MathExpression(
+        expression=search((metric,), statistic, **dimensions), label=label, period=PERIOD, using_metrics={}
+    )
+
+
+def start_lag_metric(lambda_name: str, priority: str) -> cw.Metric:
+    return cw.Metric(
+        namespace=NAMESPACE,
+        metric_name=Metric.START_LAG_MS,
+        dimensions_map={Dimension.LAMBDA: lambda_name, Dimension.PRIORITY: priority, "service": WORKER_SERVICE},
+        statistic="p95",
+        period=PERIOD,
+        unit=cw.Unit.MILLISECONDS,
+    )
+
+
+@dataclass(frozen=True)
+class ObservabilityProps:
+    config: StackConfig
+    table: TaskTable
+    queues: TaskQueues
+    consumer: lambda_.Function
+    frontend: lambda_.Function
+    objective_ms: int
+    alarm_key: kms.IKey
+    alarm_emails: list[str]
+
+
+class Observability(Construct):
+    def __init__(self, scope: Construct, id: str, props: ObservabilityProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.topic = sns.Topic(
+            self, "Alarms", display_name=f"{Stack.of(self).stack_name} alarms", master_key=props.alarm_key,
+            enforce_ssl=True,
+        )  # fmt: skip
+        _allow_cloudwatch(props.alarm_key)
+        for email in props.alarm_emails:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+        self.alarms: list[cw.Alarm] = [*self._start_lag_alarms(), *self._dead_letter_alarms(), self._consumer_alarm()]
+        for alarm in self.alarms:
+            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+            alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        self.dashboard = cw.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=Stack.of(self).stack_name,
+            default_interval=Duration.hours(3),
+        )
+        self._widgets()
+
+    # Alarms
+
+    def _start_lag_alarms(self) -> list[cw.Alarm]:
+        alarms = []
+        for name, spec in self.props.config.lambdas.items():
+            for priority in spec.priorities:
+                alarms.append(
+                    start_lag_metric(name, priority).create_alarm(
+                        self,
+                        f"StartLag-{name}-{priority}",
+                        alarm_description=(
+                            f"Start lag p95 of {name}/{priority} above the {self.props.objective_ms} ms objective "
+                            "for 3 of the last 5 minutes"
+                        ),
+                        threshold=self.props.objective_ms,
+                        comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                        evaluation_periods=5,
+                        datapoints_to_alarm=3,
+                        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                    )
+                )
+        return alarms
+
+    def _dead_letter_alarms(self) -> list[cw.Alarm]:
+        return [
+            q.dead_letter.metric_approximate_number_of_messages_visible(
+                period=PERIOD, statistic="Maximum"
+            ).create_alarm(
+                self,
+                f"DeadLetters-{q.spec.lambda_name}-{q.spec.priority}",
+                alarm_description=f"Messages in {q.spec.dead_letter_name}: deliveries to {q.spec.name} keep failing",
+                threshold=0,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+            for q in self.props.queues.queues
+        ]
+
+    def _consumer_alarm(self) -> cw.Alarm:
+        return self.props.consumer.metric_errors(period=Duration.minutes(5), statistic="Sum").create_alarm(
+            self,
+            "ConsumerErrors",
+            alarm_description="The store consumer failed: tasks may not be enqueued on time",
+            threshold=0,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+
+    # Dashboard
+
+    def _widgets(self) -> None:
+        config = self.props.config
+        self.dashboard.add_widgets(
+            cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24, height=3),  # type: ignore[arg-type]
+        )
+        for name in config.lambdas:
+            self.dashboard.add_widgets(self._tasks_widget(name), self._start_lag_widget(name))
+        self.dashboard.add_widgets(*self._queue_widgets())
+        self.dashboard.add_widgets(*self._consumer_widgets())
+
+    def _tasks_widget(self, name: str) -> cw.GraphWidget:
+        return cw.GraphWidget(
+            title=f"{name}: tasks per minute",
+            left=[summed(label, metrics, **{Dimension.LAMBDA: name}) for label, metrics in TASK_METRICS.items()],
+            width=12,
+        )
+
+    def _start_lag_widget(self, name: str) -> cw.GraphWidget:
+        return cw.GraphWidget(
+            title=f"{name}: start lag (ms) by priority",
+            left=[
+                searched(percentile, Metric.START_LAG_MS, percentile, **{Dimension.LAMBDA: name})
+                for percentile in LAG_PERCENTILES
+            ],
+            left_annotations=[
+                cw.HorizontalAnnotation(value=self.props.objective_ms, label="objective", color=cw.Color.RED)
+            ],
+            width=12,
+        )
+
+    def _queue_widgets(self) -> list[cw.IWidget]:
+        queues = self.props.queues.queues
+        return [
+            cw.GraphWidget(
+                title="Queue depth",
+                left=[
+                    q.queue.metric_approximate_number_of_messages_visible(period=PERIOD, label=q.spec.name)
+                    for q in queues
+                ],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Oldest message age (s)",
+                left=[
+                    q.queue.metric_approximate_age_of_oldest_message(
+                        period=PERIOD, label=q.spec.name, statistic="Maximum"
+                    )
+                    for q in queues
+                ],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Dead letters",
+                left=[
+                    q.dead_letter.metric_approximate_number_of_messages_visible(
+                        period=PERIOD, label=q.spec.dead_letter_name, statistic="Maximum"
+                    )
+                    for q in queues
+                ],
+                width=8,
+            ),
+        ]
+
+    def _consumer_widgets(self) -> list[cw.IWidget]:
+        table = self.props.table.table
+        return [
+            cw.GraphWidget(
+                title="Consumer loop (s)",
+                left=[searched(s, Metric.CONSUMER_LOOP_SECONDS, s) for s in ("p50", "p99", "Maximum")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Tasks per loop",
+                left=[searched(s, Metric.TASKS_PER_LOOP, s) for s in ("Average", "Maximum")],
+                right=[searched("consumer errors", Metric.CONSUMER_ERRORS, "Sum")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Throttles",
+                left=[
+                    self.props.consumer.metric_throttles(period=PERIOD, label="consumer Lambda"),
+                    self.props.frontend.metric_throttles(period=PERIOD, label="frontend Lambda"),
+                    table.metric("ReadThrottleEvents", period=PERIOD, statistic="Sum", label="table reads"),
+                    table.metric("WriteThrottleEvents", period=PERIOD, statistic="Sum", label="table writes"),
+                    summed("ATF throttles", (Metric.THROTTLES,)),
+                ],
+                width=8,
+            ),
+        ]
+
+
+def _allow_cloudwatch(key: kms.IKey) -> None:
+    """CloudWatch publishes alarms to an encrypted topic only if the key lets it, for this account's alarms."""
+    stack = Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"}
+            },
+        )
+    )

@@ -1,0 +1,77 @@
+"""One SQS queue per (lambda, priority), each with its dead-letter queue, from atf_core.definitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from atf_core.config import StackConfig
+from atf_core.definitions import QueueSpec, queue_specs
+from atf_infra.builders import grant_key, secure_queue
+
+# Dead letters are kept as long as SQS allows, so someone has time to look at them.
+DEAD_LETTER_RETENTION = Duration.days(14)
+
+CONSUMER_QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+WORKER_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl")
+
+
+@dataclass(frozen=True)
+class TaskQueue:
+    spec: QueueSpec
+    queue: sqs.Queue
+    dead_letter: sqs.Queue
+
+
+def _construct_id(spec: QueueSpec) -> str:
+    return "".join(part.capitalize() for part in f"{spec.lambda_name}-{spec.priority}".replace("_", "-").split("-"))
+
+
+class TaskQueues(Construct):
+    def __init__(self, scope: Construct, id: str, *, config: StackConfig, key: kms.IKey) -> None:
+        super().__init__(scope, id)
+        self.key = key
+        self.queues: list[TaskQueue] = []
+        for spec in queue_specs(config):
+            group = Construct(self, _construct_id(spec))
+            dead_letter = secure_queue(
+                group,
+                "DeadLetter",
+                name=spec.dead_letter_name,
+                key=key,
+                retention_s=int(DEAD_LETTER_RETENTION.to_seconds()),
+            )
+            queue = secure_queue(
+                group,
+                "Queue",
+                name=spec.name,
+                key=key,
+                retention_s=spec.retention_s,
+                visibility_timeout_s=spec.visibility_timeout_s,
+                dead_letter=sqs.DeadLetterQueue(queue=dead_letter, max_receive_count=spec.max_receive_count),
+            )
+            self.queues.append(TaskQueue(spec, queue, dead_letter))
+
+    def of(self, lambda_name: str) -> list[TaskQueue]:
+        return [q for q in self.queues if q.spec.lambda_name == lambda_name]
+
+    def grant_consumer(self, grantee: iam.IGrantable) -> None:
+        self._grant(grantee, self.queues, CONSUMER_QUEUE_ACTIONS, write=True)
+
+    def grant_worker(self, grantee: iam.IGrantable, lambda_name: str) -> None:
+        self._grant(grantee, self.of(lambda_name), WORKER_QUEUE_ACTIONS, write=False)
+
+    def _grant(
+        self, grantee: iam.IGrantable, queues: list[TaskQueue], actions: tuple[str, ...], *, write: bool
+    ) -> None:
+        if not queues:
+            return
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
+        )
+        grant_key(self.key, grantee, write=write)

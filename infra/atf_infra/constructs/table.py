@@ -1,0 +1,84 @@
+"""The task table, built from the very request the local stack sends to CreateTable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from atf_core.config import StackConfig
+from atf_core.definitions import create_table_request, table_spec
+from atf_infra.builders import grant_key, removal
+
+_TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER, "B": dynamodb.AttributeType.BINARY}
+_PROJECTIONS = {
+    "ALL": dynamodb.ProjectionType.ALL,
+    "KEYS_ONLY": dynamodb.ProjectionType.KEYS_ONLY,
+    "INCLUDE": dynamodb.ProjectionType.INCLUDE,
+}
+
+# What each component may do with items; none of them scans or deletes.
+TABLE_ACTIONS = {
+    "consumer": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"),
+    "frontend": ("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"),
+    "worker": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"),
+}
+
+
+def _attribute(definitions: dict[str, str], name: str) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=name, type=_TYPES[definitions[name]])
+
+
+def _key(definitions: dict[str, str], key_schema: list[dict[str, str]], role: str) -> dynamodb.Attribute | None:
+    names = [k["AttributeName"] for k in key_schema if k["KeyType"] == role]
+    return _attribute(definitions, names[0]) if names else None
+
+
+class TaskTable(Construct):
+    """On demand, point-in-time recovery, the environment's key, TTL, and the sharded due index."""
+
+    def __init__(self, scope: Construct, id: str, *, config: StackConfig, key: kms.IKey, retain: bool) -> None:
+        super().__init__(scope, id)
+        request: dict[str, Any] = create_table_request(config)
+        types = {d["AttributeName"]: d["AttributeType"] for d in request["AttributeDefinitions"]}
+        partition = _key(types, request["KeySchema"], "HASH")
+        assert partition is not None, "the table needs a partition key"
+        self.key = key
+        self.index_names = [index["IndexName"] for index in request.get("GlobalSecondaryIndexes", [])]
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            table_name=request["TableName"],
+            partition_key=partition,
+            sort_key=_key(types, request["KeySchema"], "RANGE"),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=key,
+            time_to_live_attribute=table_spec(config).ttl_attribute,
+            deletion_protection=retain,
+            removal_policy=removal(retain),
+        )
+        for index in request.get("GlobalSecondaryIndexes", []):
+            projection = index["Projection"]
+            self.table.add_global_secondary_index(
+                index_name=index["IndexName"],
+                partition_key=_key(types, index["KeySchema"], "HASH"),  # type: ignore[arg-type]
+                sort_key=_key(types, index["KeySchema"], "RANGE"),
+                projection_type=_PROJECTIONS[projection["ProjectionType"]],
+                non_key_attributes=projection.get("NonKeyAttributes"),
+            )
+
+    def grant(self, grantee: iam.IGrantable, component: str) -> None:
+        """The component's item actions on the table and its indexes, and the key to read and write them."""
+        actions = TABLE_ACTIONS[component]
+        resources = [self.table.table_arn]
+        if "dynamodb:Query" in actions:
+            resources += [f"{self.table.table_arn}/index/{name}" for name in self.index_names]
+        iam.Grant.add_to_principal(grantee=grantee, actions=list(actions), resource_arns=resources)
+        grant_key(self.key, grantee, write=True)

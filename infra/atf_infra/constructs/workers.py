@@ -1,0 +1,198 @@
+"""Worker hosts: per lambda, an ECS Fargate service running the owner's image.
+
+Each service's task role reaches only its own lambda's queues. On the table it
+may get, batch-get and update items; IAM cannot narrow that further to the
+lambda's own tasks (task ids are random, so dynamodb:LeadingKeys has nothing to
+match, and no condition key sees an item's attributes), so the fencing of every
+transition in atf_core's store is what keeps a host to the tasks it claimed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from atf_core.config import StackConfig
+from atf_core.telemetry import NAMESPACE
+from atf_infra.builders import log_group
+from atf_infra.constructs.queues import TaskQueues
+from atf_infra.constructs.table import TaskTable
+from atf_infra.nag import acknowledge
+from atf_infra.settings import NetworkSettings, WorkerSettings
+
+# Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
+# this long to finish the ones it holds before SIGKILL.
+STOP_TIMEOUT = Duration.seconds(120)
+_ECR_URI = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
+    r"(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[\w.-]+))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+_ARCHITECTURES = {"x86_64": ecs.CpuArchitecture.X86_64, "arm64": ecs.CpuArchitecture.ARM64}
+
+
+def _is_registry_reference(image: str) -> bool:
+    first = image.split("/", 1)[0]
+    return "/" in image and ("." in first or ":" in first or first == "localhost")
+
+
+def container_image(scope: Construct, id: str, image: str) -> ecs.ContainerImage:
+    """An ECR image (in this account by repository name, or by full URI) with pull rights
+    granted to the execution role; any other registry reference pulled as is."""
+    match = _ECR_URI.match(image)
+    if match:
+        stack = Stack.of(scope)
+        arn = f"arn:{stack.partition}:ecr:{match['region']}:{match['account']}:repository/{match['repository']}"
+        repository = ecr.Repository.from_repository_attributes(
+            scope, id, repository_arn=arn, repository_name=match["repository"]
+        )
+        return ecs.ContainerImage.from_ecr_repository(repository, match["digest"] or match["tag"] or "latest")
+    if _is_registry_reference(image):
+        return ecs.ContainerImage.from_registry(image)
+    name, _, tag = image.partition(":")
+    repository = ecr.Repository.from_repository_name(scope, id, name)
+    return ecs.ContainerImage.from_ecr_repository(repository, tag or "latest")
+
+
+class WorkerNetwork(Construct):
+    """Private subnets with a way out (the owners' callbacks may call anything), flow logs, and
+    free gateway endpoints so DynamoDB traffic skips the NAT."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster_name: str, network: NetworkSettings, log_key: kms.IKey,
+                 log_retention_days: int, retain_logs: bool) -> None:  # fmt: skip
+        super().__init__(scope, id)
+        flow_logs = log_group(self, "FlowLogs", key=log_key, days=log_retention_days, retain=retain_logs)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            availability_zones=network.availability_zones,
+            max_azs=None if network.availability_zones else network.zone_count,
+            nat_gateways=network.nat_gateways,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(name="workers", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
+            ],
+            gateway_endpoints={
+                "DynamoDb": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.DYNAMODB),
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
+            },
+            # Rejected traffic only: accepted flows would log every SQS long poll.
+            flow_logs={
+                "Rejected": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                    traffic_type=ec2.FlowLogTrafficType.REJECT,
+                )
+            },
+        )
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            vpc=self.vpc,
+            cluster_name=cluster_name,
+            container_insights_v2=ecs.ContainerInsights.ENABLED,
+        )
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "WorkerSecurityGroup",
+            vpc=self.vpc,
+            description="Worker hosts: no inbound traffic; outbound to AWS APIs and what the callbacks call",
+            allow_all_outbound=True,
+        )
+
+
+@dataclass(frozen=True)
+class WorkerProps:
+    lambda_name: str
+    settings: WorkerSettings
+    config: StackConfig
+    network: WorkerNetwork
+    table: TaskTable
+    queues: TaskQueues
+    log_key: kms.IKey
+    log_retention_days: int
+    retain_logs: bool
+
+
+class WorkerService(Construct):
+    def __init__(self, scope: Construct, id: str, props: WorkerProps) -> None:
+        super().__init__(scope, id)
+        name = f"{props.config.name}-{props.lambda_name}"
+        self.task_role = iam.Role(
+            self,
+            "TaskRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description=f"Worker host of {props.lambda_name}: its own queues, and task items in the table",
+        )
+        props.table.grant(self.task_role, "worker")
+        props.queues.grant_worker(self.task_role, props.lambda_name)
+        self.task_definition = self._task_definition(props, name)
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            service_name=name,
+            cluster=props.network.cluster,
+            task_definition=self.task_definition,
+            desired_count=props.settings.desired_count,
+            security_groups=[props.network.security_group],
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            assign_public_ip=False,
+            # New hosts start before old ones drain, so a deployment never stops the lambda.
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            enable_execute_command=False,
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+        )
+        self._acknowledge()
+
+    def _task_definition(self, props: WorkerProps, name: str) -> ecs.FargateTaskDefinition:
+        settings = props.settings
+        task_definition = ecs.FargateTaskDefinition(
+            self,
+            "TaskDefinition",
+            family=name,
+            cpu=settings.cpu,
+            memory_limit_mib=settings.memory_mib,
+            task_role=self.task_role,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=_ARCHITECTURES[settings.architecture],
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        logs = log_group(self, "Logs", key=props.log_key, days=props.log_retention_days, retain=props.retain_logs)
+        task_definition.add_container(
+            "Worker",
+            container_name="worker",
+            image=container_image(self, "Image", settings.image),
+            command=settings.command,
+            stop_timeout=STOP_TIMEOUT,
+            logging=ecs.LogDrivers.aws_logs(stream_prefix=props.lambda_name, log_group=logs),
+            environment={
+                "ATF_CONFIG": props.config.to_env(),
+                "POWERTOOLS_SERVICE_NAME": "atf-worker",
+                "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+                "ATF_LAMBDA": props.lambda_name,
+            },
+        )
+        return task_definition
+
+    def _acknowledge(self) -> None:
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-ECS2",
+            "The variables are the environment's non-secret configuration (table and queue names, timeouts); "
+            "the worker host needs no secrets, its AWS access comes from the task role",
+        )
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-IAM5[Resource::*]",
+            "The execution role's ecr:GetAuthorizationToken has no resource-level permissions; "
+            "image pulls themselves are granted on the one repository",
+        )

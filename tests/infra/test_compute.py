@@ -1,0 +1,162 @@
+"""The frontend API, the consumer and its ticks, the core layer, and the worker hosts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from atf_infra.constructs.frontend import frontend_routes
+from aws_cdk.assertions import Match
+
+from atf_core.config import StackConfig
+from tests.infra.conftest import Synthesized
+
+
+def _function(synth: Synthesized, name: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (k, v["Properties"])
+        for k, v in synth.resources("AWS::Lambda::Function").items()
+        if v["Properties"].get("FunctionName") == f"{synth.settings.config.name}-{name}"
+    ]
+    return found
+
+
+def test_functions_run_the_handlers_on_the_core_layer_with_the_environment_config(synth: Synthesized) -> None:
+    (layer,) = synth.resources("AWS::Lambda::LayerVersion")
+    for name in ("consumer", "frontend"):
+        _, props = _function(synth, name)
+        assert props["Handler"] == f"functions.{name}.handler.lambda_handler"
+        assert props["Layers"] == [{"Ref": layer}]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        env = props["Environment"]["Variables"]
+        assert StackConfig.model_validate_json(env["ATF_CONFIG"]) == synth.settings.config
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ATF"
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"atf-{name}"
+
+
+def test_layer_ships_atf_core_under_python(synth: Synthesized) -> None:
+    (layer,) = synth.resources("AWS::Lambda::LayerVersion").values()
+    asset = "asset." + layer["Properties"]["Content"]["S3Key"].removesuffix(".zip")
+    assert (synth.outdir / asset / "python" / "atf_core" / "definitions.py").is_file()
+    assert layer["Properties"]["CompatibleRuntimes"] == [_function(synth, "consumer")[1]["Runtime"]]
+
+
+def _method_paths(synth: Synthesized) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each method by (path, verb), its path rebuilt from the resources' parent chain."""
+    resources = synth.resources("AWS::ApiGateway::Resource")
+
+    def path_of(ref: dict[str, Any]) -> str:
+        if "Ref" not in ref:  # the API's root resource
+            return ""
+        props = resources[ref["Ref"]]["Properties"]
+        return f"{path_of(props['ParentId'])}/{props['PathPart']}"
+
+    return {
+        (path_of(m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]): m["Properties"]
+        for m in synth.resources("AWS::ApiGateway::Method").values()
+    }
+
+
+def test_the_api_serves_exactly_the_frontends_routes(synth: Synthesized) -> None:
+    expected = {(path, verb) for path, verbs in frontend_routes().items() for verb in verbs}
+    assert set(_method_paths(synth)) == expected
+    assert ("/v1/tasks", "POST") in expected and ("/v1/openapi.json", "GET") in expected
+
+
+def test_every_method_needs_iam_auth_and_is_validated(synth: Synthesized) -> None:
+    (validator,) = synth.resources("AWS::ApiGateway::RequestValidator").values()
+    assert validator["Properties"]["ValidateRequestBody"] and validator["Properties"]["ValidateRequestParameters"]
+    for (path, verb), props in _method_paths(synth).items():
+        assert props["AuthorizationType"] == "AWS_IAM"
+        assert "RequestValidatorId" in props
+        assert props["Integration"]["Type"] == "AWS_PROXY"
+        parameters = {f"method.request.path.{p[1:-1]}": True for p in path.split("/") if p.startswith("{")}
+        assert props.get("RequestParameters", {}) == parameters
+        if verb in ("POST", "PUT"):
+            assert "application/json" in props["RequestModels"]
+
+
+def test_gateway_refusals_speak_the_frontends_error_codes(synth: Synthesized) -> None:
+    bodies = {
+        r["Properties"]["ResponseType"]: json.loads(
+            r["Properties"]["ResponseTemplates"]["application/json"].replace("$context.error.messageString", '"m"')
+        )
+        for r in synth.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    assert bodies["BAD_REQUEST_BODY"] == {"code": "invalid_input", "message": "m", "field": "body"}
+    assert bodies["MISSING_AUTHENTICATION_TOKEN"]["code"] == "missing_authentication"
+    assert bodies["THROTTLED"]["code"] == "throttled"
+
+
+def test_stage_logs_access_throttles_and_traces(synth: Synthesized) -> None:
+    api = synth.settings.api
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": synth.settings.environment,
+            "TracingEnabled": True,
+            "AccessLogSetting": {"DestinationArn": Match.any_value(), "Format": Match.string_like_regexp("requestId")},
+            "MethodSettings": [
+                Match.object_like(
+                    {
+                        "DataTraceEnabled": False,
+                        "LoggingLevel": "ERROR",
+                        "ThrottlingRateLimit": api.throttle_rate,
+                        "ThrottlingBurstLimit": api.throttle_burst,
+                    }
+                )
+            ],
+        },
+    )
+
+
+def test_consumer_ticks_every_minute_once_per_group(synth: Synthesized) -> None:
+    groups = synth.settings.consumer.groups
+    consumer_id, props = _function(synth, "consumer")
+    assert 60 < props["Timeout"] <= 70
+    assert props["ReservedConcurrentExecutions"] == 2 * groups
+    inputs = []
+    for rule in synth.resources("AWS::Events::Rule").values():
+        assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+        assert len(rule["Properties"]["Targets"]) <= 5
+        for target in rule["Properties"]["Targets"]:
+            assert target["Arn"] == {"Fn::GetAtt": [consumer_id, "Arn"]}
+            assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0}
+            inputs.append(json.loads(target["Input"]))
+    assert sorted(inputs, key=lambda i: i["group"]["index"]) == [
+        {"group": {"index": i, "of": groups}} for i in range(groups)
+    ]
+
+
+def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: Synthesized) -> None:
+    config = synth.settings.config
+    services = {s["Properties"]["ServiceName"]: s["Properties"] for s in synth.resources("AWS::ECS::Service").values()}
+    assert set(services) == {f"{config.name}-{name}" for name in config.lambdas}
+    tasks = {t["Properties"]["Family"]: t["Properties"] for t in synth.resources("AWS::ECS::TaskDefinition").values()}
+    for name, worker in synth.settings.workers.items():
+        service = services[f"{config.name}-{name}"]
+        assert service["DesiredCount"] == worker.desired_count
+        assert service["LaunchType"] == "FARGATE"
+        assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+        task = tasks[f"{config.name}-{name}"]
+        assert (task["Cpu"], task["Memory"]) == (str(worker.cpu), str(worker.memory_mib))
+        (container,) = task["ContainerDefinitions"]
+        assert container["StopTimeout"] == 120
+        assert container.get("Command") == worker.command
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        assert StackConfig.model_validate_json(env["ATF_CONFIG"]) == config
+        repository, _, tag = worker.image.partition(":")
+        assert tag in json.dumps(container["Image"]) and repository in json.dumps(container["Image"])
+
+
+def test_cluster_has_container_insights_and_the_vpc_flow_logs(synth: Synthesized) -> None:
+    synth.template.has_resource_properties(
+        "AWS::ECS::Cluster",
+        {
+            "ClusterSettings": Match.array_with(
+                [{"Name": "containerInsights", "Value": Match.string_like_regexp("enabled")}]
+            )
+        },
+    )
+    synth.template.resource_count_is("AWS::EC2::FlowLog", 1)
+    synth.template.resource_count_is("AWS::EC2::NatGateway", synth.settings.network.nat_gateways)
