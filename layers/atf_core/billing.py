@@ -11,6 +11,11 @@ moto's ConsumedCapacity is not AWS's, so the meter computes units itself:
 
 To know the item before a write, the meter reads it first with an unmetered
 client: a measuring device, not something to run in production paths.
+Without a reader it can still count calls and SQS requests (bill_writes=False),
+which is how the benchmarks meter whole processes under load.
+
+Prices (us-east-1, on-demand; /work/shared/reference/aws-facts.md) live here
+and nowhere else, with the peers' list prices the cost report compares with.
 """
 
 from __future__ import annotations
@@ -29,7 +34,55 @@ if TYPE_CHECKING:
 
 KB = 1024
 INDEX_KEYS = (Attr.INDEX_PK, Attr.INDEX_SK)
+# Dollars per million of each metered quantity, the ones a Bill holds.
 PRICES_PER_MILLION = {"write_units": 0.625, "read_units": 0.125, "sqs_requests": 0.40}
+
+
+class Price:
+    """List prices in dollars (us-east-1, on-demand), per million unless named otherwise."""
+
+    DYNAMODB_WRITE_UNITS = 0.625
+    DYNAMODB_READ_UNITS = 0.125
+    SQS_REQUESTS = 0.40
+    API_GATEWAY_REST = 3.50
+    API_GATEWAY_HTTP = 1.00
+    LAMBDA_REQUESTS = 0.20
+    LAMBDA_GB_SECOND_X86 = 0.0000166667  # per GB-second, not per million
+    LAMBDA_GB_SECOND_ARM = 0.0000133334
+    FARGATE_VCPU_HOUR = 0.04048  # per hour
+    FARGATE_GB_HOUR = 0.004445
+    EVENTBRIDGE_SCHEDULER = 1.00
+    STEP_FUNCTIONS_STANDARD_TRANSITIONS = 25.0
+    CLOUD_TASKS_OPERATIONS = 0.40
+
+
+@dataclass(frozen=True)
+class PeerCost:
+    name: str
+    dollars_per_million: float
+    basis: str
+
+
+def peer_costs() -> list[PeerCost]:
+    """What a million one-shot delayed tasks cost on the peers, by their published prices."""
+    return [
+        PeerCost(
+            "EventBridge Scheduler",
+            Price.EVENTBRIDGE_SCHEDULER + Price.SQS_REQUESTS,
+            "one at() schedule per task ($1.00/M) + its SQS send ($0.40/M)",
+        ),
+        PeerCost(
+            "Step Functions Standard",
+            4 * Price.STEP_FUNCTIONS_STANDARD_TRANSITIONS,
+            "about 4 state transitions per task at $25/M",
+        ),
+        PeerCost("Google Cloud Tasks", 2 * Price.CLOUD_TASKS_OPERATIONS, "create + one push, $0.40/M operations each"),
+    ]
+
+
+def lambda_dollars(gb_seconds: float, invocations: float, arm: bool = False) -> float:
+    per_gb_s = Price.LAMBDA_GB_SECOND_ARM if arm else Price.LAMBDA_GB_SECOND_X86
+    return gb_seconds * per_gb_s + invocations * Price.LAMBDA_REQUESTS / 1e6
 
 
 def attribute_size(value: dict[str, Any]) -> int:
@@ -80,17 +133,63 @@ class Bill:
     read_units: float = 0.0
     sqs_requests: int = 0
     calls: Counter[str] = field(default_factory=Counter)
+    # "<service>.<call>/<quantity>": what each kind of call cost (index_units is part of write_units)
+    detail: dict[str, float] = field(default_factory=dict)
 
     def dollars_per_million_tasks(self, tasks: int) -> float:
         per_task = {k: getattr(self, k) / max(1, tasks) for k in PRICES_PER_MILLION}
-        return sum(per_task[k] * price for k, price in PRICES_PER_MILLION.items())
+        return float(sum(per_task[k] * price for k, price in PRICES_PER_MILLION.items()))
+
+    def per_task(self, tasks: int) -> dict[str, float]:
+        return {k: getattr(self, k) / max(1, tasks) for k in PRICES_PER_MILLION}
+
+    def __add__(self, other: Bill) -> Bill:
+        return Bill(
+            self.write_units + other.write_units,
+            self.read_units + other.read_units,
+            self.sqs_requests + other.sqs_requests,
+            self.calls + other.calls,
+            _combine(self.detail, other.detail, 1),
+        )
+
+    def __sub__(self, other: Bill) -> Bill:
+        calls = Counter(self.calls)
+        calls.subtract(other.calls)
+        return Bill(
+            self.write_units - other.write_units,
+            self.read_units - other.read_units,
+            self.sqs_requests - other.sqs_requests,
+            +calls,
+            _combine(self.detail, other.detail, -1),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "write_units": self.write_units,
+            "read_units": self.read_units,
+            "sqs_requests": self.sqs_requests,
+            "calls": dict(self.calls),
+            "detail": dict(self.detail),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Bill:
+        calls, detail = Counter(raw.get("calls", {})), dict(raw.get("detail", {}))
+        return cls(raw["write_units"], raw["read_units"], raw["sqs_requests"], calls, detail)
+
+
+def _combine(a: dict[str, float], b: dict[str, float], sign: int) -> dict[str, float]:
+    keys = set(a) | set(b)
+    combined = {k: a.get(k, 0.0) + sign * b.get(k, 0.0) for k in keys}
+    return {k: v for k, v in combined.items() if v}
 
 
 class CostMeter:
     """Attach to clients with `meter.attach(client)`; read `meter.bill`."""
 
-    def __init__(self, reader: DynamoDBClient | None = None) -> None:
+    def __init__(self, reader: DynamoDBClient | None = None, *, bill_writes: bool = True) -> None:
         self._reader = reader  # unmetered client used to see items before writes
+        self._bill_writes = bill_writes  # without a reader, an update's units are unknown
         self.bill = Bill()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -105,6 +204,10 @@ class CostMeter:
             bill, self.bill = self.bill, Bill()
         return bill
 
+    def snapshot(self) -> Bill:
+        with self._lock:
+            return self.bill + Bill()
+
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         self._local.params = params
         self._local.before = None
@@ -117,22 +220,32 @@ class CostMeter:
         service = model.service_model.service_name
         failed = "Error" in parsed and bool(parsed["Error"].get("Code"))
         params = getattr(self._local, "params", {})
+        call = f"{service}.{model.name}"
         with self._lock:
-            self.bill.calls[f"{service}.{model.name}{'!' if failed else ''}"] += 1
+            self.bill.calls[f"{call}{'!' if failed else ''}"] += 1
             if service == "sqs":
-                self.bill.sqs_requests += max(1, math.ceil(_sqs_payload(params) / (64 * KB)))
-            elif model.name in WRITES:
-                self.bill.write_units += self._write_cost(model.name, parsed, failed, params)
+                self._add(call, "sqs_requests", max(1, math.ceil(_sqs_payload(params) / (64 * KB))))
+            elif model.name in WRITES and self._bill_writes:
+                item_units, index_units = self._write_cost(model.name, parsed, failed, params)
+                self._add(call, "write_units", item_units + index_units)
+                self._add(call, "index_units", index_units)
             elif model.name in READS:
-                self.bill.read_units += _read_units(model.name, parsed, params)
+                self._add(call, "read_units", _read_units(model.name, parsed, params))
 
-    def _write_cost(self, name: str, parsed: dict[str, Any], failed: bool, params: dict[str, Any]) -> int:
+    def _add(self, call: str, quantity: str, amount: float) -> None:
+        if quantity in PRICES_PER_MILLION:
+            setattr(self.bill, quantity, getattr(self.bill, quantity) + amount)
+        key = f"{call}/{quantity}"
+        self.bill.detail[key] = self.bill.detail.get(key, 0.0) + amount
+
+    def _write_cost(self, name: str, parsed: dict[str, Any], failed: bool, params: dict[str, Any]) -> tuple[int, int]:
+        """(item units, index units) of one write."""
         before = getattr(self._local, "before", None)
         if failed:
             conditional = parsed["Error"].get("Code") == "ConditionalCheckFailedException"
-            return write_units(before, None) if conditional else 0
+            return (write_units(before, None) if conditional else 0), 0
         after = {"PutItem": params.get("Item"), "DeleteItem": None}.get(name, parsed.get("Attributes"))
-        return write_units(before, after) + index_write_units(before, after)
+        return write_units(before, after), index_write_units(before, after)
 
 
 WRITES = ("UpdateItem", "PutItem", "DeleteItem")

@@ -1,0 +1,38 @@
+"""`atf cost`: the lifecycles it runs bill as the state machine says (embedded AWS, a few tasks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from atf_core.config import StackConfig
+from atf_sdk.cost import SCENARIOS, Estimate, add_cost_command, measure
+
+CONFIG = StackConfig.model_validate({"name": "cost", "shards": 1, "lambdas": {"work": {"priorities": ["normal"]}}})
+
+
+def test_the_happy_path_and_a_dropped_task_bill_as_the_state_machine_says() -> None:
+    report = measure(CONFIG, Estimate(batch=2), only=("happy path", "dropped by a gate"))
+    happy, dropped = report.scenarios
+    # put + index add, enqueue, claim, success + index removal
+    assert happy.steps == {"schedule": 2, "enqueue": 1, "claim": 1, "succeed": 2}
+    assert (happy.write_units, happy.index_units, happy.read_units) == (6, 2, 0)
+    # one send, one receive, one delete for the two tasks
+    assert happy.sqs_requests == pytest.approx(1.5)
+    # put + index add, then a drop that removes the index entry
+    assert dropped.steps == {"schedule": 2, "drop": 2} and dropped.sqs_requests == 0
+
+
+def test_the_verb_prints_json_for_a_stack_config(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "stack.json"
+    path.write_text(CONFIG.model_dump_json())
+    parser = argparse.ArgumentParser()
+    add_cost_command(parser.add_subparsers())
+    argv = ["cost", "--config", str(path), "--json", "--tasks-per-request", "100", "--batch", "1"]
+    args = parser.parse_args(argv)
+    assert args.run(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in printed["scenarios"]] == ["happy path", *SCENARIOS[1:]]
+    assert printed["frontend_dollars_per_million"]["API Gateway REST"] == pytest.approx(0.035)
