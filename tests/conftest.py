@@ -30,7 +30,12 @@ TEST_CONFIG = {
         "backoff_max": 2,
     },
     "lambdas": {
-        "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
+        "work": {
+            "priorities": ["high", "normal", "low"],
+            "default_priority": "normal",
+            "max_attempts": 3,
+            "dead_letter": False,
+        },
         "sleepy": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3},
     },
 }

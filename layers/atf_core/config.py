@@ -29,6 +29,7 @@ class LambdaSpec(BaseModel):
     default_priority: str = "normal"
     max_attempts: int = Field(default=5, ge=1, le=100)
     shards: int | None = Field(default=None, ge=1, le=256, description="Index shards per priority.")
+    dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
 
     @model_validator(mode="after")
     def _default_is_declared(self) -> LambdaSpec:

@@ -36,13 +36,18 @@ class Attr:
     KEY = "k"
     FINGERPRINT = "f"
     WRITER = "w"  # token of the last transition, to recognise our own lost-response retries
-    EXPIRES = "ttl"
+    EXPIRES = "ttl"  # when DynamoDB may delete a finished task (retention)
+    EXPIRE_AT = "x"  # when a task that has not started ends as expired
+    ERRORS = "eh"  # every failed attempt's error
+    ERROR_TYPE = "et"  # the last error's class, for filtering dead letters
+    CHAIN = "ch"
 
 
 INDEX_NAME = "due"
-# Attributes copied into the index never change after creation, so no
-# transition pays an index write for them.
-INDEX_PROJECTION = (Attr.LAMBDA, Attr.COLLECTION, Attr.PRIORITY)
+# Attributes copied into the index never change after creation (the error
+# type changes only as a task enters the dead letters, when its key moves
+# anyway), so no transition pays an extra index write for them.
+INDEX_PROJECTION = (Attr.LAMBDA, Attr.COLLECTION, Attr.PRIORITY, Attr.EXPIRE_AT, Attr.ERROR_TYPE)
 GATES_ITEM_ID = "#gates"
 
 

@@ -12,6 +12,9 @@ How the scheduling index follows ATF's table, at fewer write units:
 - processing: each heartbeat moves next_timestamp to heartbeat + timeout.
 - retriable_failure: next_timestamp = now + backoff (or the callback's retry-after).
 - terminal: the entry leaves the index.
+- dead_letter: the entry moves to the lambda's dead-letter partition, keyed by
+  when it died, so dead letters can be listed by time window.
+- waiting (a chain link whose parents have not succeeded): no entry until released.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Transition:
     index: IndexEffect = IndexEffect.KEEP
     fenced: bool = True  # the writer must name the attempt it acts for
     bumps_attempt: bool = False
+    assoc: str = "s"  # where a MOVE puts the index entry: s(tarted), n(ew) or d(ead letters)
 
     def allows(self, status: TaskStatus) -> bool:
         return status in self.sources
@@ -50,14 +54,16 @@ def _t(name: str, sources: set[TaskStatus], target: TaskStatus, **kw: object) ->
 IN_FLIGHT = {S.ENQUEUED, S.CLAIMED, S.PROCESSING}
 RUNNING = {S.CLAIMED, S.PROCESSING}
 NOT_STARTED = {S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE}
+DEAD = IndexEffect.MOVE
 
 # The consumer found the task due (or due again after a retriable failure).
 ENQUEUE = _t("enqueue", {S.NEW, S.RETRIABLE_FAILURE}, S.ENQUEUED, fenced=False)
 # The consumer found an in-flight task past its deadline (lost message, dead
 # controller, dead executor) and pushes it again.
 REQUEUE = _t("requeue", IN_FLIGHT, S.ENQUEUED)
-# ...and when that task has used all its attempts, it ends.
+# ...and when that task has used all its attempts, it ends (or waits as a dead letter).
 EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
+EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
 # A controller took the task off its queue for an executor: a new execution.
 CLAIM = _t("claim", {S.ENQUEUED}, S.CLAIMED, bumps_attempt=True)
 # A controller found the task gated after it was enqueued: back to the consumer.
@@ -66,13 +72,27 @@ HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=IndexEffect.MOVE)
 SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=IndexEffect.REMOVE)
 FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=IndexEffect.MOVE)
 FAIL_FATAL = _t("fail_fatal", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
-CANCEL = _t("cancel", NOT_STARTED, S.CANCELLED, index=IndexEffect.REMOVE, fenced=False)
+FAIL_TO_DEAD_LETTER = _t("fail_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
+# An operator sends dead letters back with a fresh attempt budget, or gives up on them.
+REDRIVE = _t("redrive", {S.DEAD_LETTER}, S.NEW, index=IndexEffect.MOVE, assoc="n", fenced=False)
+DISCARD = _t("discard", {S.DEAD_LETTER}, S.FATAL_FAILURE, index=IndexEffect.REMOVE, fenced=False)
+# A task that has not started by its expire_at ends instead of running late.
+EXPIRE = _t("expire", NOT_STARTED, S.EXPIRED, index=IndexEffect.REMOVE, fenced=False)
+# A chain link whose parents all succeeded becomes an ordinary new task.
+RELEASE_LINK = _t("release_link", {S.WAITING}, S.NEW, index=IndexEffect.MOVE, assoc="n", fenced=False)
+CANCEL = _t("cancel", NOT_STARTED | {S.WAITING}, S.CANCELLED, index=IndexEffect.REMOVE, fenced=False)
 DROP = _t("drop", NOT_STARTED, S.DROPPED, index=IndexEffect.REMOVE, fenced=False)
 
 TRANSITIONS: tuple[Transition, ...] = (
     ENQUEUE,
     REQUEUE,
     EXHAUST,
+    EXHAUST_TO_DEAD_LETTER,
+    FAIL_TO_DEAD_LETTER,
+    REDRIVE,
+    DISCARD,
+    EXPIRE,
+    RELEASE_LINK,
     CLAIM,
     RELEASE,
     HEARTBEAT,

@@ -32,6 +32,8 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     due = request.due_time(now)
     if due - now > MAX_SCHEDULE_AHEAD:
         raise InputError("run_at is more than a year ahead", "run_at" if request.run_at else "delay_seconds")
+    if request.expire_at is not None and request.expire_at <= max(due, now):
+        raise InputError("expire_at must be after the task's run time (and after now)", "expire_at")
     return Task(
         id=task_id_for(request.lambda_, request.key),
         lambda_=request.lambda_,
@@ -44,6 +46,7 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
         scheduled_at=due,
         created_at=now,
         key=request.key,
+        expire_at=request.expire_at,
     )
 
 

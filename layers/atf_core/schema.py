@@ -30,6 +30,9 @@ class TaskStatus(StrEnum):
     FATAL_FAILURE = "fatal_failure"
     CANCELLED = "cancelled"
     DROPPED = "dropped"
+    EXPIRED = "expired"
+    DEAD_LETTER = "dead_letter"  # failed for good; waits for an operator to redrive or discard it
+    WAITING = "waiting"  # a chain link whose parents have not all succeeded
 
     @property
     def terminal(self) -> bool:
@@ -82,6 +85,7 @@ class TaskError(BaseModel):
     message: str
     attempt: int
     at: datetime
+    host: str | None = None
 
 
 class Task(BaseModel):
@@ -104,8 +108,11 @@ class Task(BaseModel):
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     last_error: TaskError | None = None
+    errors: list[TaskError] = Field(default_factory=list, description="Every failed attempt, oldest first.")
     reason: str | None = Field(default=None, description="Why a task was dropped or cancelled.")
     key: str | None = None
+    expire_at: datetime | None = None
+    chain: str | None = Field(default=None, description="The chain this task is a link of.")
 
 
 class ScheduleRequest(BaseModel):
@@ -126,6 +133,7 @@ class ScheduleRequest(BaseModel):
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
+    expire_at: datetime | None = Field(default=None, description="If not started by then, end as expired.")
 
     @field_validator("payload")
     @classmethod
@@ -134,6 +142,13 @@ class ScheduleRequest(BaseModel):
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
         return payload
+
+    @field_validator("expire_at")
+    @classmethod
+    def _expire_at_has_zone(cls, expire_at: datetime | None) -> datetime | None:
+        if expire_at is not None and expire_at.tzinfo is None:
+            raise ValueError("expire_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+        return expire_at
 
     @field_validator("run_at")
     @classmethod

@@ -33,6 +33,9 @@ STYLE = {
     TaskStatus.FATAL_FAILURE: "bold red",
     TaskStatus.CANCELLED: "magenta",
     TaskStatus.DROPPED: "magenta",
+    TaskStatus.EXPIRED: "magenta",
+    TaskStatus.DEAD_LETTER: "bold red",
+    TaskStatus.WAITING: "dim",
 }
 RESUME_AFTER_S = 8.0
 TIMEOUT_S = 120.0
@@ -56,7 +59,7 @@ def demo_mix() -> list[DemoTask]:
         DemoTask(
             "fails twice, then succeeds", TaskStatus.SUCCESS, {"lambda_name": "flaky", "payload": {"succeed_on": 3}}
         ),
-        DemoTask("fails fatally", TaskStatus.FATAL_FAILURE, {"lambda_name": "charge", "payload": {"amount": -5}}),
+        DemoTask("fails fatally: a dead letter", TaskStatus.DEAD_LETTER, {"lambda_name": "charge", "payload": {"amount": -5}}),
     ]
     for priority in ("low", "normal", "high"):
         for n in range(2):
@@ -131,13 +134,17 @@ def _drive(client: AtfClient, console: Console) -> bool:
                 resumed = True
                 events.append(f"resumed greet/newsletter after {elapsed:.0f} s")
             live.update(_view(mix, tasks, events, elapsed))
-            if all(t.status.terminal for t in tasks.values()) or elapsed > TIMEOUT_S:
+            if all(_settled(t) for t in tasks.values()) or elapsed > TIMEOUT_S:
                 break
             time.sleep(0.25)
     wrong = [t.label for t in mix if tasks[t.id].status is not t.expect]
     console.print()
     console.print("[green]All tasks reached their expected states.[/]" if not wrong else f"[red]Unexpected: {wrong}[/]")
     return not wrong
+
+
+def _settled(task: Task) -> bool:
+    return task.status.terminal or task.status is TaskStatus.DEAD_LETTER
 
 
 def _view(mix: list[DemoTask], tasks: dict[str, Task], events: list[str], elapsed: float) -> Group:

@@ -23,7 +23,7 @@ from atf_core.consumer.deadlines import deadline_of, lease_floor, observed_stamp
 from atf_core.consumer.tracker import EntryKey, InFlightTracker
 from atf_core.gating import GateView
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import GateAction, Task, TaskStatus, to_ms, utcnow
+from atf_core.schema import GateAction, Task, TaskError, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import Assoc, index_partition
 
@@ -39,6 +39,7 @@ class PollReport:
     requeued: int = 0
     dropped: int = 0
     exhausted: int = 0
+    expired: int = 0
     skipped_full: int = 0
     send_failures: int = 0
     errors: int = 0
@@ -148,7 +149,12 @@ class Consumer:
                 break
             gate = gates.decide(entry.lambda_name, entry.collection)
             ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
-            if gate is not None and gate.action is GateAction.DROP:
+            if entry.expire_ms is not None and entry.expire_ms <= to_ms(now):
+                outcome = self._store.transition(ref, lifecycle.EXPIRE, Change(now=now, expired_by=now))
+                if outcome.applied:
+                    report.expired += 1
+                    continue
+            elif gate is not None and gate.action is GateAction.DROP:
                 reason = f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else "")
                 outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
                 if outcome.applied:
@@ -194,8 +200,11 @@ class Consumer:
         running = task.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING)
         if running and task.attempt >= task.max_attempts:
             reason = f"attempt {task.attempt} of {task.max_attempts} was lost (executor or controller died)"
-            change = Change(now=now, attempt=task.attempt, observed=stamp, reason=reason)
-            if self._store.transition(ref, lifecycle.EXHAUST, change).applied:
+            error = TaskError(type="LostExecution", message=reason, attempt=task.attempt, at=now)
+            dead_letter = self._config.lambdas[ref.lambda_name].dead_letter
+            transition = lifecycle.EXHAUST_TO_DEAD_LETTER if dead_letter else lifecycle.EXHAUST
+            change = Change(now=now, attempt=task.attempt, observed=stamp, reason=reason, error=error, next_at=now)
+            if self._store.transition(ref, transition, change).applied:
                 report.exhausted += 1
             return None
         outcome = self._store.transition(ref, lifecycle.REQUEUE, Change(now=now, attempt=task.attempt, observed=stamp))

@@ -21,6 +21,8 @@ class DueEntry:
     collection: str
     priority: str
     next_ms: int
+    expire_ms: int | None = None
+    error_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Change:
     error: TaskError | None = None
     reason: str | None = None
     due_by: datetime | None = None
+    expired_by: datetime | None = None  # EXPIRE: only if expire_at has passed by then
+    max_attempts: int | None = None  # REDRIVE: the fresh attempt budget
     observed: dict[str, int] = field(default_factory=dict)
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

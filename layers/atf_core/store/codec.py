@@ -9,6 +9,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from atf_core.definitions import Attr
+from atf_core.store.base import DueEntry
 from atf_core.schema import Gate, GateAction, Task, TaskError, TaskStatus, encode_payload, from_ms, maybe_from_ms, to_ms
 
 _serializer = TypeSerializer()
@@ -52,7 +53,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def task_to_item(task: Task, fingerprint: str, index_pk: str) -> Item:
+def task_to_item(task: Task, fingerprint: str, index_pk: str | None) -> Item:
     plain: dict[str, Any] = {
         Attr.ID: task.id,
         Attr.LAMBDA: task.lambda_,
@@ -65,11 +66,16 @@ def task_to_item(task: Task, fingerprint: str, index_pk: str) -> Item:
         Attr.SCHEDULED: to_ms(task.scheduled_at),
         Attr.CREATED: to_ms(task.created_at),
         Attr.FINGERPRINT: fingerprint,
-        Attr.INDEX_PK: index_pk,
-        Attr.INDEX_SK: to_ms(task.scheduled_at),
     }
+    if index_pk is not None:
+        plain[Attr.INDEX_PK] = index_pk
+        plain[Attr.INDEX_SK] = to_ms(task.scheduled_at)
     if task.key is not None:
         plain[Attr.KEY] = task.key
+    if task.expire_at is not None:
+        plain[Attr.EXPIRE_AT] = to_ms(task.expire_at)
+    if task.chain is not None:
+        plain[Attr.CHAIN] = task.chain
     return {key: to_attr(value) for key, value in plain.items()}
 
 
@@ -92,17 +98,37 @@ def item_to_task(item: Item) -> Task:
         heartbeat_at=maybe_from_ms(raw.get(Attr.HEARTBEAT)),
         finished_at=maybe_from_ms(raw.get(Attr.FINISHED)),
         last_error=_error_from(error) if error else None,
+        errors=[_error_from(e) for e in raw.get(Attr.ERRORS, [])],
         reason=raw.get(Attr.REASON),
         key=raw.get(Attr.KEY),
+        expire_at=maybe_from_ms(raw.get(Attr.EXPIRE_AT)),
+        chain=raw.get(Attr.CHAIN),
+    )
+
+
+def due_entry(item: Item) -> DueEntry:
+    raw = from_item(item)
+    return DueEntry(
+        id=raw[Attr.ID],
+        lambda_name=raw[Attr.LAMBDA],
+        collection=raw[Attr.COLLECTION],
+        priority=raw[Attr.PRIORITY],
+        next_ms=raw[Attr.INDEX_SK],
+        expire_ms=raw.get(Attr.EXPIRE_AT),
+        error_type=raw.get(Attr.ERROR_TYPE),
     )
 
 
 def error_to_plain(error: TaskError) -> dict[str, Any]:
-    return {"t": error.type, "m": error.message[:2000], "a": error.attempt, "at": to_ms(error.at)}
+    # Messages are cut short: every failed attempt is kept, and an item is billed per KB.
+    plain = {"t": error.type, "m": error.message[:300], "a": error.attempt, "at": to_ms(error.at)}
+    if error.host:
+        plain["h"] = error.host
+    return plain
 
 
 def _error_from(raw: dict[str, Any]) -> TaskError:
-    return TaskError(type=raw["t"], message=raw["m"], attempt=raw["a"], at=from_ms(raw["at"]))
+    return TaskError(type=raw["t"], message=raw["m"], attempt=raw["a"], at=from_ms(raw["at"]), host=raw.get("h"))
 
 
 def gate_to_plain(gate: Gate) -> dict[str, Any]:

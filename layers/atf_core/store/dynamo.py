@@ -37,6 +37,8 @@ class DynamoTaskStore(TaskStore):
     def create(self, task: Task, fingerprint: str) -> CreateResult:
         shard = codec.shard_of(task.id, self._config.shards_of(task.lambda_))
         partition = codec.index_partition(codec.Assoc.NEW, task.lambda_, task.priority, shard)
+        if task.status is TaskStatus.WAITING:
+            partition = None  # a chain link enters the index when its parents succeed
         try:
             self._db.put_item(
                 TableName=self._table,
@@ -102,10 +104,7 @@ class DynamoTaskStore(TaskStore):
         while True:
             page = self._db.query(**request)
             for item in page.get("Items", []):
-                raw = codec.from_item(item)
-                yield DueEntry(
-                    raw[Attr.ID], raw[Attr.LAMBDA], raw[Attr.COLLECTION], raw[Attr.PRIORITY], raw[Attr.INDEX_SK]
-                )
+                yield codec.due_entry(item)
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -222,16 +221,26 @@ class _UpdateBuilder:
             if self._c.next_at is None:
                 raise ValueError(f"{self._t.name} needs next_at")
             shard = codec.shard_of(self._task.id, self._config.shards_of(self._task.lambda_name))
-            partition = codec.index_partition(codec.Assoc.STARTED, self._task.lambda_name, self._task.priority, shard)
+            partition = codec.index_partition(self._t.assoc, self._task.lambda_name, self._task.priority, shard)
             self._values[":pk"] = {"S": partition}
             self._values[":sk"] = {"N": str(to_ms(self._c.next_at))}
             self._sets += ["#pk = :pk", "#sk = :sk"]
 
     def _details(self) -> None:
-        if self._c.error is not None:
-            self._set(Attr.ERROR, codec.to_attr(codec.error_to_plain(self._c.error)))
+        error = self._c.error
+        if error is not None:
+            plain = codec.to_attr(codec.error_to_plain(error))
+            self._set(Attr.ERROR, plain)
+            self._names["#eh"] = Attr.ERRORS
+            self._values[":eh"] = {"L": [plain]}
+            self._values[":none"] = {"L": []}
+            self._sets.append("#eh = list_append(if_not_exists(#eh, :none), :eh)")
+            if self._t.target is TaskStatus.DEAD_LETTER:
+                self._set(Attr.ERROR_TYPE, {"S": error.type})
         if self._c.reason is not None:
             self._set(Attr.REASON, {"S": self._c.reason[:500]})
+        if self._c.max_attempts is not None:
+            self._set(Attr.MAX_ATTEMPTS, {"N": str(self._c.max_attempts)})
 
     def _condition(self) -> str:
         sources = sorted(s.value for s in self._t.sources)
@@ -248,11 +257,26 @@ class _UpdateBuilder:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":due"] = {"N": str(to_ms(self._c.due_by))}
             clauses.append("#sk <= :due")
+        clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr
             self._values[f":o_{attr}"] = {"N": str(observed)}
             clauses.append(f"#o_{attr} = :o_{attr}")
         return " AND ".join(clauses)
+
+
+    def _expiry_clauses(self) -> list[str]:
+        """Claims and enqueues skip an expired task; EXPIRE applies only to one."""
+        now = {"N": str(to_ms(self._c.now))}
+        if self._t.name in (lifecycle.CLAIM.name, lifecycle.ENQUEUE.name):
+            self._names["#x"] = Attr.EXPIRE_AT
+            self._values[":xnow"] = now
+            return ["(attribute_not_exists(#x) OR #x > :xnow)"]
+        if self._c.expired_by is not None:
+            self._names["#x"] = Attr.EXPIRE_AT
+            self._values[":xby"] = {"N": str(to_ms(self._c.expired_by))}
+            return ["#x <= :xby"]
+        return []
 
 
 def _code(error: ClientError) -> str:

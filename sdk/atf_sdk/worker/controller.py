@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import datetime
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING
@@ -124,7 +125,16 @@ class Controller:
         if outcome.applied and outcome.task is not None:
             self.claimed += 1
             return outcome.task
+        self._expire_if_due(ref, outcome.task, now)
         return None
+
+    def _expire_if_due(self, ref: TaskRef, task: Task | None, now: datetime) -> None:
+        """A claim refused because the task expired while it waited: end it as expired."""
+        if task is not None and task.expire_at is not None and task.expire_at <= now:
+            try:
+                self._store.transition(ref, lifecycle.EXPIRE, Change(now=now, expired_by=now))
+            except Exception:  # noqa: BLE001 - the consumer expires it on its next look
+                log.warning("could not expire %s", ref.id)
 
     def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: object) -> None:
         if action is GateAction.DROP:

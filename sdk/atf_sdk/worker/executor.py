@@ -9,8 +9,10 @@ once its running tasks are done.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import signal
+import socket
 import threading
 import traceback
 from dataclasses import dataclass
@@ -57,7 +59,7 @@ def executor_main(spec: ExecutorSpec) -> None:
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
     heartbeats = Heartbeats(recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history), config.timeouts)
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
-    runner = TaskRunner(store, config, callback, heartbeats, history)
+    runner = TaskRunner(store, config, spec.lambda_name, callback, heartbeats, history)
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
     ]
@@ -90,13 +92,26 @@ class TaskRunner:
     """Runs one task's callback and records how it ended."""
 
     def __init__(
-        self, store: TaskStore, config: StackConfig, callback: Callback, heartbeats: Heartbeats, history: History
+        self,
+        store: TaskStore,
+        config: StackConfig,
+        lambda_name: str,
+        callback: Callback,
+        heartbeats: Heartbeats,
+        history: History,
     ) -> None:
         self._store = store
         self._config = config
         self._callback = callback
+        self._lambda_spec = config.lambdas[lambda_name]
         self._heartbeats = heartbeats
         self._history = history
+        self._host = f"{socket.gethostname()}:{os.getpid()}"
+
+    @property
+    def _fatal(self) -> lifecycle.Transition:
+        """Where a task that failed for good goes: the dead letters, unless its lambda opts out."""
+        return lifecycle.FAIL_TO_DEAD_LETTER if self._lambda_spec.dead_letter else lifecycle.FAIL_FATAL
 
     def run(self, task: Task) -> None:
         self._heartbeats.track(task)
@@ -110,7 +125,7 @@ class TaskRunner:
         try:
             self._callback(TaskContext.of(task))
         except Fatal as error:
-            self._finish(task, lifecycle.FAIL_FATAL, error)
+            self._finish(task, self._fatal, error)
         except Retry as error:
             self._retry(task, error, error.after)
         except Exception as error:  # noqa: BLE001 - any other exception is a retriable failure
@@ -121,7 +136,7 @@ class TaskRunner:
 
     def _retry(self, task: Task, error: Exception, after: float | None) -> None:
         if task.attempt >= task.max_attempts:
-            self._finish(task, lifecycle.FAIL_FATAL, error)
+            self._finish(task, self._fatal, error)
             return
         timeouts = self._config.timeouts
         delay = (
@@ -142,7 +157,7 @@ class TaskRunner:
             now=now,
             attempt=task.attempt,
             next_at=now + timedelta(seconds=delay),
-            error=_error_of(error, task.attempt, now) if error else None,
+            error=_error_of(error, task.attempt, now, self._host) if error else None,
         )
         for _ in range(REPORT_TRIES):
             try:
@@ -158,5 +173,6 @@ class TaskRunner:
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
 
 
-def _error_of(error: Exception, attempt: int, now: datetime) -> TaskError:
-    return TaskError(type=type(error).__name__, message=str(error) or type(error).__name__, attempt=attempt, at=now)
+def _error_of(error: Exception, attempt: int, now: datetime, host: str) -> TaskError:
+    message = str(error) or type(error).__name__
+    return TaskError(type=type(error).__name__, message=message, attempt=attempt, at=now, host=host)
