@@ -148,6 +148,11 @@ class ScheduleRequest(BaseModel):
     def _expire_at_has_zone(cls, expire_at: datetime | None) -> datetime | None:
         if expire_at is not None and expire_at.tzinfo is None:
             raise ValueError("expire_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+        if expire_at is not None:
+            try:
+                expire_at.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("expire_at is outside the representable range of times") from None
         return expire_at
 
     @field_validator("run_at")

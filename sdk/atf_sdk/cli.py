@@ -98,6 +98,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "delay_seconds": args.delay,
         "key": args.key,
         "max_attempts": args.max_attempts,
+        "expire_at": args.expire_at,
     }
     request = ScheduleRequest.model_validate({k: v for k, v in fields.items() if v is not None})
     with _client(args) as client:
@@ -313,6 +314,7 @@ def _add_schedule(verbs: Any, common: argparse.ArgumentParser) -> None:
     when.add_argument("--delay", type=float, help="seconds from now")
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--max-attempts", type=int)
+    verb.add_argument("--expire-at", type=_time, help="RFC 3339 time after which a task not yet started expires")
     verb.set_defaults(run=_guarded(_schedule))
 
 

@@ -103,6 +103,7 @@ class AtfClient:
         delay_seconds: float | None = None,
         key: str | None = None,
         max_attempts: int | None = None,
+        expire_at: datetime | None = None,
     ) -> ScheduledTask:
         fields = {
             "lambda": lambda_name,
@@ -113,6 +114,7 @@ class AtfClient:
             "delay_seconds": delay_seconds,
             "key": key,
             "max_attempts": max_attempts,
+            "expire_at": expire_at,
         }
         return self.submit(ScheduleRequest.model_validate({k: v for k, v in fields.items() if v is not None}))
 

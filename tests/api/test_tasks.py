@@ -23,6 +23,12 @@ def test_a_scheduled_task_reads_back_as_sent(client: AtfClient) -> None:
     assert task.key == scheduled.key and task.key, "the SDK gives every task a key"
 
 
+def test_expire_at_is_kept_on_the_task(client: AtfClient) -> None:
+    expire_at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+    task = client.get(client.schedule("work", delay_seconds=60, expire_at=expire_at).id)
+    assert task.expire_at == expire_at
+
+
 def test_defaults_come_from_the_lambda_spec(client: AtfClient) -> None:
     task = client.get(client.schedule("mail").id)
     assert (task.priority, task.max_attempts, task.collection, task.payload) == ("normal", 5, "default", {})
