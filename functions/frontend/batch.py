@@ -11,14 +11,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
+from botocore.exceptions import ClientError
+
 from atf_core.api import BatchItem, BatchRequest, BatchResult, ErrorBody, ScheduledTask
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict
 from atf_core.scheduling import Scheduling, build_task, task_id_for
 from atf_core.schema import ScheduleRequest, from_ms, to_ms
 from atf_core.store.base import CreateResult
-from botocore.exceptions import ClientError
-
 from functions.frontend.errors import from_client_error
 
 # Writes are independent conditional puts: a few at a time keep a batch of
@@ -46,8 +46,9 @@ def validate(config: StackConfig, tasks: list[ScheduleRequest], now: datetime) -
         if task_id not in first:
             first[task_id] = index
         elif tasks[first[task_id]].fingerprint() != request.fingerprint():
-            raise Conflict(f"tasks[{first[task_id]}] and tasks[{index}] use key {request.key!r} differently",
-                           f"tasks[{index}].key")
+            raise Conflict(
+                f"tasks[{first[task_id]}] and tasks[{index}] use key {request.key!r} differently", f"tasks[{index}].key"
+            )
     return first
 
 

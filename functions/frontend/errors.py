@@ -10,6 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from botocore.exceptions import ClientError
+
 from atf_core.api import ErrorBody
 from atf_core.errors import (
     AtfError,
@@ -24,15 +34,6 @@ from atf_core.errors import (
     UnsupportedMediaType,
     WrongType,
 )
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.event_handler.openapi.exceptions import (
-    RequestUnsupportedContentType,
-    RequestValidationError,
-)
-from botocore.exceptions import ClientError
 
 JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})

@@ -10,10 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Annotated, Any
 
-from atf_core.api import TASK_ID_PATTERN, BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Gate, ScheduleRequest, Task, utcnow
-from atf_core.stats import LambdaStats
-from atf_core.telemetry import NAMESPACE, Dimension, Metric
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
@@ -22,6 +18,10 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from atf_core.api import TASK_ID_PATTERN, BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Gate, ScheduleRequest, Task, utcnow
+from atf_core.stats import LambdaStats
+from atf_core.telemetry import NAMESPACE, Dimension, Metric
 from functions.frontend import errors
 from functions.frontend.batch import schedule_batch, scheduled
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok

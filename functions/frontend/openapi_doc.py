@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from atf_core.api import ErrorBody
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from pydantic import BaseModel
+
+from atf_core.api import ErrorBody
 
 JSON = "application/json"
 COMMITTED = Path(__file__).with_name("openapi.json")

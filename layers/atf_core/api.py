@@ -85,5 +85,6 @@ class GateRequest(BaseModel):
 class GateList(BaseModel):
     gates: list[Gate]
 
+
 # Ids are uuid hex (atf_core.scheduling.task_id_for).
 TASK_ID_PATTERN = r"^[0-9a-f]{32}$"

@@ -174,8 +174,15 @@ def _task_table(tasks: list[Task]) -> None:
     for task in tasks:
         error = f"{task.last_error.type}: {task.last_error.message}" if task.last_error else (task.reason or "")
         table.add_row(
-            task.id, task.lambda_, task.collection, task.priority, task.status.value,
-            f"{task.attempt}/{task.max_attempts}", _when(task.scheduled_at), _when(task.finished_at), error[:60],
+            task.id,
+            task.lambda_,
+            task.collection,
+            task.priority,
+            task.status.value,
+            f"{task.attempt}/{task.max_attempts}",
+            _when(task.scheduled_at),
+            _when(task.finished_at),
+            error[:60],
         )
     _console().print(table)
 
@@ -219,7 +226,11 @@ def _gate_table(gates: list[Gate]) -> None:
     table = Table("lambda", "collection", "action", "until", "reason", "since")
     for gate in gates:
         table.add_row(
-            gate.lambda_, gate.collection or "*", gate.action.value, _when(gate.until), gate.reason,
+            gate.lambda_,
+            gate.collection or "*",
+            gate.action.value,
+            _when(gate.until),
+            gate.reason,
             _when(gate.created_at),
         )
     _console().print(table if gates else "no gates in force")
@@ -240,15 +251,23 @@ def _stats(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("states: " + (", ".join(f"{s.value} {n}" for s, n in stats.states.items()) or "none live"))
     oldest = stats.oldest_due
-    console.print(f"oldest due: {oldest.id} ({oldest.status.value}), waiting {oldest.waiting_s:.1f}s" if oldest
-                  else "oldest due: none")
+    console.print(
+        f"oldest due: {oldest.id} ({oldest.status.value}), waiting {oldest.waiting_s:.1f}s"
+        if oldest
+        else "oldest due: none"
+    )
     lag = stats.start_lag
-    console.print(f"start-lag (first attempts, n={lag.samples}): p50 {lag.p50_ms} ms, p90 {lag.p90_ms} ms, "
-                  f"max {lag.max_ms} ms" if lag.samples else "start-lag: no live task has started yet")
+    console.print(
+        f"start-lag (first attempts, n={lag.samples}): p50 {lag.p50_ms} ms, p90 {lag.p90_ms} ms, max {lag.max_ms} ms"
+        if lag.samples
+        else "start-lag: no live task has started yet"
+    )
     if not stats.complete:
         backlog = sum(c.due + c.started for c in stats.priorities.values())
-        console.print(f"[yellow]partial: states are those of the oldest {stats.sampled} of {backlog} due or started "
-                      "tasks (a count over many pages may also be a lower bound)[/]")
+        console.print(
+            f"[yellow]partial: states are those of the oldest {stats.sampled} of {backlog} due or started "
+            "tasks (a count over many pages may also be a lower bound)[/]"
+        )
     return 0
 
 

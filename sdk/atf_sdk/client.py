@@ -24,12 +24,13 @@ from urllib.parse import quote
 
 import boto3
 import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
 from atf_core.api import BatchItem, BatchResult, GateList, GateRequest, ScheduledTask
 from atf_core.errors import AtfError, MissingAuthentication, Unavailable, from_wire
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 
 API_URL_ENV = "ATF_API_URL"
 SERVICE = "execute-api"

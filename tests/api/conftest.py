@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient, RetryPolicy
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 API_CONFIG = {
     "name": "atf-api",
@@ -54,8 +55,14 @@ class Raw:
         self._pool = urllib3.PoolManager()
 
     def __call__(
-        self, method: str, path: str, body: Any = None, *, data: bytes | None = None,
-        content_type: str | None = "application/json", sign: bool = True,
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        data: bytes | None = None,
+        content_type: str | None = "application/json",
+        sign: bool = True,
     ) -> Reply:
         if data is None and body is not None:
             data = json.dumps(body).encode()

@@ -11,7 +11,10 @@ def test_a_request_becomes_a_rest_proxy_event() -> None:
     headers = [("Host", "127.0.0.1:8080"), ("Content-Type", "application/json"), ("X-Tag", "a"), ("X-Tag", "b")]
     event = to_event("PUT", "/v1/gates/work/mail%3Avip?dry=1&dry=2", headers, b'{"action": "pause"}', "127.0.0.1")
     assert (event["httpMethod"], event["path"], event["body"], event["isBase64Encoded"]) == (
-        "PUT", "/v1/gates/work/mail:vip", '{"action": "pause"}', False,
+        "PUT",
+        "/v1/gates/work/mail:vip",
+        '{"action": "pause"}',
+        False,
     )
     assert event["headers"]["X-Tag"] == "b" and event["multiValueHeaders"]["X-Tag"] == ["a", "b"]
     assert event["queryStringParameters"] == {"dry": "2"}

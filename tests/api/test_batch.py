@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from atf_core.errors import UnknownLambda
 from atf_core.schema import ScheduleRequest
 from atf_sdk.client import AtfClient

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from atf_local.stack import LocalStack
 from atf_sdk.cli import main
 

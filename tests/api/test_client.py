@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from atf_core.errors import Throttled, Unavailable
 from atf_local.api_server import ApiServer
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import API_URL_ENV, AtfClient, RetryPolicy
-
 from functions.frontend.handler import lambda_handler
 
 Event = dict[str, Any]
@@ -33,8 +33,11 @@ def serve(stack: LocalStack) -> Iterator[Callable[[Callable[[Event, Any], Event]
 
 
 def _reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Event:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
-            "body": json.dumps(body)}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": json.dumps(body),
+    }
 
 
 def test_requests_are_signed_for_execute_api(serve: Any) -> None:

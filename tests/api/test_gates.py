@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from atf_core.errors import NotFound
 from atf_core.schema import GateAction
 from atf_sdk.client import AtfClient

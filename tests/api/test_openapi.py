@@ -6,7 +6,6 @@ import json
 
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
-
 from functions.frontend.handler import app
 from functions.frontend.openapi_doc import COMMITTED, render
 

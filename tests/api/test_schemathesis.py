@@ -8,7 +8,6 @@ from typing import Any
 
 import requests
 import schemathesis
-from atf_local.stack import LocalStack
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from hypothesis import HealthCheck, settings
@@ -20,6 +19,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from atf_local.stack import LocalStack
 from functions.frontend.openapi_doc import COMMITTED
 from tests.api.conftest import DUMMY
 

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from atf_core.aws import make_clients
 from atf_core.schema import TaskStatus
 from atf_core.stats import Stats
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
-
 from tests.api.states import advance
 
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from atf_core.errors import Conflict, NotFound, UnknownLambda
 from atf_core.schema import TaskStatus
 from atf_sdk.client import AtfClient
-
 from tests.api.states import advance
 
 
