@@ -1,0 +1,109 @@
+"""What the start-lag and throughput benchmarks share: warm-up, history, metered windows."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from atf_core.billing import Bill
+from atf_sdk.client import AtfClient
+from bench.procs import Stack
+
+LAMBDA = "noop"
+
+
+@dataclass
+class Window:
+    """CPU seconds per component and the summed bills of every metered process, at one moment."""
+
+    at: float
+    cpu: dict[str, float]
+    bill: Bill
+
+    @classmethod
+    def take(cls, stack: Stack, settle_s: float = 1.0) -> Window:
+        time.sleep(settle_s)  # every process dumps its bill twice a second
+        bill = Bill()
+        for snapshot in stack.bills().values():
+            bill = bill + Bill.from_dict(snapshot["bill"])
+        return cls(time.time(), stack.cpu(), bill)
+
+
+def spent(start: Window, end: Window) -> tuple[dict[str, float], Bill]:
+    cpu = {name: end.cpu.get(name, 0.0) - start.cpu.get(name, 0.0) for name in end.cpu}
+    return cpu, end.bill - start.bill
+
+
+def executions(history_dir: Path, kinds: Iterable[str] = ("start", "end")) -> dict[str, dict[str, float]]:
+    """The first time each task's callback started and ended, by task id."""
+    wanted = set(kinds)
+    found: dict[str, dict[str, float]] = {}
+    for path in history_dir.glob("executor-*.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line still being written
+            if record.get("kind") in wanted:
+                times = found.setdefault(record["task"], {})
+                times.setdefault(record["kind"], record["t"])
+    return found
+
+
+def wait_for_ends(stack: Stack, task_ids: Sequence[str], timeout_s: float) -> dict[str, dict[str, float]]:
+    deadline = time.monotonic() + timeout_s
+    wanted = set(task_ids)
+    while True:
+        found = executions(stack.history_dir)
+        if all("end" in found.get(i, {}) for i in wanted) or time.monotonic() > deadline:
+            return {i: found[i] for i in wanted if i in found}
+        time.sleep(0.5)
+
+
+def warm_up(stack: Stack, client: AtfClient, tasks: int = 20) -> None:
+    """A few tasks through every component first: imports, connections, queue URLs."""
+    results = client.schedule_many([{"lambda": LAMBDA, "payload": {}} for _ in range(tasks)])
+    ids = [r.task.id for r in results if r.task is not None]
+    done = wait_for_ends(stack, ids, timeout_s=120)
+    if len(done) < len(ids):
+        raise RuntimeError(f"warm-up: only {len(done)} of {len(ids)} tasks ran; see {stack.workdir}/*.log")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def per_task_calls(bill: Bill, tasks: int) -> dict[str, float]:
+    """Calls per task by API, failed conditional writes counted with their call."""
+    calls: dict[str, float] = {}
+    for name, count in bill.calls.items():
+        key = name.rstrip("!")
+        calls[key] = calls.get(key, 0.0) + count / max(1, tasks)
+    return dict(sorted(calls.items()))
+
+
+def sqs_by_call(bill: Bill, tasks: int) -> dict[str, float]:
+    return {
+        k.split("/")[0]: v / max(1, tasks) for k, v in sorted(bill.detail.items()) if k.endswith("/sqs_requests")
+    }
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values),
+        "min": min(values),
+    }

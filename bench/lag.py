@@ -1,0 +1,80 @@
+"""Start-lag: tasks due at a steady rate, each scheduled a few seconds ahead; when did each start?
+
+start-lag = the executor's "start" record (wall time, ATF_HISTORY_DIR) minus the
+task's run_at as stored. Same machine, same clock.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from atf_sdk.client import AtfClient
+from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, summary, wait_for_ends, warm_up
+from bench.procs import Stack, bench_config, running
+
+
+@dataclass
+class Feed:
+    run_at: dict[str, float] = field(default_factory=dict)  # task id -> epoch seconds
+    late_submits: int = 0  # batches that went out after their first task was due
+    submit_s: list[float] = field(default_factory=list)
+
+
+def feed(client: AtfClient, rate: int, seconds: int, lead_s: float) -> Feed:
+    """Each second, one batch of `rate` tasks due lead_s later, spread evenly over that second."""
+    fed = Feed()
+    start = time.time()
+    for second in range(seconds):
+        time.sleep(max(0.0, start + second - time.time()))
+        base = start + lead_s + second
+        due = [datetime.fromtimestamp(base + j / rate, UTC) for j in range(rate)]
+        began = time.time()
+        results = client.schedule_many([{"lambda": LAMBDA, "payload": {}, "run_at": d} for d in due])
+        fed.submit_s.append(time.time() - began)
+        fed.late_submits += time.time() > base
+        for item in results:
+            if item.task is not None:
+                fed.run_at[item.task.id] = item.task.run_at.timestamp()
+    return fed
+
+
+def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.0, **stack_kw: Any) -> dict[str, Any]:
+    stack = Stack(bench_config(), workdir, **stack_kw)
+    with running(stack), AtfClient(stack.api_url) as client:
+        warm_up(stack, client)
+        before = Window.take(stack)
+        fed = feed(client, rate, seconds, lead_s)
+        done = wait_for_ends(stack, list(fed.run_at), timeout_s=lead_s + 60)
+        after = Window.take(stack)
+    cpu, bill = spent(before, after)
+    pairs = sorted((fed.run_at[i], (t["start"] - fed.run_at[i]) * 1000) for i, t in done.items() if "start" in t)
+    lags_ms = [lag for _, lag in pairs]
+    tasks = len(fed.run_at)
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "lead_s": lead_s,
+        "scheduled": tasks,
+        "started": len(lags_ms),
+        "late_submits": fed.late_submits,
+        "submit_s": {"p50": sorted(fed.submit_s)[len(fed.submit_s) // 2], "max": max(fed.submit_s)},
+        "lag_ms": summary(lags_ms),
+        "lags_ms": lags_ms,
+        "run_at_lags": pairs,
+        "cpu_s_per_task": {k: v / max(1, tasks) for k, v in cpu.items()},
+        "calls_per_task": per_task_calls(bill, tasks),
+        "sqs_per_task": sqs_by_call(bill, tasks),
+        "sqs_requests_per_task": bill.sqs_requests / max(1, tasks),
+        "window_s": after.at - before.at,
+        "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
+        "load": _loadavg(),
+    }
+
+
+def _loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+

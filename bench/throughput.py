@@ -1,0 +1,75 @@
+"""Throughput: no-op tasks due now, sent as fast as the API takes them; tasks/s end to end,
+then the embedded backend's ceiling for the same calls per task on the same server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from atf_sdk.client import AtfClient
+from bench import raw
+from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, wait_for_ends, warm_up
+from bench.procs import Stack, bench_config, running
+
+
+def submit(client: AtfClient, tasks: int) -> tuple[list[str], list[tuple[float, int]]]:
+    """Batches of 100 due now; (time, tasks accepted so far) after each batch."""
+    ids: list[str] = []
+    timeline = [(time.time(), 0)]
+    for start in range(0, tasks, 100):
+        batch = [{"lambda": LAMBDA, "payload": {}} for _ in range(min(100, tasks - start))]
+        ids += [r.task.id for r in client.schedule_many(batch) if r.task is not None]
+        timeline.append((time.time(), len(ids)))
+    return ids, timeline
+
+
+def run_throughput(
+    workdir: Path, tasks: int = 2000, raw_processes: tuple[int, ...] = (2, 4), raw_seconds: float = 20, **stack_kw: Any
+) -> dict[str, Any]:
+    stack = Stack(bench_config(), workdir, **stack_kw)
+    with running(stack), AtfClient(stack.api_url) as client:
+        warm_up(stack, client)
+        before = Window.take(stack, settle_s=2.0)
+        ids, submitted = submit(client, tasks)
+        done = wait_for_ends(stack, ids, timeout_s=600)
+        after = Window.take(stack)
+        cpu, bill = spent(before, after)
+        mix = per_task_calls(bill, len(ids))
+        _stop_framework(stack)
+        ceilings = {n: raw.ceiling(stack.endpoint, stack.config, mix, n, raw_seconds) for n in raw_processes}
+    first, last_end = submitted[0][0], max(t["end"] for t in done.values())
+    rate = len(done) / (last_end - first)
+    best = max(ceilings.values())
+    return {
+        "tasks": len(ids),
+        "completed": len(done),
+        "seconds": last_end - first,
+        "tasks_per_s": rate,
+        "scheduling_per_s": len(ids) / (submitted[-1][0] - first),
+        "ceiling_per_s": ceilings,
+        "ratio": rate / best if best else None,
+        "cpu_s_per_task": {k: v / max(1, len(ids)) for k, v in cpu.items()},
+        "calls_per_task": mix,
+        "sqs_per_task": sqs_by_call(bill, len(ids)),
+        "sqs_requests_per_task": bill.sqs_requests / max(1, len(ids)),
+        "submitted": [(t - first, n) for t, n in submitted],
+        "completed_at": sorted(t["end"] - first for t in done.values()),
+        "started_at": sorted(t["start"] - first for t in done.values() if "start" in t),
+        "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
+        "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+    }
+
+
+def _stop_framework(stack: Stack) -> None:
+    """Leave moto's server alone for the raw loop: stop the host, the API and the consumer."""
+    consumers = stack.components()["consumer"]
+    stack.stop(("host", "frontend"))
+    for pid in consumers:  # the consumer is a child of the stack process, which keeps moto running
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    time.sleep(2.0)
