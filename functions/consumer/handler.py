@@ -11,11 +11,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from atf_core.aws import make_clients
+from atf_core.chains import Chains
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup
 from atf_core.history import History, recorded
+from atf_core.schedules import Schedules
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.schedules import ItemStore
 
 # A poll that found nothing to do is normal, not worth a warning per invocation.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -34,8 +37,13 @@ def _consumer(index: int, of: int) -> Consumer:
     # Built once per group and kept while the Lambda is warm, so the in-flight
     # tracker carries over from one tick to the next.
     clients = make_clients()
-    store = recorded(DynamoTaskStore(clients.dynamodb, _config()), History.from_env("consumer"))
-    return Consumer(store, clients.sqs, _config(), ConsumerGroup(index, of))
+    config = _config()
+    store = recorded(DynamoTaskStore(clients.dynamodb, config), History.from_env("consumer"))
+    items = ItemStore(clients.dynamodb, config.table_name)
+    chores = []
+    if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
+        chores = [Schedules(store, items, config).fire_due, lambda now, _: Chains(store, items, config).sweep(now)]
+    return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores)
 
 
 def _record(report: PollReport, seconds: float) -> None:

@@ -20,6 +20,15 @@ CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
 
 
+class Limits(BaseModel):
+    """Caps enforced across all worker hosts through the store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_starts_per_second: float | None = Field(default=None, gt=0, le=10_000)
+    max_running: int | None = Field(default=None, ge=1, le=10_000)
+
+
 class LambdaSpec(BaseModel):
     """A callback type: its priorities (highest first) and scheduling budget."""
 
@@ -30,6 +39,8 @@ class LambdaSpec(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=100)
     shards: int | None = Field(default=None, ge=1, le=256, description="Index shards per priority.")
     dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
+    limits: Limits = Field(default_factory=Limits, description="For the whole lambda.")
+    collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Per collection.")
 
     @model_validator(mode="after")
     def _default_is_declared(self) -> LambdaSpec:

@@ -90,6 +90,11 @@ class RecordingStore(TaskStore):
     def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
         return self._inner.due(partition, up_to, skip_collections)
 
+    def entries(
+        self, partition: str, low: datetime, high: datetime, equal: dict[str, str] | None = None
+    ) -> Iterator[DueEntry]:
+        return self._inner.entries(partition, low, high, equal)
+
     def gates(self) -> list[Gate]:
         return self._inner.gates()
 

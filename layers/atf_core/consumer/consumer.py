@@ -9,9 +9,11 @@ their state, and re-enqueued once it has passed.
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections import defaultdict, deque
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,11 @@ class PollReport:
     by_queue: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
+# Work the consumer does once a poll besides enqueueing: firing periodic
+# schedules, sweeping running chains. Called with (now, lookahead seconds).
+Housekeeping = Callable[[datetime, float], object]
+
+
 @dataclass(frozen=True)
 class Outgoing:
     message: TaskMessage
@@ -71,6 +78,7 @@ class Consumer:
         config: StackConfig,
         group: ConsumerGroup | None = None,
         clock: Callable[[], datetime] = utcnow,
+        housekeeping: Sequence[Housekeeping] = (),
     ) -> None:
         self._store = store
         self._sqs = sqs
@@ -84,6 +92,7 @@ class Consumer:
         self._tracker = InFlightTracker()
         self._first_seen: dict[tuple[object, ...], int] = {}
         self._last_gates: GateView | None = None
+        self._housekeeping = housekeeping
 
     def poll(self) -> PollReport:
         now = self._clock()
@@ -104,6 +113,12 @@ class Consumer:
                     report.errors += 1
         self._tracker.prune(seen, polled)
         self._forget_old_stamps(to_ms(now))
+        for chore in self._housekeeping:
+            try:
+                chore(now, self._config.lookahead)
+            except Exception:
+                log.exception("housekeeping failed")
+                report.errors += 1
         return report
 
     def _poll_queue(
@@ -115,7 +130,7 @@ class Consumer:
         if room == 0:
             report.skipped_full += 1
             return False
-        due = self._due_entries(lambda_name, priority, gates, now, seen)
+        due = fair_share(self._due_entries(lambda_name, priority, gates, now, seen), window=min(4 * room, 2000))
         outgoing = self._enqueue(due, gates, now, room, report)
         sent = self._send(lambda_name, priority, outgoing, now, report)
         self._budget.spent(key, sent)
@@ -256,6 +271,21 @@ class Consumer:
         if self._last_gates is not None and set(self._last_gates.gates) - set(gates.gates):
             self._tracker = InFlightTracker()
         self._last_gates = gates
+
+
+def fair_share(entries: Iterator[DueEntry], window: int) -> Iterator[DueEntry]:
+    """Take the first `window` due entries round-robin by collection, so one collection's
+    flood cannot starve another's tasks; then the rest in order."""
+    head = list(itertools.islice(entries, window))
+    by_collection: dict[str, deque[DueEntry]] = defaultdict(deque)
+    for entry in head:
+        by_collection[entry.collection].append(entry)
+    while by_collection:
+        for collection in list(by_collection):
+            yield by_collection[collection].popleft()
+            if not by_collection[collection]:
+                del by_collection[collection]
+    yield from entries
 
 
 def _failed_ids(reply: Mapping[str, Any]) -> set[str]:

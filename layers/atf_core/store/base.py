@@ -48,7 +48,7 @@ class Change:
     reason: str | None = None
     due_by: datetime | None = None
     expired_by: datetime | None = None  # EXPIRE: only if expire_at has passed by then
-    max_attempts: int | None = None  # REDRIVE: the fresh attempt budget
+    max_attempts: int | None = None  # REDRIVE: a fresh budget of attempts on top of those used
     observed: dict[str, int] = field(default_factory=dict)
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -78,6 +78,13 @@ class TaskStore(ABC):
 
     @abstractmethod
     def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]: ...
+
+    @abstractmethod
+    def entries(
+        self, partition: str, low: datetime, high: datetime, equal: dict[str, str] | None = None
+    ) -> Iterator[DueEntry]:
+        """Index entries of one partition with low <= next_timestamp <= high, optionally
+        only those whose projected attributes equal the given values."""
 
     @abstractmethod
     def gates(self) -> list[Gate]: ...

@@ -109,6 +109,34 @@ class DynamoTaskStore(TaskStore):
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def entries(
+        self, partition: str, low: datetime, high: datetime, equal: dict[str, str] | None = None
+    ) -> Iterator[DueEntry]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": INDEX_NAME,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {"#pk": Attr.INDEX_PK, "#sk": Attr.INDEX_SK},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": partition},
+                ":low": {"N": str(to_ms(low))},
+                ":high": {"N": str(to_ms(high))},
+            },
+        }
+        clauses = []
+        for i, (attr, value) in enumerate(sorted((equal or {}).items())):
+            request["ExpressionAttributeNames"][f"#f{i}"] = attr
+            request["ExpressionAttributeValues"][f":f{i}"] = {"S": value}
+            clauses.append(f"#f{i} = :f{i}")
+        if clauses:
+            request["FilterExpression"] = " AND ".join(clauses)
+        while True:
+            page = self._db.query(**request)
+            yield from (codec.due_entry(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     # -- gates ---------------------------------------------------------------
     def gates(self) -> list[Gate]:
         item = self._db.get_item(TableName=self._table, Key={Attr.ID: {"S": GATES_ITEM_ID}}, ConsistentRead=True)
@@ -239,8 +267,10 @@ class _UpdateBuilder:
                 self._set(Attr.ERROR_TYPE, {"S": error.type})
         if self._c.reason is not None:
             self._set(Attr.REASON, {"S": self._c.reason[:500]})
-        if self._c.max_attempts is not None:
-            self._set(Attr.MAX_ATTEMPTS, {"N": str(self._c.max_attempts)})
+        if self._c.max_attempts is not None:  # a fresh budget on top of the attempts used so far
+            self._names["#m"], self._names["#a"] = Attr.MAX_ATTEMPTS, Attr.ATTEMPT
+            self._values[":budget"] = {"N": str(self._c.max_attempts)}
+            self._sets.append("#m = #a + :budget")
 
     def _condition(self) -> str:
         sources = sorted(s.value for s in self._t.sources)

@@ -43,6 +43,13 @@ class WorkBuffer:
             heapq.heappush(self._held, (item.due_ms, item.seq, item))
             self._cond.notify_all()
 
+    def hold(self, item: Buffered, seconds: float) -> None:
+        """Put a message back to be served again in `seconds` (a limit said not yet)."""
+        item.due_ms = int((time.time() + seconds) * 1000)
+        with self._cond:
+            heapq.heappush(self._held, (item.due_ms, item.seq, item))
+            self._cond.notify_all()
+
     def take(self, timeout_s: float) -> Buffered | None:
         """The highest-priority due message, waiting up to timeout_s for one."""
         deadline = time.monotonic() + timeout_s

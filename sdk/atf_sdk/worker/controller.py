@@ -14,11 +14,12 @@ import time
 from datetime import datetime
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.gating import GateView
+from atf_core.limits import Grant, Limiter
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
@@ -27,9 +28,25 @@ from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 log = logging.getLogger("atf.controller")
+LIMITED_RETRY_S = 0.2
+
+
+class _NoLimits:
+    def limited(self, lambda_name: str) -> bool:
+        return False
+
+    def acquire(self, lambda_name: str, collection: str, task_id: str) -> Grant | None:
+        return Grant(task_id, ())
+
+    def release(self, grant: Grant) -> None:
+        return None
+
+
+NO_LIMITS: Any = _NoLimits()
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,7 @@ class Controller:
         config: StackConfig,
         lambda_names: list[str],
         settings: ControllerSettings | None = None,
+        store_client: DynamoDBClient | None = None,
     ) -> None:
         self._store = store
         self._sqs = sqs
@@ -57,6 +75,7 @@ class Controller:
         self._settings = settings or ControllerSettings()
         self._queues = QueueDirectory(sqs, config)
         self._deletes = DeleteBatcher(sqs)
+        self._limiter = Limiter(store_client, config) if store_client is not None else NO_LIMITS
         self._buffers = {name: WorkBuffer(self._settings.buffer_per_lambda) for name in lambda_names}
         self._draining = threading.Event()
         self._gates = GateView.of([], utcnow())
@@ -117,6 +136,9 @@ class Controller:
                 self._apply_gate(ref, message, gate.action, gate.scope, now)
                 self._delete(item)
                 return None
+            grant = self._limits(lambda_name, item)
+            if grant is False:
+                return None
             outcome = self._store.transition(ref, lifecycle.CLAIM, Change(now=now, attempt=message.attempt))
         except Exception:
             log.exception("claim of %s failed", message.task_id)
@@ -125,8 +147,20 @@ class Controller:
         if outcome.applied and outcome.task is not None:
             self.claimed += 1
             return outcome.task
+        if isinstance(grant, Grant):
+            self._limiter.release(grant)
         self._expire_if_due(ref, outcome.task, now)
         return None
+
+    def _limits(self, lambda_name: str, item: Buffered) -> Grant | bool:
+        """A grant from the lambda's limits (True: none apply), or False: the message waits a little."""
+        if not self._limiter.limited(lambda_name):
+            return True
+        grant = self._limiter.acquire(lambda_name, item.message.collection, item.message.task_id)
+        if grant is None:
+            self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
+            return False
+        return grant
 
     def _expire_if_due(self, ref: TaskRef, task: Task | None, now: datetime) -> None:
         """A claim refused because the task expired while it waited: end it as expired."""

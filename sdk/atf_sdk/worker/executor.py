@@ -15,20 +15,28 @@ import signal
 import socket
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing.connection import Client
+from typing import TYPE_CHECKING
 
 from atf_core import lifecycle
 from atf_core.aws import make_clients
+from atf_core.chains import Chains
 from atf_core.config import StackConfig
 from atf_core.history import History, recorded
+from atf_core.limits import Limiter
 from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.schedules import ItemStore
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
@@ -57,9 +65,15 @@ def executor_main(spec: ExecutorSpec) -> None:
     history = History.from_env("executor")
     store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
-    heartbeats = Heartbeats(recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history), config.timeouts)
+    limiter = Limiter(clients.dynamodb, config)
+    heartbeats = Heartbeats(
+        recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history),
+        config.timeouts,
+        on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id)),
+    )
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
     runner = TaskRunner(store, config, spec.lambda_name, callback, heartbeats, history)
+    runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter)
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
     ]
@@ -107,6 +121,7 @@ class TaskRunner:
         self._heartbeats = heartbeats
         self._history = history
         self._host = f"{socket.gethostname()}:{os.getpid()}"
+        self.after_finish: Callable[[Task], None] = lambda task: None
 
     @property
     def _fatal(self) -> lifecycle.Transition:
@@ -120,6 +135,13 @@ class TaskRunner:
             self._execute(task)
         finally:
             self._history.record("end", task=task.id, attempt=task.attempt)
+            self._after(task)
+
+    def _after(self, task: Task) -> None:
+        try:
+            self.after_finish(task)
+        except Exception:  # noqa: BLE001 - the consumer's sweeps catch up (chains) or leases lapse (slots)
+            log.warning("after-finish work for %s failed", task.id, exc_info=True)
 
     def _execute(self, task: Task) -> None:
         try:
@@ -171,6 +193,22 @@ class TaskRunner:
                 )
             return
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
+
+
+def _after_finish(
+    store: TaskStore, client: DynamoDBClient, config: StackConfig, limiter: Limiter
+) -> Callable[[Task], None]:
+    """Give back the task's running slots, and let its chain carry on if it was a link."""
+    chains = Chains(store, ItemStore(client, config.table_name), config)
+
+    def after(task: Task) -> None:
+        grant = limiter.grant_for(task.lambda_, task.collection, task.id)
+        if grant.slots:
+            limiter.release(grant)
+        if task.chain is not None:
+            chains.advance(task.chain)
+
+    return after
 
 
 def _error_of(error: Exception, attempt: int, now: datetime, host: str) -> TaskError:

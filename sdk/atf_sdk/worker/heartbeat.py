@@ -29,6 +29,7 @@ EXIT_LOST_LEASE = 70
 
 @dataclass
 class _Running:
+    task: Task
     ref: TaskRef
     attempt: int
     last_ok: float  # monotonic time of the claim or the last successful heartbeat
@@ -52,7 +53,7 @@ class Heartbeats:
 
     def track(self, task: Task) -> None:
         with self._lock:
-            self._running[task.id] = _Running(TaskRef.of(task), task.attempt, time.monotonic())
+            self._running[task.id] = _Running(task, TaskRef.of(task), task.attempt, time.monotonic())
 
     def untrack(self, task_id: str) -> None:
         with self._lock:
@@ -85,9 +86,17 @@ class Heartbeats:
             return
         if outcome.applied:
             entry.last_ok, entry.misses = time.monotonic(), 0
+            if self._on_beat is not None:
+                self._renew(entry)
         elif self._still_running(entry):
             # The task moved on without us (re-enqueued, or its attempt changed): stop now.
             self._terminate(f"lease on task {entry.ref.id} attempt {entry.attempt} was lost")
+
+    def _renew(self, entry: _Running) -> None:
+        try:
+            self._on_beat(entry.task)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - a lapsed slot only lets the limit admit one more
+            log.warning("renewing the running slot of %s failed", entry.ref.id)
 
     def _missed(self, entry: _Running, why: str) -> None:
         entry.misses += 1

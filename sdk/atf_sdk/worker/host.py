@@ -55,7 +55,13 @@ class WorkerHost:
             raise ValueError(f"none of {registered} is a lambda of stack {config.name!r}")
         store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
         self.controller = Controller(
-            store, self._clients.sqs, self._clients.sqs_long_poll, config, self.lambda_names, settings.controller
+            store,
+            self._clients.sqs,
+            self._clients.sqs_long_poll,
+            config,
+            self.lambda_names,
+            settings.controller,
+            store_client=self._clients.dynamodb,
         )
         self._socket_dir = tempfile.mkdtemp(prefix="atf-host-")
         self._authkey = secrets.token_bytes(16)

@@ -1,0 +1,245 @@
+"""Chains: a sequence or DAG of tasks where each link starts when all its parents have succeeded.
+
+Every link is an ordinary task created with the chain, the roots as new and
+the rest as waiting (out of the scheduling index). When a link succeeds its
+executor releases the children whose parents have all succeeded; the
+consumer sweeps running chains now and then as well, so a release lost with
+a dying executor only comes late. A chain is seen as one unit: its status,
+each link's state; the links not yet started can be cancelled, and a failed
+link (a dead letter) retried, after which the chain carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.errors import Conflict, InputError, NotFound
+from atf_core.scheduling import build_task, task_id_for
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, ScheduleRequest, Task, TaskStatus, from_ms, to_ms, utcnow
+from atf_core.store.base import Change, TaskRef, TaskStore
+from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
+
+LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+SWEEP_EVERY = timedelta(seconds=5)
+FAILED = {TaskStatus.DEAD_LETTER, TaskStatus.FATAL_FAILURE, TaskStatus.EXPIRED, TaskStatus.DROPPED}
+
+
+class LinkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=LINK_NAME_PATTERN)
+    lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    priority: str | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    after: list[str] = Field(default_factory=list, description="Links that must succeed first.")
+
+
+class ChainSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    links: list[LinkSpec] = Field(min_length=1, max_length=100)
+    key: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _a_dag(self) -> ChainSpec:
+        names = [link.name for link in self.links]
+        if len(set(names)) != len(names):
+            raise ValueError("link names must be distinct")
+        for link in self.links:
+            missing = [p for p in link.after if p not in names]
+            if missing:
+                raise ValueError(f"link {link.name!r} waits for unknown links {missing}")
+        if _has_cycle({link.name: link.after for link in self.links}):
+            raise ValueError("links wait for each other in a cycle")
+        return self
+
+    def fingerprint(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True, exclude={"key"}), sort_keys=True)
+
+
+def _has_cycle(parents: dict[str, list[str]]) -> bool:
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(node: str) -> bool:
+        if state.get(node) == 1:
+            return True
+        if state.get(node) == 2:
+            return False
+        state[node] = 1
+        cyclic = any(visit(p) for p in parents[node])
+        state[node] = 2
+        return cyclic
+
+    return any(visit(n) for n in parents)
+
+
+class ChainStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class LinkView(BaseModel):
+    name: str
+    task_id: str
+    status: TaskStatus
+    attempt: int
+    after: list[str]
+
+
+class ChainView(BaseModel):
+    id: str
+    status: ChainStatus
+    created_at: datetime
+    links: list[LinkView]
+
+
+@dataclass(frozen=True)
+class StoredChain:
+    id: str
+    spec: ChainSpec
+    created_at: datetime
+    version: int
+
+    def task_id(self, link: str) -> str:
+        return uuid.uuid5(uuid.UUID(hex=self.id), link).hex
+
+
+class Chains:
+    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig) -> None:
+        self._store = store
+        self._items = items
+        self._config = config
+
+    def create(self, spec: ChainSpec, now: datetime | None = None) -> ChainView:
+        now = now or utcnow()
+        chain = StoredChain(task_id_for("#chain", spec.key), spec, now, 0)
+        tasks = [self._link_task(chain, link, now) for link in spec.links]  # every link checked first
+        fields = {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(now), "fp": spec.fingerprint()}
+        if not self._items.put(_chain_item(chain.id), fields, (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)), None):
+            existing = self._load(chain.id)
+            if existing.spec.fingerprint() != spec.fingerprint():
+                raise Conflict(f"key {spec.key!r} was used for a different chain", "key")
+            chain = existing
+        for task in tasks:  # idempotent: a retried request finds the links it already made
+            self._store.create(task, f"chain:{chain.id}")
+        return self.get(chain.id)
+
+    def get(self, chain_id: str) -> ChainView:
+        chain = self._load(chain_id)
+        tasks = {t.id: t for t in self._store.get_many([chain.task_id(link.name) for link in chain.spec.links])}
+        links = [_link_view(chain, link, tasks.get(chain.task_id(link.name))) for link in chain.spec.links]
+        return ChainView(id=chain.id, status=_status(links), created_at=chain.created_at, links=links)
+
+    def advance(self, chain_id: str, now: datetime | None = None) -> int:
+        """Release every waiting link whose parents have all succeeded; returns how many."""
+        now = now or utcnow()
+        view = self.get(chain_id)
+        done = {link.name for link in view.links if link.status is TaskStatus.SUCCESS}
+        released = 0
+        for link in view.links:
+            if link.status is TaskStatus.WAITING and all(p in done for p in link.after):
+                ref = TaskRef(link.task_id, *self._lambda_and_priority(chain_id, link.name))
+                change = Change(now=now, next_at=now)
+                released += int(self._store.transition(ref, lifecycle.RELEASE_LINK, change).applied)
+        self._reindex(chain_id, view if not released else self.get(chain_id), now)
+        return released
+
+    def cancel(self, chain_id: str) -> ChainView:
+        """Cancel every link that has not started; running links finish."""
+        view = self.get(chain_id)
+        now = utcnow()
+        for link in view.links:
+            if lifecycle.CANCEL.allows(link.status):
+                ref = TaskRef(link.task_id, *self._lambda_and_priority(chain_id, link.name))
+                self._store.transition(ref, lifecycle.CANCEL, Change(now=now, reason=f"chain {chain_id} cancelled"))
+        return self.get(chain_id)
+
+    def retry(self, chain_id: str, link_name: str, budget: int | None = None) -> ChainView:
+        """Send a failed (dead-letter) link back to run, with a fresh attempt budget."""
+        view = self.get(chain_id)
+        link = next((lk for lk in view.links if lk.name == link_name), None)
+        if link is None:
+            raise NotFound(f"chain {chain_id} has no link {link_name!r}", "link")
+        if link.status is not TaskStatus.DEAD_LETTER:
+            raise Conflict(f"link {link_name!r} is {link.status.value}; only a dead letter can be retried", "link")
+        lambda_name, priority = self._lambda_and_priority(chain_id, link_name)
+        attempts = budget or self._config.lambdas[lambda_name].max_attempts
+        change = Change(now=utcnow(), next_at=utcnow(), max_attempts=attempts, reason="retried in its chain")
+        self._store.transition(TaskRef(link.task_id, lambda_name, priority), lifecycle.REDRIVE, change)
+        self._reindex(chain_id, self.get(chain_id), utcnow())
+        return self.get(chain_id)
+
+    def sweep(self, now: datetime) -> int:
+        """The consumer's safety net: advance running chains that are due a look."""
+        return sum(self.advance(_chain_id(i), now) for i in self._items.partition(CHAINS_PARTITION, to_ms(now)))
+
+    # -- helpers -------------------------------------------------------------
+    def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
+        body = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
+        body.update({k: v for k, v in (("priority", link.priority), ("max_attempts", link.max_attempts)) if v})
+        try:
+            task = build_task(self._config, ScheduleRequest.model_validate(body), now)
+        except InputError as error:
+            raise type(error)(f"link {link.name!r}: {error.message}", f"links.{link.name}.{error.field}") from None
+        status = TaskStatus.NEW if not link.after else TaskStatus.WAITING
+        return task.model_copy(update={"id": chain.task_id(link.name), "status": status, "chain": chain.id})
+
+    def _lambda_and_priority(self, chain_id: str, link_name: str) -> tuple[str, str]:
+        link = next(lk for lk in self._load(chain_id).spec.links if lk.name == link_name)
+        return link.lambda_, link.priority or self._config.lambdas[link.lambda_].default_priority
+
+    def _load(self, chain_id: str) -> StoredChain:
+        raw = self._items.get(_chain_item(chain_id))
+        if raw is None:
+            raise NotFound(f"no chain {chain_id!r}", "id")
+        spec = ChainSpec.model_validate_json(raw["cspec"])
+        return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)))
+
+    def _reindex(self, chain_id: str, view: ChainView, now: datetime) -> None:
+        """A running chain stays in the sweep partition; a finished one leaves it."""
+        raw = self._items.get(_chain_item(chain_id))
+        if raw is None:
+            return
+        fields = {k: v for k, v in raw.items() if k not in ("id", "v", "gs", "nt")}
+        running = view.status is ChainStatus.RUNNING
+        index = (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)) if running else None
+        self._items.put(_chain_item(chain_id), fields, index, int(raw.get("v", 0)))
+
+
+def _chain_item(chain_id: str) -> str:
+    return f"#chain#{chain_id}"
+
+
+def _chain_id(item_id: str) -> str:
+    return item_id.removeprefix("#chain#")
+
+
+def _link_view(chain: StoredChain, link: LinkSpec, task: Task | None) -> LinkView:
+    status = task.status if task else TaskStatus.WAITING
+    attempt = task.attempt if task else 0
+    return LinkView(name=link.name, task_id=chain.task_id(link.name), status=status, attempt=attempt, after=link.after)
+
+
+def _status(links: list[LinkView]) -> ChainStatus:
+    statuses = {link.status for link in links}
+    if statuses == {TaskStatus.SUCCESS}:
+        return ChainStatus.SUCCEEDED
+    if statuses & FAILED:
+        return ChainStatus.FAILED
+    if TaskStatus.CANCELLED in statuses and not statuses & {TaskStatus.CLAIMED, TaskStatus.PROCESSING}:
+        return ChainStatus.CANCELLED
+    return ChainStatus.RUNNING
+

@@ -1,0 +1,132 @@
+"""Dead letters: tasks that failed for good, kept with every attempt's error.
+
+They sit in their lambda's dead-letter partitions of the index, keyed by when
+they died, so a filtered selection (collection, error class, time window) is
+a cheap query. An operator redrives a selection back to new with a fresh
+attempt budget, spread out at a drip rate so a fixed bug does not meet a
+stampede, or discards it (the tasks end as fatal_failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.definitions import Attr
+from atf_core.errors import InputError, UnknownLambda
+from atf_core.schema import from_ms, utcnow
+from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
+from atf_core.store.codec import index_partition
+
+DEAD = "d"
+EPOCH = datetime(1970, 1, 2).astimezone()
+MAX_SELECTION = 10_000
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    lambda_name: str
+    collection: str | None = None
+    error_type: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 1000
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    id: str
+    lambda_name: str
+    collection: str
+    priority: str
+    error_type: str | None
+    died_at: datetime
+
+
+@dataclass
+class Selection:
+    """What a redrive or discard did, or in a dry run would do."""
+
+    dry_run: bool
+    matched: list[DeadLetter] = field(default_factory=list)
+    changed: int = 0
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+
+
+class DeadLetters:
+    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+        self._store = store
+        self._config = config
+
+    def list(self, selection: DeadLetterFilter) -> list[DeadLetter]:
+        found: list[DeadLetter] = []
+        for entry in self._entries(selection):
+            found.append(_dead_letter(entry))
+            if len(found) >= min(selection.limit, MAX_SELECTION):
+                break
+        return sorted(found, key=lambda d: d.died_at)
+
+    def redrive(
+        self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
+    ) -> Selection:
+        """Back to new, each with `budget` more attempts, started at most per_second a second."""
+        if per_second is not None and per_second <= 0:
+            raise InputError("per_second must be positive", "per_second")
+        matched = self.list(selection)
+        result = Selection(dry_run=dry_run, matched=matched)
+        attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
+        now = utcnow()
+        for i, dead in enumerate(matched):
+            start = now + timedelta(seconds=i / per_second) if per_second else now
+            result.first_at = result.first_at or start
+            result.last_at = start
+            if dry_run:
+                continue
+            change = Change(now=now, next_at=start, max_attempts=attempts, reason=f"redriven at {now.isoformat()}")
+            if self._store.transition(_ref(dead), lifecycle.REDRIVE, change).applied:
+                result.changed += 1
+        return result
+
+    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> Selection:
+        matched = self.list(selection)
+        result = Selection(dry_run=dry_run, matched=matched)
+        if not dry_run:
+            now = utcnow()
+            for dead in matched:
+                change = Change(now=now, reason="discarded from the dead letters")
+                result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)
+        return result
+
+    def _entries(self, selection: DeadLetterFilter) -> Iterator[DueEntry]:
+        spec = self._config.lambdas.get(selection.lambda_name)
+        if spec is None:
+            raise UnknownLambda(f"unknown lambda {selection.lambda_name!r}", "lambda")
+        equal = {}
+        if selection.collection:
+            equal[Attr.COLLECTION] = selection.collection
+        if selection.error_type:
+            equal[Attr.ERROR_TYPE] = selection.error_type
+        low, high = selection.since or EPOCH, selection.until or utcnow() + timedelta(days=1)
+        for priority in spec.priorities:
+            for shard in range(self._config.shards_of(selection.lambda_name)):
+                partition = index_partition(DEAD, selection.lambda_name, priority, shard)
+                yield from self._store.entries(partition, low, high, equal)
+
+
+def _dead_letter(entry: DueEntry) -> DeadLetter:
+    return DeadLetter(
+        id=entry.id,
+        lambda_name=entry.lambda_name,
+        collection=entry.collection,
+        priority=entry.priority,
+        error_type=entry.error_type,
+        died_at=from_ms(entry.next_ms),
+    )
+
+
+def _ref(dead: DeadLetter) -> TaskRef:
+    return TaskRef(dead.id, dead.lambda_name, dead.priority)

@@ -1,0 +1,152 @@
+"""Rate and concurrency limits per lambda and per collection, shared by every worker host.
+
+A controller asks before it claims: a start takes a token from the current
+window's counter (at most N starts a second) and a slot in the running set
+(at most M at once), both conditional writes on small items in the task
+table, so the caps hold across hosts. A slot is a lease that heartbeats
+renew; the slot of a worker that died expires and is reclaimed, so a crash
+cannot shrink the cap for good.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from atf_core.config import Limits, StackConfig
+from atf_core.definitions import Attr
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a start holds: the running slots to give back when the task ends."""
+
+    task_id: str
+    slots: tuple[str, ...]
+
+
+class Limiter:
+    def __init__(self, client: DynamoDBClient, config: StackConfig, clock: Any = time.time) -> None:
+        self._db = client
+        self._config = config
+        self._table = config.table_name
+        self._clock = clock
+
+    def scopes(self, lambda_name: str, collection: str) -> list[tuple[str, Limits]]:
+        spec = self._config.lambdas[lambda_name]
+        found = [(lambda_name, spec.limits)]
+        if collection in spec.collection_limits:
+            found.append((f"{lambda_name}/{collection}", spec.collection_limits[collection]))
+        return [(scope, limits) for scope, limits in found if limits.max_running or limits.max_starts_per_second]
+
+    def limited(self, lambda_name: str) -> bool:
+        spec = self._config.lambdas[lambda_name]
+        return bool(self.scopes(lambda_name, "") or spec.collection_limits)
+
+    def acquire(self, lambda_name: str, collection: str, task_id: str) -> Grant | None:
+        """A grant to start this task now, or None: wait and ask again."""
+        taken: list[str] = []
+        for scope, limits in self.scopes(lambda_name, collection):
+            if limits.max_running and not self._take_slot(scope, task_id, limits.max_running):
+                self._give_back(taken, task_id)
+                return None
+            if limits.max_running:
+                taken.append(scope)
+            if limits.max_starts_per_second and not self._take_token(scope, limits.max_starts_per_second):
+                self._give_back(taken, task_id)
+                return None
+        return Grant(task_id, tuple(taken))
+
+    def grant_for(self, lambda_name: str, collection: str, task_id: str) -> Grant:
+        """The slots a running task holds, as its executor sees them."""
+        slots = tuple(scope for scope, limits in self.scopes(lambda_name, collection) if limits.max_running)
+        return Grant(task_id, slots)
+
+    def release(self, grant: Grant) -> None:
+        self._give_back(list(grant.slots), grant.task_id)
+
+    def renew(self, grant: Grant) -> None:
+        lease_ms = self._lease_until_ms()
+        for scope in grant.slots:
+            self._update(
+                f"#running#{scope}",
+                "SET r.#t = :exp",
+                {"#t": grant.task_id},
+                {":exp": {"N": str(lease_ms)}},
+                "attribute_exists(r.#t)",
+            )
+
+    # -- starts per second -----------------------------------------------------
+    def _take_token(self, scope: str, per_second: float) -> bool:
+        window = max(1, math.ceil(1 / per_second))  # slow rates count over a longer window
+        allowed = max(1, math.floor(per_second * window))
+        start = int(self._clock()) // window * window
+        return self._update(
+            f"#rate#{scope}#{start}",
+            "ADD n :one SET #ttl = :ttl",
+            {"#ttl": Attr.EXPIRES},
+            {":one": {"N": "1"}, ":limit": {"N": str(allowed)}, ":ttl": {"N": str(start + window + 3600)}},
+            "attribute_not_exists(n) OR n < :limit",
+        )
+
+    # -- running at once ---------------------------------------------------------
+    def _take_slot(self, scope: str, task_id: str, max_running: int) -> bool:
+        item = f"#running#{scope}"
+        self._update(item, "SET r = if_not_exists(r, :empty)", {}, {":empty": {"M": {}}}, None)
+        for _ in range(2):
+            if self._update(
+                item,
+                "SET r.#t = :exp",
+                {"#t": task_id},
+                {":exp": {"N": str(self._lease_until_ms())}, ":max": {"N": str(max_running)}},
+                "size(r) < :max OR attribute_exists(r.#t)",
+            ):
+                return True
+            if not self._reclaim_expired(item):
+                return False
+        return False
+
+    def _reclaim_expired(self, item: str) -> bool:
+        """Drop slots whose lease ran out (their workers died); True if any was freed."""
+        found = self._db.get_item(TableName=self._table, Key={Attr.ID: {"S": item}}, ConsistentRead=True)
+        slots = found.get("Item", {}).get("r", {}).get("M", {})
+        now_ms = int(self._clock() * 1000)
+        freed = False
+        for task_id, lease in slots.items():
+            if int(lease["N"]) < now_ms:
+                freed |= self._update(item, "REMOVE r.#t", {"#t": task_id}, {":exp": lease}, "r.#t = :exp")
+        return freed
+
+    def _give_back(self, scopes: list[str], task_id: str) -> None:
+        for scope in scopes:
+            self._update(f"#running#{scope}", "REMOVE r.#t", {"#t": task_id}, {}, None)
+
+    def _lease_until_ms(self) -> int:
+        timeouts = self._config.timeouts
+        return int((self._clock() + max(timeouts.heartbeat, timeouts.claim)) * 1000)
+
+    def _update(
+        self, item: str, update: str, names: dict[str, str], values: dict[str, Any], condition: str | None
+    ) -> bool:
+        request: dict[str, Any] = {"TableName": self._table, "Key": {Attr.ID: {"S": item}}, "UpdateExpression": update}
+        if names:
+            request["ExpressionAttributeNames"] = names
+        used = {k: v for k, v in values.items() if k in update or (condition and k in condition)}
+        if used:
+            request["ExpressionAttributeValues"] = used
+        if condition:
+            request["ConditionExpression"] = condition
+        try:
+            self._db.update_item(**request)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

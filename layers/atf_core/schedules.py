@@ -1,0 +1,157 @@
+"""Managing periodic schedules, and firing the due ones (the consumer does, every poll)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from atf_core.config import StackConfig
+from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
+from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
+from atf_core.scheduling import Scheduling
+from atf_core.schema import ScheduleRequest, TaskStatus, to_ms, utcnow
+from atf_core.store.base import TaskStore
+from atf_core.store.schedules import (
+    PARKED_MS,
+    SCHEDULES_PARTITION,
+    ItemStore,
+    schedule_fields,
+    schedule_from,
+    schedule_id,
+)
+
+
+@dataclass
+class FireReport:
+    created: int = 0
+    skipped: int = 0
+
+
+class Schedules:
+    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig) -> None:
+        self._store = store
+        self._items = items
+        self._config = config
+        self._scheduling = Scheduling(store, config)
+
+    # -- management ----------------------------------------------------------
+    def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None) -> Schedule:
+        """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now."""
+        self._check(spec)
+        now = now or utcnow()
+        current = self._find(name)
+        schedule = Schedule(
+            name=name,
+            spec=spec,
+            paused=current.paused if current else False,
+            created_at=now,
+            last_occurrence=current.last_occurrence if current else None,
+            next_occurrence=spec.next_after(now, now),
+            last_task_id=current.last_task_id if current else None,
+            fired=current.fired if current else 0,
+            skipped=current.skipped if current else 0,
+            version=current.version if current else 0,
+        )
+        self._save(schedule, None if current is None else current.version)
+        return schedule
+
+    def get(self, name: str) -> Schedule:
+        found = self._find(name)
+        if found is None:
+            raise NotFound(f"no schedule {name!r}", "name")
+        return found
+
+    def list(self) -> list[Schedule]:
+        ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
+        return [schedule_from(raw) for raw in (self._items.get(i) for i in ids) if raw]
+
+    def delete(self, name: str) -> None:
+        if not self._items.delete(schedule_id(name)):
+            raise NotFound(f"no schedule {name!r}", "name")
+
+    def set_paused(self, name: str, paused: bool, now: datetime | None = None) -> Schedule:
+        current = self.get(name)
+        now = now or utcnow()
+        following = current.spec.next_after(now, current.created_at)
+        updated = current.model_copy(update={"paused": paused, "next_occurrence": following})
+        self._save(updated, current.version)
+        return updated
+
+    def upcoming(self, name: str, count: int = 5) -> list[datetime]:
+        schedule = self.get(name)
+        return schedule.spec.upcoming(utcnow(), schedule.created_at, count)
+
+    # -- firing --------------------------------------------------------------
+    def fire_due(self, now: datetime, lookahead_s: float = 0.0) -> FireReport:
+        """Create the tasks of occurrences due by now + lookahead (their run_at is the occurrence)."""
+        report = FireReport()
+        up_to = now + timedelta(seconds=lookahead_s)
+        for item_id in self._items.partition(SCHEDULES_PARTITION, to_ms(up_to)):
+            raw = self._items.get(item_id)
+            if raw is not None:
+                self._fire(schedule_from(raw), now, up_to, report)
+        return report
+
+    def _fire(self, schedule: Schedule, now: datetime, up_to: datetime, report: FireReport) -> None:
+        spec = schedule.spec
+        after = schedule.last_occurrence or schedule.created_at
+        due = spec.occurrences(after, up_to, schedule.created_at)
+        chosen = choose(spec, due, now)
+        task_id, created, skipped = schedule.last_task_id, 0, len(due) - len(chosen)
+        for occurrence in chosen:
+            if spec.overlap is Overlap.SKIP and self._still_running(task_id):
+                skipped += 1
+                continue
+            task_id = self._create(schedule, occurrence, now)
+            created += 1
+        updated = schedule.model_copy(
+            update={
+                "last_occurrence": due[-1] if due else schedule.last_occurrence,
+                "next_occurrence": spec.next_after(max(up_to, due[-1] if due else up_to), schedule.created_at),
+                "last_task_id": task_id,
+                "fired": schedule.fired + created,
+                "skipped": schedule.skipped + skipped,
+            }
+        )
+        if self._save(updated, schedule.version):  # another consumer may have fired it first: fine
+            report.created += created
+            report.skipped += skipped
+
+    def _create(self, schedule: Schedule, occurrence: datetime, now: datetime) -> str:
+        spec = schedule.spec
+        request = ScheduleRequest.model_validate(
+            {
+                "lambda": spec.lambda_,
+                "payload": spec.payload,
+                "collection": spec.collection,
+                "priority": spec.priority,
+                "max_attempts": spec.max_attempts,
+                "run_at": occurrence,
+                # one task per occurrence, however many consumers fire it
+                "key": f"periodic/{schedule.name}/{to_ms(occurrence)}",
+            }
+        )
+        return self._scheduling.schedule(request, now=now).task.id
+
+    def _still_running(self, task_id: str | None) -> bool:
+        if task_id is None:
+            return False
+        task = self._store.get(task_id)
+        return task is not None and not task.status.terminal and task.status is not TaskStatus.DEAD_LETTER
+
+    # -- storage -------------------------------------------------------------
+    def _find(self, name: str) -> Schedule | None:
+        raw = self._items.get(schedule_id(name))
+        return schedule_from(raw) if raw else None
+
+    def _save(self, schedule: Schedule, version: int | None) -> bool:
+        fields, index = schedule_fields(schedule)
+        return self._items.put(schedule_id(schedule.name), fields, index, version)
+
+    def _check(self, spec: ScheduleSpec) -> None:
+        lambda_spec = self._config.lambdas.get(spec.lambda_)
+        if lambda_spec is None:
+            raise UnknownLambda(f"unknown lambda {spec.lambda_!r}", "lambda")
+        if spec.priority is not None and spec.priority not in lambda_spec.priorities:
+            raise UnknownPriority(f"priority {spec.priority!r} is not one of {lambda_spec.priorities}", "priority")
+
