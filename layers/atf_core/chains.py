@@ -242,4 +242,3 @@ def _status(links: list[LinkView]) -> ChainStatus:
     if TaskStatus.CANCELLED in statuses and not statuses & {TaskStatus.CLAIMED, TaskStatus.PROCESSING}:
         return ChainStatus.CANCELLED
     return ChainStatus.RUNNING
-

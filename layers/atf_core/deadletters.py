@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
@@ -22,7 +22,8 @@ from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
 DEAD = "d"
-EPOCH = datetime(1970, 1, 2).astimezone()
+EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
+FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
 
 
@@ -110,7 +111,7 @@ class DeadLetters:
             equal[Attr.COLLECTION] = selection.collection
         if selection.error_type:
             equal[Attr.ERROR_TYPE] = selection.error_type
-        low, high = selection.since or EPOCH, selection.until or utcnow() + timedelta(days=1)
+        low, high = selection.since or EPOCH, selection.until or FOREVER
         for priority in spec.priorities:
             for shard in range(self._config.shards_of(selection.lambda_name)):
                 partition = index_partition(DEAD, selection.lambda_name, priority, shard)

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, payload_size, MAX_PAYLOAD_BYTES
+from atf_core.schema import COLLECTION_PATTERN, MAX_PAYLOAD_BYTES, NAME_PATTERN, payload_size
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late

@@ -154,4 +154,3 @@ class Schedules:
             raise UnknownLambda(f"unknown lambda {spec.lambda_!r}", "lambda")
         if spec.priority is not None and spec.priority not in lambda_spec.priorities:
             raise UnknownPriority(f"priority {spec.priority!r} is not one of {lambda_spec.priorities}", "priority")
-

@@ -1,0 +1,265 @@
+"""Dead letters, periodic schedules, chains, limits, expiry and fair share, in the core
+(moto in-process, a controlled clock)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from atf_core import lifecycle
+from atf_core.chains import Chains, ChainSpec, ChainStatus
+from atf_core.config import LambdaSpec, Limits, StackConfig
+from atf_core.consumer.consumer import fair_share
+from atf_core.deadletters import DeadLetterFilter, DeadLetters
+from atf_core.errors import Conflict, InputError
+from atf_core.limits import Limiter
+from atf_core.periodic import CatchUp, Overlap, ScheduleSpec
+from atf_core.schedules import Schedules
+from atf_core.schema import TaskError, TaskStatus
+from atf_core.store.base import Change, DueEntry, TaskRef
+from atf_core.store.schedules import ItemStore
+from tests.functional.test_consumer import World
+
+T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def world(aws: Any, config: StackConfig) -> World:
+    lambdas = dict(config.lambdas)
+    lambdas["sleepy"] = LambdaSpec(priorities=["normal"], default_priority="normal", max_attempts=2)  # dead letters on
+    world = World(aws, config.model_copy(update={"lambdas": lambdas}))
+    world.items = ItemStore(aws.dynamodb, config.table_name)  # type: ignore[attr-defined]
+    world.now = T
+    return world
+
+
+def run_once(world: World, task_id: str, lambda_name: str, outcome: str, error_type: str = "ValueError") -> None:
+    """Drive one execution: enqueue, claim, then report success or a fatal failure."""
+    world.consumer.poll()
+    world.drain(lambda_name=lambda_name)
+    task = world.store.get(task_id)
+    assert task is not None
+    ref = TaskRef.of(task)
+    claimed = world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=task.attempt))
+    assert claimed.applied, f"{task.status} {claimed.task.status if claimed.task else None}"
+    if outcome == "succeed":
+        assert world.store.transition(ref, lifecycle.SUCCEED, Change(now=world.now, attempt=task.attempt + 1)).applied
+        return
+    error = TaskError(type=error_type, message="broken", attempt=task.attempt + 1, at=world.now, host="h:1")
+    change = Change(now=world.now, attempt=task.attempt + 1, next_at=world.now, error=error)
+    assert world.store.transition(ref, lifecycle.FAIL_TO_DEAD_LETTER, change).applied
+
+
+# -- dead letters ---------------------------------------------------------------
+def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(world: World) -> None:
+    dead = [world.schedule(**{"lambda": "sleepy", "collection": c}) for c in ("a", "a", "b")]
+    for task, kind in zip(dead, ["KeyError", "ValueError", "ValueError"], strict=True):
+        run_once(world, task.id, "sleepy", "fail", kind)
+    letters = DeadLetters(world.store, world.config)
+    assert len(letters.list(DeadLetterFilter("sleepy"))) == 3
+    assert {d.id for d in letters.list(DeadLetterFilter("sleepy", collection="a"))} == {dead[0].id, dead[1].id}
+    assert [d.id for d in letters.list(DeadLetterFilter("sleepy", error_type="KeyError"))] == [dead[0].id]
+    window = letters.list(DeadLetterFilter("sleepy", since=T + timedelta(seconds=1)))
+    assert window == []
+    # a dry run says how many and which, and changes nothing
+    dry = letters.redrive(DeadLetterFilter("sleepy", error_type="ValueError"), dry_run=True, per_second=1)
+    assert {d.id for d in dry.matched} == {dead[1].id, dead[2].id} and dry.changed == 0
+    assert world.status(dead[1]) is TaskStatus.DEAD_LETTER
+    # the real one sends them back to new, dripped one a second, with a fresh budget
+    done = letters.redrive(DeadLetterFilter("sleepy", error_type="ValueError"), dry_run=False, per_second=1)
+    assert done.changed == 2 and done.last_at is not None and done.first_at is not None
+    assert (done.last_at - done.first_at).total_seconds() == pytest.approx(1.0)
+    again = world.store.get(dead[1].id)
+    assert again is not None and again.status is TaskStatus.NEW
+    assert again.max_attempts == again.attempt + 2 and [e.type for e in again.errors] == ["ValueError"]
+    assert again.errors[0].host == "h:1"
+
+
+def test_discarding_dead_letters_ends_them(world: World) -> None:
+    task = world.schedule(**{"lambda": "sleepy"})
+    run_once(world, task.id, "sleepy", "fail")
+    result = DeadLetters(world.store, world.config).discard(DeadLetterFilter("sleepy"), dry_run=False)
+    assert result.changed == 1 and world.status(task) is TaskStatus.FATAL_FAILURE
+
+
+# -- periodic -----------------------------------------------------------------
+def schedules(world: World) -> Schedules:
+    return Schedules(world.store, world.items, world.config)  # type: ignore[attr-defined]
+
+
+def test_a_fixed_rate_schedule_makes_one_task_per_occurrence_even_with_two_consumers(world: World) -> None:
+    spec = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 10, "overlap": "allow"})
+    schedules(world).put("tick", spec, now=T)
+    for _ in range(3):
+        world.now += timedelta(seconds=10)
+        first, second = schedules(world).fire_due(world.now), schedules(world).fire_due(world.now)
+        assert first.created + second.created == 1
+    stored = schedules(world).get("tick")
+    assert stored.fired == 3 and stored.next_occurrence == T + timedelta(seconds=40)
+
+
+def test_catch_up_policies_after_downtime(world: World) -> None:
+    for name, policy in (("skip", CatchUp.SKIP), ("once", CatchUp.ONCE), ("all", CatchUp.ALL)):
+        spec = ScheduleSpec.model_validate(
+            {"lambda": "work", "cron": "* * * * *", "catch_up": policy, "catch_up_limit": 3, "overlap": "allow"}
+        )
+        schedules(world).put(name, spec, now=T)
+    world.now = T + timedelta(minutes=5, seconds=30)  # five occurrences missed, the last 30 s ago
+    schedules(world).fire_due(world.now)
+    fired = {name: schedules(world).get(name).fired for name in ("skip", "once", "all")}
+    assert fired == {"skip": 1, "once": 1, "all": 3}
+    world.now = T + timedelta(minutes=8, seconds=5)
+    schedules(world).fire_due(world.now)
+    assert schedules(world).get("skip").fired == 2  # 12:06 and 12:07 were missed; 12:08 is 5 s late, not missed
+    assert schedules(world).get("once").fired == 2
+
+
+def test_overlap_skip_waits_for_the_previous_occurrence(world: World) -> None:
+    spec = ScheduleSpec(lambda_="work", every_seconds=10, overlap=Overlap.SKIP)
+    schedules(world).put("slow", spec, now=T)
+    world.now = T + timedelta(seconds=10)
+    assert schedules(world).fire_due(world.now).created == 1
+    world.now += timedelta(seconds=10)
+    report = schedules(world).fire_due(world.now)
+    assert (report.created, report.skipped) == (0, 1)
+
+
+def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> None:
+    spec = ScheduleSpec.model_validate({"lambda": "work", "cron": "0 9 * * 1-5", "timezone": "Europe/Paris"})
+    schedules(world).put("weekday", spec, now=T)
+    assert [s.name for s in schedules(world).list()] == ["weekday"]
+    upcoming = schedules(world).upcoming("weekday", 3)
+    assert all(moment.astimezone().weekday() < 5 for moment in upcoming) and len(upcoming) == 3
+    schedules(world).set_paused("weekday", True)
+    world.now = T + timedelta(days=7)
+    assert schedules(world).fire_due(world.now).created == 0
+    schedules(world).set_paused("weekday", False)
+    schedules(world).delete("weekday")
+    assert schedules(world).list() == []
+
+
+def test_bad_schedules_are_refused() -> None:
+    with pytest.raises(ValueError, match="cron"):
+        ScheduleSpec.model_validate({"lambda": "work", "cron": "every day"})
+    with pytest.raises(ValueError, match="exactly one"):
+        ScheduleSpec.model_validate({"lambda": "work"})
+    with pytest.raises(ValueError, match="time zone"):
+        ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 5, "timezone": "Mars/Olympus"})
+
+
+# -- chains -------------------------------------------------------------------
+def chain_spec() -> ChainSpec:
+    return ChainSpec.model_validate(
+        {
+            "links": [
+                {"name": "fetch", "lambda": "work"},
+                {"name": "resize", "lambda": "work", "after": ["fetch"]},
+                {"name": "notify", "lambda": "sleepy", "after": ["fetch"]},
+                {"name": "report", "lambda": "work", "after": ["resize", "notify"]},
+            ],
+            "key": "album-42",
+        }
+    )
+
+
+def chains(world: World) -> Chains:
+    return Chains(world.store, world.items, world.config)  # type: ignore[attr-defined]
+
+
+def test_a_chain_runs_each_link_after_its_parents_and_a_failed_link_can_be_retried(world: World) -> None:
+    view = chains(world).create(chain_spec(), now=world.now)
+    ids = {link.name: link.task_id for link in view.links}
+    assert [link.status for link in view.links] == [TaskStatus.NEW] + [TaskStatus.WAITING] * 3
+    assert chains(world).create(chain_spec()).id == view.id  # the same key: the same chain
+    run_once(world, ids["fetch"], "work", "succeed")
+    assert chains(world).advance(view.id) == 2
+    run_once(world, ids["resize"], "work", "succeed")
+    run_once(world, ids["notify"], "sleepy", "fail")
+    chains(world).advance(view.id)
+    failed = chains(world).get(view.id)
+    assert failed.status is ChainStatus.FAILED
+    assert {lk.name: lk.status for lk in failed.links}["report"] is TaskStatus.WAITING
+    chains(world).retry(view.id, "notify")
+    run_once(world, ids["notify"], "sleepy", "succeed")
+    world.advance(10)
+    assert chains(world).sweep(world.now) == 1  # the consumer's safety net releases "report"
+    run_once(world, ids["report"], "work", "succeed")
+    assert chains(world).get(view.id).status is ChainStatus.SUCCEEDED
+
+
+def test_cancelling_a_chain_cancels_the_links_not_started(world: World) -> None:
+    view = chains(world).create(chain_spec())
+    cancelled = chains(world).cancel(view.id)
+    assert {link.status for link in cancelled.links} == {TaskStatus.CANCELLED}
+    assert cancelled.status is ChainStatus.CANCELLED
+
+
+def test_chains_must_be_dags_of_known_links() -> None:
+    with pytest.raises(ValueError, match="cycle"):
+        ChainSpec.model_validate(
+            {
+                "links": [
+                    {"name": "a", "lambda": "work", "after": ["b"]},
+                    {"name": "b", "lambda": "work", "after": ["a"]},
+                ]
+            }
+        )
+    with pytest.raises(ValueError, match="unknown"):
+        ChainSpec.model_validate({"links": [{"name": "a", "lambda": "work", "after": ["z"]}]})
+
+
+def test_reusing_a_chain_key_for_another_chain_is_a_conflict(world: World) -> None:
+    chains(world).create(chain_spec())
+    other = ChainSpec.model_validate({"links": [{"name": "x", "lambda": "work"}], "key": "album-42"})
+    with pytest.raises(Conflict):
+        chains(world).create(other)
+
+
+# -- limits, expiry, fair share -------------------------------------------------
+def limited(world: World, **limits: Any) -> Limiter:
+    lambdas = dict(world.config.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"limits": Limits(**limits)})
+    clock = {"t": 1_000.0}
+    limiter = Limiter(world.store._db, world.config.model_copy(update={"lambdas": lambdas}), clock=lambda: clock["t"])
+    limiter.clock = clock  # type: ignore[attr-defined]
+    return limiter
+
+
+def test_at_most_n_starts_per_second_across_hosts(world: World) -> None:
+    host_a, host_b = limited(world, max_starts_per_second=3), limited(world, max_starts_per_second=3)
+    host_b.clock = host_a.clock  # type: ignore[attr-defined]
+    host_b._clock = host_a._clock
+    grants = [h.acquire("work", "c", f"t{i}") for i, h in enumerate([host_a, host_b] * 3)]
+    assert sum(g is not None for g in grants) == 3
+    host_a.clock["t"] += 1  # type: ignore[attr-defined]
+    assert host_a.acquire("work", "c", "next") is not None
+
+
+def test_at_most_m_running_and_a_dead_workers_slot_expires(world: World) -> None:
+    limiter = limited(world, max_running=2)
+    first, second = limiter.acquire("work", "c", "a"), limiter.acquire("work", "c", "b")
+    assert first and second and limiter.acquire("work", "c", "c") is None
+    limiter.release(first)
+    assert limiter.acquire("work", "c", "c") is not None
+    limiter.clock["t"] += world.config.timeouts.heartbeat + 1  # type: ignore[attr-defined]  # nobody renewed
+    assert limiter.acquire("work", "c", "d") is not None
+
+
+def test_a_task_not_started_by_its_expire_at_ends_as_expired(world: World) -> None:
+    task = world.schedule(expire_at=(world.now + timedelta(seconds=5)).isoformat(), delay_seconds=1)
+    world.gate(__import__("atf_core.schema", fromlist=["GateAction"]).GateAction.PAUSE)
+    world.advance(6)
+    __import__("atf_core.gating", fromlist=["Gating"]).Gating(world.store, world.config).lift("work", None)
+    assert world.consumer.poll().expired == 1
+    assert world.status(task) is TaskStatus.EXPIRED
+    with pytest.raises(InputError, match="expire_at"):
+        world.schedule(expire_at=(world.now - timedelta(seconds=1)).isoformat())
+
+
+def test_fair_share_interleaves_collections() -> None:
+    flood = [DueEntry(f"a{i}", "work", "flood", "normal", i) for i in range(6)]
+    trickle = [DueEntry(f"b{i}", "work", "trickle", "normal", 10 + i) for i in range(2)]
+    order = [e.collection for e in fair_share(iter(flood + trickle), window=8)][:4]
+    assert order == ["flood", "trickle", "flood", "trickle"]
