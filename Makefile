@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test run serve lint clean
+.PHONY: setup test run serve lint clean infra-cli
 
 setup: $(STAMP)
 
@@ -18,7 +18,16 @@ $(STAMP): requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/py
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-test: setup
+# The CDK CLI, pinned in infra/package-lock.json (the app itself is Python: infra/app.py)
+CDK := infra/node_modules/.bin/cdk
+
+infra-cli: $(CDK)
+
+$(CDK): infra/package.json infra/package-lock.json
+	cd infra && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: setup infra-cli
 	$(PY) -m pytest
 
 run: setup
@@ -32,4 +41,4 @@ lint: setup
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out infra/node_modules

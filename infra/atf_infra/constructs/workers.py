@@ -175,9 +175,13 @@ class WorkerService(Construct):
             stop_timeout=STOP_TIMEOUT,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=props.lambda_name, log_group=logs),
             environment={
+                # boto3 in the host finds its region here rather than guessing.
+                "AWS_REGION": Stack.of(self).region,
+                "AWS_DEFAULT_REGION": Stack.of(self).region,
                 "ATF_CONFIG": props.config.to_env(),
                 "POWERTOOLS_SERVICE_NAME": "atf-worker",
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+                # The lambda this service is for, for an image whose CMD serves `--only "$ATF_LAMBDA"`.
                 "ATF_LAMBDA": props.lambda_name,
             },
         )

@@ -1,0 +1,94 @@
+"""Environment files, and the mistakes in them that are refused before anything is deployed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from atf_infra.builders import retention
+from atf_infra.constructs.consumer import consumer_timeout, group_inputs, reserved_concurrency
+from atf_infra.settings import EnvironmentSettings, WorkerSettings, available_environments, load_environment
+from aws_cdk import Duration
+from pydantic import ValidationError
+
+from tests.infra.conftest import ROOT
+
+
+def _settings(**changes: Any) -> dict[str, Any]:
+    base = json.loads((ROOT / "infra" / "environments" / "dev.json").read_text())
+    base.update(changes)
+    return base
+
+
+def test_the_three_environments_load() -> None:
+    assert available_environments() == ["dev", "prod", "staging"]
+    for name in available_environments():
+        settings = load_environment(name)
+        assert settings.environment == name
+        assert settings.stack_name == settings.config.name
+        assert set(settings.workers) == set(settings.config.lambdas)
+
+
+def test_unknown_environment_names_the_known_ones() -> None:
+    with pytest.raises(SystemExit, match="dev"):
+        load_environment("qa")
+
+
+def test_an_environment_file_must_declare_its_own_name(tmp_path: Path) -> None:
+    (tmp_path / "qa.json").write_text(json.dumps(_settings()))
+    with pytest.raises(SystemExit, match="declares environment 'dev'"):
+        load_environment("qa", tmp_path)
+
+
+def test_every_lambda_needs_a_worker_and_every_worker_a_lambda() -> None:
+    settings = _settings()
+    del settings["workers"]["greet"]
+    with pytest.raises(ValidationError, match=r"missing \['greet'\]"):
+        EnvironmentSettings.model_validate(settings)
+    settings = _settings()
+    settings["workers"]["ghost"] = {"image": "ghost:1"}
+    with pytest.raises(ValidationError, match=r"unknown \['ghost'\]"):
+        EnvironmentSettings.model_validate(settings)
+
+
+def test_more_consumer_groups_than_shards_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"consumer\.groups"):
+        EnvironmentSettings.model_validate(_settings(consumer={"groups": 3}))
+
+
+def test_names_must_carry_the_environment_so_environments_never_share_resources() -> None:
+    settings = _settings()
+    settings["config"]["name"] = "atf"
+    with pytest.raises(ValidationError, match="must be 'dev' or end with '-dev'"):
+        EnvironmentSettings.model_validate(settings)
+    settings = _settings()
+    settings["config"]["table_name"] = "tasks"
+    with pytest.raises(ValidationError, match="table_name"):
+        EnvironmentSettings.model_validate(settings)
+
+
+def test_fargate_sizes_and_zones_are_checked() -> None:
+    with pytest.raises(ValidationError, match="memory_mib between 1024 and 4096"):
+        WorkerSettings(image="x:1", cpu=512, memory_mib=512)
+    with pytest.raises(ValidationError, match="nat_gateways"):
+        EnvironmentSettings.model_validate(_settings(network={"nat_gateways": 3}))
+    with pytest.raises(ValidationError, match="not all in eu-west-1"):
+        EnvironmentSettings.model_validate(
+            _settings(region="eu-west-1", network={"availability_zones": ["us-east-1a"], "nat_gateways": 1})
+        )
+
+
+def test_consumer_sizing_follows_the_groups_and_the_tick() -> None:
+    assert consumer_timeout(1.0).to_seconds() == 65
+    assert 60 < consumer_timeout(2.5).to_seconds() <= 70
+    assert reserved_concurrency(4) == 8
+    assert group_inputs(2) == [{"group": {"index": 0, "of": 2}}, {"group": {"index": 1, "of": 2}}]
+    assert isinstance(consumer_timeout(1.0), Duration)
+
+
+def test_log_retention_rounds_down_to_what_cloudwatch_accepts() -> None:
+    assert retention(30).name == "ONE_MONTH"
+    assert retention(45).name == "ONE_MONTH"
+    assert retention(0).name == "ONE_DAY"
