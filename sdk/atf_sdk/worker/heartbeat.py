@@ -43,10 +43,17 @@ def _die(reason: str) -> None:
 
 
 class Heartbeats:
-    def __init__(self, store: TaskStore, timeouts: Timeouts, terminate: Callable[[str], None] = _die) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        timeouts: Timeouts,
+        terminate: Callable[[str], None] = _die,
+        on_beat: Callable[[Task], None] | None = None,
+    ) -> None:
         self._store = store
         self._timeouts = timeouts
         self._terminate = terminate
+        self._on_beat = on_beat  # after each successful heartbeat: renew what the task holds (its limit slots)
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
