@@ -41,17 +41,28 @@ class AtfStack(Stack):
         self.table = TaskTable(self, "Tasks", config=config, key=self.data_key, retain=retain)
         self.queues = TaskQueues(self, "Queues", config=config, key=self.data_key)
         self.layer = CoreLayer(self, "Core")
-        self.consumer = StoreConsumer(
+        self.consumer = self._consumer()
+        self.frontend = self._frontend()
+        self.workers = self._workers()
+        self.observability = self._observability()
+        self._outputs()
+
+    def _consumer(self) -> StoreConsumer:
+        settings = self.settings.consumer
+        reserved = reserved_concurrency(settings.groups) if settings.reserve_concurrency else None
+        timeout = consumer_timeout(self.settings.config.poll_interval)
+        return StoreConsumer(
             self,
             "Consumer",
-            function=self._function("consumer", settings.consumer.memory_mib, consumer_timeout(config.poll_interval),
-                                    reserved_concurrency(settings.consumer.groups)
-                                    if settings.consumer.reserve_concurrency else None),
-            groups=settings.consumer.groups,
+            function=self._function("consumer", settings.memory_mib, timeout, reserved),
+            groups=settings.groups,
             table=self.table,
             queues=self.queues,
-        )  # fmt: skip
-        self.frontend = FrontendApi(
+        )
+
+    def _frontend(self) -> FrontendApi:
+        settings = self.settings
+        return FrontendApi(
             self,
             "Frontend",
             function=self._function("frontend", settings.api.memory_mib, FRONTEND_TIMEOUT, None),
@@ -61,26 +72,26 @@ class AtfStack(Stack):
                 throttle_burst=settings.api.throttle_burst,
                 log_key=self.ops_key,
                 log_retention_days=settings.log_retention_days,
-                retain_logs=retain,
+                retain_logs=settings.retain_data,
             ),
             table=self.table,
         )
-        self.workers = self._workers()
-        self.observability = Observability(
+
+    def _observability(self) -> Observability:
+        return Observability(
             self,
             "Observability",
             ObservabilityProps(
-                config=config,
+                config=self.settings.config,
                 table=self.table,
                 queues=self.queues,
                 consumer=self.consumer.function,
                 frontend=self.frontend.function,
-                objective_ms=settings.start_lag_objective_ms,
+                objective_ms=self.settings.start_lag_objective_ms,
                 alarm_key=self.ops_key,
-                alarm_emails=list(settings.alarm_emails),
+                alarm_emails=list(self.settings.alarm_emails),
             ),
         )
-        self._outputs()
 
     def _function(self, name: str, memory: int, timeout: Duration, reserved: int | None) -> FunctionProps:
         return FunctionProps(

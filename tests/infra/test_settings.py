@@ -92,3 +92,19 @@ def test_log_retention_rounds_down_to_what_cloudwatch_accepts() -> None:
     assert retention(30).name == "ONE_MONTH"
     assert retention(45).name == "ONE_MONTH"
     assert retention(0).name == "ONE_DAY"
+
+
+def test_a_config_too_big_for_lambdas_environment_is_refused() -> None:
+    from atf_infra.constructs.function import function_environment
+
+    from atf_core.config import LambdaSpec, StackConfig
+
+    small = StackConfig(name="atf-dev", table_name="atf-dev-tasks", lambdas={"greet": LambdaSpec()})
+    assert set(function_environment(small, "consumer")) == {
+        "ATF_CONFIG",
+        "POWERTOOLS_SERVICE_NAME",
+        "POWERTOOLS_METRICS_NAMESPACE",
+    }
+    many = small.model_copy(update={"lambdas": {f"lambda{i}": LambdaSpec() for i in range(60)}})
+    with pytest.raises(ValueError, match="over Lambda's 4096"):
+        function_environment(many, "consumer")

@@ -56,6 +56,25 @@ def function_code(name: str, source: Path = FUNCTIONS_SOURCE) -> lambda_.Code:
     )
 
 
+# Lambda allows 4 KB of environment variables in all; ATF_CONFIG is nearly all of it.
+ENVIRONMENT_LIMIT_BYTES = 4096
+
+
+def function_environment(config: StackConfig, name: str) -> dict[str, str]:
+    environment = {
+        "ATF_CONFIG": config.to_env(),
+        "POWERTOOLS_SERVICE_NAME": f"atf-{name}",
+        "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+    }
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
+    if size > ENVIRONMENT_LIMIT_BYTES:
+        raise ValueError(
+            f"the {name} function's environment would take {size} bytes, over Lambda's {ENVIRONMENT_LIMIT_BYTES}: "
+            "too many lambdas for ATF_CONFIG inline"
+        )
+    return environment
+
+
 @dataclass(frozen=True)
 class FunctionProps:
     name: str  # the package under functions/
@@ -106,12 +125,11 @@ class AtfFunction(Construct):
             reserved_concurrent_executions=props.reserved_concurrency,
             max_event_age=props.max_event_age,
             retry_attempts=props.retry_attempts,
-            environment={
-                "ATF_CONFIG": props.config.to_env(),
-                "POWERTOOLS_SERVICE_NAME": f"atf-{props.name}",
-                "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
-            },
+            environment=function_environment(props.config, props.name),
         )
+        self._acknowledge()
+
+    def _acknowledge(self) -> None:
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
