@@ -66,8 +66,9 @@ EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
 EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
 # A controller took the task off its queue for an executor: a new execution.
 CLAIM = _t("claim", {S.ENQUEUED}, S.CLAIMED, bumps_attempt=True)
-# A controller found the task gated after it was enqueued: back to the consumer.
-RELEASE = _t("release", {S.ENQUEUED}, S.NEW)
+# A controller found the task gated after it was enqueued (or a send failed): back to
+# the consumer. The entry moves to "now" so the consumer sees it afresh at once.
+RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=IndexEffect.MOVE, assoc="n")
 HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=IndexEffect.MOVE)
 SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=IndexEffect.REMOVE)
 FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=IndexEffect.MOVE)

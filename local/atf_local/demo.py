@@ -59,7 +59,9 @@ def demo_mix() -> list[DemoTask]:
         DemoTask(
             "fails twice, then succeeds", TaskStatus.SUCCESS, {"lambda_name": "flaky", "payload": {"succeed_on": 3}}
         ),
-        DemoTask("fails fatally: a dead letter", TaskStatus.DEAD_LETTER, {"lambda_name": "charge", "payload": {"amount": -5}}),
+        DemoTask(
+            "fails fatally: a dead letter", TaskStatus.DEAD_LETTER, {"lambda_name": "charge", "payload": {"amount": -5}}
+        ),
     ]
     for priority in ("low", "normal", "high"):
         for n in range(2):
@@ -89,7 +91,7 @@ def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
     stack.start()
     log = Path(REPO / ".demo-worker.log")
     host = _start_worker_host(stack, log)
-    _wait_for_line(log, "worker host serving", timeout_s=60)
+    _wait_for_line(log, "worker host ready", timeout_s=90)
     console.print(f"Worker host started (pid {host.pid}); its log: {log}")
     try:
         ok = _drive(AtfClient(stack.api_url), console)

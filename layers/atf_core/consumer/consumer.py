@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import defaultdict, deque
 import random
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,6 +46,8 @@ class PollReport:
     send_failures: int = 0
     errors: int = 0
     by_queue: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (what, lambda, priority) -> how many: "dropped", "expired", "requeued", "exhausted", "dead_lettered"
+    per_queue: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
 
 # Work the consumer does once a poll besides enqueueing: firing periodic
@@ -168,12 +170,14 @@ class Consumer:
                 outcome = self._store.transition(ref, lifecycle.EXPIRE, Change(now=now, expired_by=now))
                 if outcome.applied:
                     report.expired += 1
+                    report.per_queue["expired", ref.lambda_name, ref.priority] += 1
                     continue
             elif gate is not None and gate.action is GateAction.DROP:
                 reason = f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else "")
                 outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
                 if outcome.applied:
                     report.dropped += 1
+                    report.per_queue["dropped", ref.lambda_name, ref.priority] += 1
                     continue
             else:
                 due_by = now + timedelta(seconds=self._config.lookahead)
@@ -221,11 +225,15 @@ class Consumer:
             change = Change(now=now, attempt=task.attempt, observed=stamp, reason=reason, error=error, next_at=now)
             if self._store.transition(ref, transition, change).applied:
                 report.exhausted += 1
+                report.per_queue["exhausted", ref.lambda_name, ref.priority] += 1
+                if dead_letter:
+                    report.per_queue["dead_lettered", ref.lambda_name, ref.priority] += 1
             return None
         outcome = self._store.transition(ref, lifecycle.REQUEUE, Change(now=now, attempt=task.attempt, observed=stamp))
         if not outcome.applied or outcome.task is None:
             return None
         report.requeued += 1
+        report.per_queue["requeued", ref.lambda_name, ref.priority] += 1
         return TaskMessage(ref.id, outcome.task.attempt, to_ms(now), task.collection)
 
     def _send(
@@ -259,7 +267,7 @@ class Consumer:
         (if this write fails too, the enqueue timeout still recovers the task)."""
         report.send_failures += 1
         ref = TaskRef(message.task_id, lambda_name, priority)
-        self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt))
+        self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
 
     def _forget_old_stamps(self, now_ms: int) -> None:
         horizon = now_ms - int(4 * max(self._config.timeouts.heartbeat, self._config.timeouts.claim) * 1000)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime
 from dataclasses import dataclass
+from datetime import datetime
 from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
@@ -170,12 +170,11 @@ class Controller:
             except Exception:  # noqa: BLE001 - the consumer expires it on its next look
                 log.warning("could not expire %s", ref.id)
 
-    def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: object) -> None:
+    def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: datetime) -> None:
         if action is GateAction.DROP:
-            change = Change(now=utcnow(), reason=f"dropped by gate {scope}")
-            self._store.transition(ref, lifecycle.DROP, change)
+            self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=f"dropped by gate {scope}"))
         else:
-            self._store.transition(ref, lifecycle.RELEASE, Change(now=utcnow(), attempt=message.attempt))
+            self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
 
     def _delete(self, item: Buffered) -> None:
         self._deletes.delete(item.queue_url, item.receipt)
@@ -220,6 +219,7 @@ class NextWorkServer:
         self._controller = controller
         self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
         self.address = address
+        self.connections = 0  # executor threads that have connected: the host is ready when all have
 
     def serve_forever(self) -> None:
         while True:
@@ -227,6 +227,7 @@ class NextWorkServer:
                 connection = self._listener.accept()
             except OSError:
                 return  # closed
+            self.connections += 1
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: Connection) -> None:

@@ -86,6 +86,11 @@ class WorkerHost:
             for slot in range(self._settings.executors_per_lambda):
                 self._spawn(name, slot)
         log.info("worker host serving %s", ", ".join(self.lambda_names))
+        expected = len(self.lambda_names) * self._settings.executors_per_lambda * self._settings.threads_per_executor
+        deadline = time.monotonic() + 60
+        while self._server.connections < expected and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.05)
+        log.info("worker host ready: %d executor threads connected", self._server.connections)
 
     def executor_pids(self) -> list[int]:
         return [p.pid for p in self._executors.values() if p.pid is not None and p.is_alive()]
