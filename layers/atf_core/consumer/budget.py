@@ -37,7 +37,10 @@ class QueueBudget:
 
     def available(self, key: QueueKey) -> int:
         estimate = self._estimates.setdefault(key, _Estimate())
-        stale = self._clock() - estimate.read_at >= self._refresh_s
+        full = estimate.depth + estimate.sent_since >= self._cap
+        # A full queue is read again soon: its workers may have drained it already,
+        # and waiting the whole refresh period would cap throughput at cap / period.
+        stale = self._clock() - estimate.read_at >= (self._refresh_s / 8 if full else self._refresh_s)
         if stale and (estimate.sent_since or estimate.depth or estimate.read_at == float("-inf")):
             estimate.depth = self._read_depth(*key)
             estimate.sent_since = 0

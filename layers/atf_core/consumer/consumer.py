@@ -45,6 +45,7 @@ class PollReport:
     skipped_full: int = 0
     send_failures: int = 0
     errors: int = 0
+    saturated: bool = False  # some queue took all the room it had: more may be due right away
     by_queue: dict[tuple[str, str], int] = field(default_factory=dict)
     # (what, lambda, priority) -> how many: "dropped", "expired", "requeued", "exhausted", "dead_lettered"
     per_queue: Counter[tuple[str, str, str]] = field(default_factory=Counter)
@@ -137,6 +138,7 @@ class Consumer:
         sent = self._send(lambda_name, priority, outgoing, now, report)
         self._budget.spent(key, sent)
         report.by_queue[key] = sent
+        report.saturated |= sent >= room
         return sent < room  # a full queue may have left due entries unread
 
     def _partitions(self, lambda_name: str, priority: str) -> list[str]:

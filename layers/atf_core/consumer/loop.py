@@ -31,5 +31,7 @@ def run_until(
         polls += 1
         if on_poll is not None:
             on_poll(report, elapsed)
-        time.sleep(max(0.0, poll_interval - elapsed))
+        # A backlog is worked off at once (queues permitting), not one poll interval at a time.
+        pause = 0.05 if report.saturated else poll_interval - elapsed
+        time.sleep(max(0.0, pause))
     return polls
