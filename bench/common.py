@@ -97,13 +97,19 @@ def sqs_by_call(bill: Bill, tasks: int) -> dict[str, float]:
 
 
 def summary(values: Sequence[float]) -> dict[str, Any]:
+    """Percentiles; a value of inf (a task that never started in the window) makes them None."""
     if not values:
         return {"n": 0}
+
+    def finite(value: float) -> float | None:
+        return value if math.isfinite(value) else None
+
     return {
         "n": len(values),
-        "p50": percentile(values, 50),
-        "p95": percentile(values, 95),
-        "p99": percentile(values, 99),
-        "max": max(values),
-        "min": min(values),
+        "not_started": sum(1 for v in values if not math.isfinite(v)),
+        "p50": finite(percentile(values, 50)),
+        "p95": finite(percentile(values, 95)),
+        "p99": finite(percentile(values, 99)),
+        "max": finite(max(values)),
+        "min": finite(min(values)),
     }

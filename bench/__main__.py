@@ -1,0 +1,141 @@
+"""python -m bench: every benchmark, then bench/results/{report.md, results.json, *.png}.
+
+    python -m bench                 # the full run (about ten minutes)
+    python -m bench --quick         # shorter runs, to check the harness
+    python -m bench --only cost capacity
+
+Each stack benchmark starts its own local stack (moto's server, consumer,
+frontend API, one worker host) on free loopback ports and stops every process
+it started, also on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+STEPS = ("cost", "throughput", "lag", "capacity")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every `finally` stops its processes
+    for key, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+        os.environ.setdefault(key, value)
+    from atf_local.stack import REPO
+    from bench.machine import describe
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": describe(REPO)}
+    work = Path(tempfile.mkdtemp(prefix="atf-bench-"))
+    for step in STEPS:
+        if step in args.only:
+            started = time.monotonic()
+            print(f"bench: {step} ...", flush=True)
+            results[step] = RUNNERS[step](args, work / step, results)
+            print(f"bench: {step} done in {time.monotonic() - started:.0f}s", flush=True)
+    _write(results, args.out)
+    print(f"bench: wrote {args.out / 'report.md'} (logs of the stacks in {work})")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS))
+    parser.add_argument("--quick", action="store_true", help="short runs: checks the harness, not the figures")
+    parser.add_argument("--lag-rate", type=int, default=50)
+    parser.add_argument("--lag-seconds", type=int, default=60)
+    parser.add_argument("--tasks", type=int, default=600, help="tasks in the throughput run")
+    return parser
+
+
+def _cost(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    from atf_core.config import StackConfig
+    from atf_sdk.cost import Estimate, measure
+
+    config = StackConfig.model_validate({"name": "default", "lambdas": {"work": {"priorities": ["normal"]}}})
+    return measure(config, Estimate(batch=2 if args.quick else 10)).to_dict()
+
+
+def _throughput(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    from bench.throughput import run_throughput
+
+    work.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        return run_throughput(work, tasks=100, raw_processes=(2,), raw_seconds=5)
+    return run_throughput(work, tasks=args.tasks, raw_processes=(2, 4), raw_seconds=15)
+
+
+def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """At the issue's rate, and at half the backend ceiling the throughput run found (if lower)."""
+    from bench.lag import run_lag
+
+    seconds = 10 if args.quick else args.lag_seconds
+    runs = {"spec": run_lag(work / "spec", rate=args.lag_rate, seconds=seconds)}
+    ceiling = max((results.get("throughput") or {}).get("ceiling_per_s", {}).values(), default=None)
+    if ceiling is not None and ceiling / 2 < args.lag_rate:
+        sustainable = max(2, int(ceiling / 2))
+        runs["half ceiling"] = run_lag(work / "half", rate=sustainable, seconds=seconds)
+    return runs
+
+
+def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    from bench.capacity import Assumptions, model
+
+    assumptions = Assumptions()
+    if "cost" in results:
+        assumptions = replace(assumptions, write_units_per_task=results["cost"]["scenarios"][0]["write_units"])
+    if "throughput" in results:
+        run = results["throughput"]
+        cpu = run["cpu_s_per_task"]
+        assumptions = replace(
+            assumptions,
+            sqs_requests_per_task=round(run["sqs_requests_per_task"], 3),
+            consumer_cpu_s_per_task=round(cpu.get("consumer", assumptions.consumer_cpu_s_per_task), 4),
+            worker_cpu_s_per_task=round(cpu.get("controller", 0) + cpu.get("executors", 0), 4)
+            or assumptions.worker_cpu_s_per_task,
+        )
+    return model(a=assumptions)
+
+
+RUNNERS = {"cost": _cost, "throughput": _throughput, "lag": _lag, "capacity": _capacity}
+
+
+def _write(results: dict[str, Any], out: Path) -> None:
+    from bench import plots, report
+
+    (out / "results.json").write_text(json.dumps(_slim(results), indent=1, default=str))
+    if {"cost", "throughput", "lag", "capacity"} <= results.keys():
+        (out / "report.md").write_text(report.render(results))
+    if "lag" in results:
+        plots.lag_histogram(results["lag"], out / "start_lag_histogram.png")
+        plots.lag_over_time(results["lag"], out / "start_lag_over_time.png")
+    if "throughput" in results:
+        plots.throughput_timeline(results["throughput"], out / "throughput.png")
+    if "cost" in results:
+        plots.cost_bars(results["cost"], out / "cost.png")
+
+
+def _slim(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json without the per-task series (the plots have them)."""
+    slim = json.loads(json.dumps(results, default=str))
+    for run in (slim.get("lag") or {}).values():
+        run.pop("lags_ms", None)
+        run.pop("run_at_lags", None)
+    for key in ("submitted", "completed_at", "started_at"):
+        (slim.get("throughput") or {}).pop(key, None)
+    return slim
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Capacity model: what 10,000 and 100,000 tasks/s need on AWS, from its published limits.
+
+Pure arithmetic plus a small simulation of the consumer's poll loop for the
+start-lag the polling design yields. Every assumption is a field of
+Assumptions, printed with the results, so the report can list them all.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Limits:
+    """AWS's published limits (aws-facts.md)."""
+
+    partition_write_units_s: int = 1_000
+    table_write_units_s: int = 40_000  # default quota, raisable
+    sqs_batch: int = 10
+    sqs_in_flight_per_queue: int = 120_000
+    lambda_max_s: int = 900
+    eventbridge_min_rate_s: int = 60
+    api_gateway_rps: int = 10_000
+    lambda_vcpu_per_mb: float = 1 / 1769  # a Lambda gets one vCPU at 1,769 MB
+    max_shards_per_lambda: int = 256  # StackConfig's bound
+    max_consumer_groups: int = 64  # the infra settings' bound
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the model takes as given; measured figures come from the benchmark run when it has them."""
+
+    write_units_per_task: float = 6.0  # happy path, measured by the cost lifecycles
+    index_units_per_task: float = 2.0  # add at create + remove at success, all on the task's n# partition
+    sqs_requests_per_task: float = 0.5  # measured under load on the local stack
+    headroom: float = 0.5  # plan partitions and CPUs at half their ceiling
+    lambdas: int = 1  # the load is one hot (lambda, priority): the worst case for partitions
+    consumer_mb: int = 1769  # one full vCPU per consumer invocation
+    consumer_cpu_s_per_task: float = 0.005  # measured (consumer process CPU / tasks)
+    worker_cpu_s_per_task: float = 0.011  # measured: controller + executor, no-op callback
+    fargate_vcpus_per_host: int = 4
+    write_latency_s: float = 0.006  # one conditional UpdateItem on DynamoDB, same region
+    send_latency_s: float = 0.010  # one SendMessageBatch
+    query_latency_s: float = 0.010  # one index query page
+    claim_latency_s: float = 0.010  # receive-to-claimed on a worker host
+    poll_interval_s: float = 1.0
+    lookahead_s: float = 1.0
+    consumer_threads: int = 1  # the consumer writes one task at a time today
+    tasks_per_api_request: int = 100  # the batch route
+    frontend_request_s: float = 0.08  # a batch of 100 puts with 16 writers
+
+
+@dataclass
+class Plan:
+    rate: float
+    rows: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan(rate: float, a: Assumptions | None = None, limits: Limits | None = None) -> Plan:
+    a, limits = a or Assumptions(), limits or Limits()
+    result = Plan(rate)
+    _table(result, a, limits)
+    _shards_and_consumers(result, a, limits)
+    _queues(result, a, limits)
+    _workers_and_frontend(result, a, limits)
+    groups = min(result.rows["consumer groups"], limits.max_consumer_groups)
+    lag = simulate_start_lag(rate / groups, a, limits)
+    result.rows["start-lag with that many groups (ms)"] = {k: round(v * 1000) for k, v in lag.items()}
+    return result
+
+
+def _table(result: Plan, a: Assumptions, limits: Limits) -> None:
+    units = result.rate * a.write_units_per_task
+    result.rows["table write units/s"] = units
+    if units > limits.table_write_units_s:
+        result.notes.append(
+            f"{units:,.0f} write units/s is over the default {limits.table_write_units_s:,} per table: "
+            "raise the quota (and pre-warm an on-demand table, which starts at 4,000/s and doubles its peak)"
+        )
+
+
+def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
+    per_queue = result.rate / a.lambdas
+    shards = math.ceil(per_queue * a.index_units_per_task / (limits.partition_write_units_s * a.headroom))
+    result.rows["index shards per (lambda, priority)"] = shards
+    if shards > limits.max_shards_per_lambda:
+        result.notes.append(
+            f"{shards} shards exceed the {limits.max_shards_per_lambda} a lambda may have: spread the load over "
+            "more lambdas or priorities, or raise the bound"
+        )
+    vcpu = a.consumer_mb * limits.lambda_vcpu_per_mb
+    by_cpu = vcpu * a.headroom / a.consumer_cpu_s_per_task
+    by_latency = a.consumer_threads / (a.write_latency_s + a.send_latency_s / limits.sqs_batch)
+    per_group = min(by_cpu, by_latency)
+    groups = max(1, math.ceil(result.rate / per_group))
+    result.rows["tasks/s one consumer group can enqueue"] = round(per_group)
+    result.rows["consumer groups"] = groups
+    if groups > limits.max_consumer_groups or groups > shards * a.lambdas:
+        result.notes.append(
+            f"{groups} consumer groups: over the {limits.max_consumer_groups} allowed or the shard count; the consumer "
+            "must write in parallel (or not write at enqueue at all, see the proposals)"
+        )
+
+
+def _queues(result: Plan, a: Assumptions, limits: Limits) -> None:
+    per_queue = result.rate / a.lambdas
+    # A message is in flight from the early enqueue (lookahead) until its delete, about a second later.
+    in_flight = per_queue * (a.lookahead_s + a.poll_interval_s / 2 + a.claim_latency_s + 0.5)
+    result.rows["SQS messages in flight per queue"] = round(in_flight)
+    result.rows["SQS requests/s"] = round(result.rate * a.sqs_requests_per_task)
+    if in_flight > limits.sqs_in_flight_per_queue * a.headroom:
+        result.notes.append(
+            f"about {in_flight:,.0f} messages in flight per queue, near SQS's ~{limits.sqs_in_flight_per_queue:,} "
+            "cap (where receives silently return nothing): shorten the lookahead or split the queue"
+        )
+
+
+def _workers_and_frontend(result: Plan, a: Assumptions, limits: Limits) -> None:
+    cpus = result.rate * a.worker_cpu_s_per_task / a.headroom
+    result.rows["worker host vCPUs (framework only, no-op callbacks)"] = math.ceil(cpus)
+    result.rows["worker hosts"] = math.ceil(cpus / a.fargate_vcpus_per_host)
+    requests = result.rate / a.tasks_per_api_request
+    result.rows["API requests/s"] = round(requests)
+    result.rows["frontend Lambda concurrency"] = math.ceil(requests * a.frontend_request_s)
+    if requests > limits.api_gateway_rps:
+        result.notes.append(f"{requests:,.0f} API requests/s exceed API Gateway's {limits.api_gateway_rps:,}/s")
+    single = result.rate
+    if single > limits.api_gateway_rps:
+        result.notes.append(
+            f"one task per request would be {single:,.0f} requests/s, over API Gateway's default "
+            f"{limits.api_gateway_rps:,}/s: clients must use the batch route"
+        )
+
+
+def simulate_start_lag(
+    rate: float, a: Assumptions, limits: Limits | None = None, seconds: float = 30.0, seed: int = 7
+) -> dict[str, float]:
+    """Start-lag of one consumer group's tasks under the poll loop, by simulation.
+
+    Tasks fall due uniformly. A poll starts every poll_interval (or as soon as the
+    previous one ends, if it ran longer), queries its shards, and enqueues every
+    task due by its start + lookahead one at a time; a task starts at the later of
+    its due time and its enqueue + send, plus the claim. A consumer slower than the
+    rate falls behind for the whole window: its lag grows with `seconds`.
+    """
+    limits = limits or Limits()
+    rng = random.Random(seed)
+    dues = sorted(rng.uniform(0, seconds) for _ in range(int(rate * seconds)))
+    per_task = max(
+        (a.write_latency_s + a.send_latency_s / limits.sqs_batch) / a.consumer_threads,
+        a.consumer_cpu_s_per_task / (a.consumer_mb * limits.lambda_vcpu_per_mb),
+    )
+    lags, poll_at, index = [], 0.0, 0
+    while index < len(dues):
+        horizon = poll_at + a.lookahead_s
+        finished = poll_at + a.query_latency_s
+        while index < len(dues) and dues[index] <= horizon:
+            finished += per_task
+            lags.append(max(dues[index], finished + a.send_latency_s) + a.claim_latency_s - dues[index])
+            index += 1
+        poll_at = max(poll_at + a.poll_interval_s, finished)
+    ordered = sorted(lags) or [0.0]
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "max": ordered[-1]}
+
+
+def proposed(a: Assumptions) -> Assumptions:
+    """The same stack with the changes the report proposes: no enqueue write (5 write units, and the consumer
+    does no per-task write: its CPU per task assumed at 40% of today's), 8 writer threads where it still writes,
+    half the lookahead so a hot queue stays under SQS's in-flight cap."""
+    return replace(
+        a,
+        write_units_per_task=a.write_units_per_task - 1,
+        consumer_cpu_s_per_task=a.consumer_cpu_s_per_task * 0.4,
+        consumer_threads=8,
+        write_latency_s=0.0,
+        lookahead_s=a.lookahead_s / 2,
+        poll_interval_s=a.poll_interval_s / 2,
+    )
+
+
+def model(rates: tuple[float, ...] = (10_000, 100_000), a: Assumptions | None = None) -> dict[str, Any]:
+    a = a or Assumptions()
+    designs = {"as built": a, "with the proposals": proposed(a)}
+    return {
+        "limits": asdict(Limits()),
+        "designs": {name: asdict(d) for name, d in designs.items()},
+        "plans": {name: [asdict(plan(rate, d)) for rate in rates] for name, d in designs.items()},
+    }

@@ -1,0 +1,157 @@
+"""bench/results/report.md from one run's results (the same figures as results.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGETS = {
+    "happy-path write units per task": ("<= 5", lambda r: r["cost"]["scenarios"][0]["write_units"] <= 5),
+    "SQS requests per task at load": ("<= 0.35", lambda r: r["throughput"]["sqs_requests_per_task"] <= 0.35),
+    "start-lag p95 at 50 tasks/s": ("<= 250 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p95", 250)),
+    "start-lag p99 at 50 tasks/s": ("<= 1,000 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p99", 1000)),
+    "throughput / backend ceiling": (">= 0.7", lambda r: (r["throughput"]["ratio"] or 0) >= 0.7),
+}
+
+
+def _lag_ok(run: dict[str, Any] | None, q: str, limit: float) -> bool:
+    value = run and run["lag_ms"].get(q)
+    return value is not None and value <= limit
+
+
+def _ms(value: float | None) -> str:
+    return "not started in the window" if value is None else f"{value:,.0f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    parts = [_header(results), _targets(results), _cost(results["cost"]), _sqs(results), _lag(results["lag"]),
+             _throughput(results["throughput"]), _capacity(results["capacity"])]  # fmt: skip
+    return "\n\n".join(parts) + "\n"
+
+
+def _header(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    return "\n".join([
+        "# Benchmark results",
+        "",
+        f"Run {m['date']} on commit {m['commit']}: {m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, "
+        f"{m['os']}, Python {m['python']}, moto {m['moto']}, boto3 {m['boto3']}. Load average at start "
+        f"{' '.join(m['load_at_start'])} (the machine is shared; each run below records its own).",
+        "",
+        "Produced by `make bench` (`python -m bench`); figures in `results.json`; how to read them: "
+        "[docs/benchmarks.md](../../docs/benchmarks.md).",
+    ])  # fmt: skip
+
+
+def _targets(results: dict[str, Any]) -> str:
+    lines = ["## Targets", "", "| target | goal | met |", "| --- | --- | --- |"]
+    for name, (goal, check) in TARGETS.items():
+        try:
+            met = "yes" if check(results) else "**no**"
+        except (KeyError, TypeError):
+            met = "not measured"
+        lines.append(f"| {name} | {goal} | {met} |")
+    return "\n".join(lines)
+
+
+def _cost(cost: dict[str, Any]) -> str:
+    est = cost["estimate"]
+    lines = [
+        "## Cost per task (cost lifecycles, `atf cost`)",
+        "",
+        f"Stack config {cost['config']!r}, {est['payload_bytes']}-byte payload, {est['batch']} tasks per lifecycle "
+        "(full SQS batches). All-in adds API Gateway REST and the frontend Lambda at one task per request and the "
+        f"always-on consumer at {est['rate']:g} tasks/s.",
+        "",
+        "| lifecycle | write units | of which index | read units | SQS requests | DynamoDB+SQS $/M | all-in $/M "
+        "| steps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for s in cost["scenarios"]:
+        steps = ", ".join(f"{k} {v:g}" for k, v in s["steps"].items())
+        lines.append(
+            f"| {s['name']} | {s['write_units']:.2f} | {s['index_units']:.2f} | {s['read_units']:.2f} | "
+            f"{s['sqs_requests']:.2f} | {s['dollars_per_million']:.2f} | {s['all_in']:.2f} | {steps} |"
+        )
+    lines += ["", "| peer | $/M tasks | basis |", "| --- | ---: | --- |"]
+    lines += [f"| {p['name']} | {p['dollars_per_million']:.2f} | {p['basis']} |" for p in cost["peers"]]
+    lines += ["", f"Fixed: {cost['fixed_dollars_per_million_at_rate']:.3f} $/M at {est['rate']:g} tasks/s "
+              f"({', '.join(f'{k} ${v * 2_592_000:.2f}/month' for k, v in cost['fixed_dollars_per_second'].items())})."]
+    lines += ["", "![cost](cost.png)"]
+    return "\n".join(lines)
+
+
+def _sqs(results: dict[str, Any]) -> str:
+    lines = ["## SQS requests per task under load", "", "| run | total | by call |", "| --- | ---: | --- |"]
+    runs = {"throughput (backlog)": results["throughput"], **{f"start-lag {k}": v for k, v in results["lag"].items()}}
+    for name, run in runs.items():
+        calls = ", ".join(f"{k.split('.')[1]} {v:.3f}" for k, v in run["sqs_per_task"].items())
+        lines.append(f"| {name} | {run['sqs_requests_per_task']:.3f} | {calls} |")
+    return "\n".join(lines)
+
+
+def _lag(lag: dict[str, Any]) -> str:
+    lines = [
+        "## Start-lag",
+        "",
+        "Each second one batch of tasks due `lead_s` later, spread evenly over that second, for `seconds`; "
+        "lag = the executor's start record minus run_at.",
+        "",
+        "| run | rate/s | tasks | started | p50 ms | p95 ms | p99 ms | max ms | late batches | load avg |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, run in lag.items():
+        q = run["lag_ms"]
+        lines.append(
+            f"| {name} | {run['rate']} | {run['scheduled']} | {run['started']} | {_ms(q.get('p50'))} | "
+            f"{_ms(q.get('p95'))} | {_ms(q.get('p99'))} | {_ms(q.get('max'))} | {run['late_submits']} | "
+            f"{' '.join(str(x) for x in run['load'])} |"
+        )
+    lines += ["", "![start-lag histogram](start_lag_histogram.png)", "",
+              "![start-lag over time](start_lag_over_time.png)"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _throughput(run: dict[str, Any]) -> str:
+    cpu = run["cpu_s_per_task"]
+    framework = sum(v for k, v in cpu.items() if not k.startswith("embedded"))
+    ceilings = ", ".join(f"{v:.1f}/s with {k} processes" for k, v in run["ceiling_per_s"].items())
+    lines = [
+        "## Throughput",
+        "",
+        f"{run['tasks']} no-op tasks due now, sent in batches of 100: **{run['tasks_per_s']:.1f} tasks/s** end to "
+        f"end ({run['seconds']:.1f} s; scheduling alone {run['scheduling_per_s']:.1f}/s). The same calls per task in "
+        f"a raw loop against the same moto server: {ceilings}; "
+        f"ratio **{run['ratio']:.2f}**. Load average at the end {' '.join(str(x) for x in run['load'])}.",
+        "",
+        "| component | CPU ms per task |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| {k} | {v * 1000:.2f} |" for k, v in cpu.items()]
+    lines += [f"| framework total (all but moto) | {framework * 1000:.2f} |", "",
+              "Calls per task: " + ", ".join(f"{k} {v:.3f}" for k, v in run["calls_per_task"].items()), "",
+              "![throughput](throughput.png)"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _capacity(capacity: dict[str, Any]) -> str:
+    lines = ["## Capacity model (bench/capacity.py)", ""]
+    for design, plans in capacity["plans"].items():
+        rates = [p["rate"] for p in plans]
+        lines += [f"### {design}", "", "| | " + " | ".join(f"{r:,.0f} tasks/s" for r in rates) + " |",
+                  "| --- |" + " ---: |" * len(rates)]  # fmt: skip
+        for key in plans[0]["rows"]:
+            cells = [_cell(p["rows"][key]) for p in plans]
+            lines.append(f"| {key} | " + " | ".join(cells) + " |")
+        for plan in plans:
+            lines += [f"- at {plan['rate']:,.0f}/s: {note}" for note in plan["notes"]]
+        lines.append("")
+    lines += ["Assumptions (as built; the proposals change the fields named in docs/benchmarks.md):", ""]
+    lines += [f"- {k} = {v}" for k, v in capacity["designs"]["as built"].items()]
+    lines += ["", "Limits:", ""] + [f"- {k} = {v}" for k, v in capacity["limits"].items()]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return " / ".join(f"{k} {v:,}" for k, v in value.items())
+    return f"{value:,.0f}" if isinstance(value, int | float) else str(value)
