@@ -165,7 +165,8 @@ class Lifecycles:
             for message, _, _ in received:
                 ref = TaskRef(message.task_id, self.lambda_name, self.priority)
                 if gate is GateAction.PAUSE:
-                    self.store.transition(ref, lifecycle.RELEASE, Change(now=self.now, attempt=message.attempt))
+                    change = Change(now=self.now, attempt=message.attempt, next_at=self.now)
+                    self.store.transition(ref, lifecycle.RELEASE, change)
                     continue
                 outcome = self.store.transition(ref, lifecycle.CLAIM, Change(now=self.now, attempt=message.attempt))
                 if outcome.applied and outcome.task is not None:
