@@ -69,10 +69,14 @@ class Heartbeats:
     def run(self) -> None:
         interval = self._timeouts.heartbeat_interval
         while not self._stop.wait(interval):
-            with self._lock:
-                running = list(self._running.values())
-            for entry in running:
-                self._beat(entry)
+            self.beat_all()
+
+    def beat_all(self) -> None:
+        """One round: a heartbeat for every task this process runs."""
+        with self._lock:
+            running = list(self._running.values())
+        for entry in running:
+            self._beat(entry)
 
     def stop(self) -> None:
         self._stop.set()

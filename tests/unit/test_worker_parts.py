@@ -1,0 +1,141 @@
+"""The worker runtime's parts on their own: heartbeat guard, local buffers, batched deletes, queue budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from atf_core.config import Timeouts
+from atf_core.consumer.budget import QueueBudget
+from atf_core.lifecycle import Transition
+from atf_core.queues import TaskMessage
+from atf_core.schema import Task, TaskStatus
+from atf_core.store.base import Change, Outcome, TaskRef
+from atf_sdk.worker.buffers import WorkBuffer
+from atf_sdk.worker.deletes import DeleteBatcher
+from atf_sdk.worker.heartbeat import MISSES_ALLOWED, Heartbeats
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def task(task_id: str = "t1", attempt: int = 1) -> Task:
+    return Task(
+        id=task_id, lambda_="work", collection="c", priority="normal", payload={}, status=TaskStatus.CLAIMED,
+        attempt=attempt, max_attempts=3, scheduled_at=NOW, created_at=NOW,
+    )  # fmt: skip
+
+
+class ScriptedStore:
+    """Answers heartbeats from a script: 'ok', 'refused' or 'error'."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+        self.calls: list[Change] = []
+
+    def transition(self, ref: TaskRef, transition: Transition, change: Change) -> Outcome:
+        self.calls.append(change)
+        answer = self.script.pop(0) if self.script else "ok"
+        if answer == "error":
+            raise ConnectionError("throttled")
+        return Outcome(applied=answer == "ok", task=None)
+
+
+def heartbeats(script: list[str], interval: float = 1.0) -> tuple[Heartbeats, list[str], ScriptedStore]:
+    reasons: list[str] = []
+    store = ScriptedStore(script)
+    timeouts = Timeouts(heartbeat_interval=interval, heartbeat=3 * interval + 7, claim=3 * interval + 7)
+    return Heartbeats(store, timeouts, terminate=reasons.append), reasons, store  # type: ignore[arg-type]
+
+
+def test_three_failed_heartbeats_in_a_row_end_the_process() -> None:
+    beats, reasons, _ = heartbeats(["error", "error", "ok", "error", "error", "error"])
+    beats.track(task())
+    for _ in range(5):
+        beats.beat_all()
+    assert reasons == []  # the success in between reset the count
+    beats.beat_all()
+    assert len(reasons) == 1 and f"{MISSES_ALLOWED} consecutive" in reasons[0]
+
+
+def test_a_refused_heartbeat_means_the_lease_is_lost() -> None:
+    beats, reasons, store = heartbeats(["refused"])
+    beats.track(task(attempt=2))
+    beats.beat_all()
+    assert store.calls[0].attempt == 2  # fenced by the attempt
+    assert reasons and "lost" in reasons[0]
+
+
+def test_a_refusal_after_the_task_finished_is_not_a_lost_lease() -> None:
+    beats, reasons, _ = heartbeats(["refused"])
+    beats.track(task())
+    beats.untrack("t1")
+    beats.beat_all()
+    assert reasons == []
+
+
+def test_a_process_that_was_paused_past_its_lease_ends_before_writing() -> None:
+    beats, reasons, store = heartbeats([], interval=0.01)
+    beats.track(task())
+    time.sleep(3 * 0.01 + Timeouts(heartbeat_interval=0.01, heartbeat=10, claim=10).call_budget + 0.05)
+    beats.beat_all()
+    assert reasons and "no successful heartbeat" in reasons[0]
+    assert store.calls == []
+
+
+def message(task_id: str, due_ms: int = 0) -> TaskMessage:
+    return TaskMessage(task_id, 0, due_ms, "c")
+
+
+def test_the_buffer_serves_the_highest_priority_first_and_holds_early_tasks() -> None:
+    buffer = WorkBuffer(capacity=10)
+    buffer.put(2, message("low"), "q", "r")
+    buffer.put(0, message("high"), "q", "r")
+    buffer.put(0, message("later", due_ms=int((time.time() + 0.3) * 1000)), "q", "r")
+    buffer.put(1, message("normal"), "q", "r")
+    assert buffer.room() == 6
+    taken = [buffer.take(0.01) for _ in range(3)]
+    assert [t.message.task_id for t in taken if t] == ["high", "normal", "low"]
+    assert buffer.take(0.01) is None  # "later" is not due yet
+    held = buffer.take(1.0)
+    assert held is not None and held.message.task_id == "later"
+
+
+class FakeSqs:
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        self.batches.append([e["ReceiptHandle"] for e in Entries])
+        return {"Successful": Entries}
+
+
+def test_deletes_go_out_ten_at_a_time() -> None:
+    sqs = FakeSqs()
+    batcher = DeleteBatcher(sqs, linger_s=0.5)  # type: ignore[arg-type]
+    for i in range(23):
+        batcher.delete("q", f"r{i}")
+    batcher.close()
+    assert sorted(len(b) for b in sqs.batches) == [3, 10, 10]
+    assert sorted(r for b in sqs.batches for r in b) == sorted(f"r{i}" for i in range(23))
+
+
+@pytest.fixture
+def clock() -> Iterator[list[float]]:
+    yield [0.0]
+
+
+def test_the_queue_budget_counts_sends_between_reads(clock: list[float]) -> None:
+    depths = iter([0, 150, 20])
+    budget = QueueBudget(lambda *_: next(depths), cap=200, refresh_s=2.0, clock=lambda: clock[0])
+    assert budget.available(("l", "p")) == 200
+    budget.spent(("l", "p"), 150)
+    assert budget.available(("l", "p")) == 50  # not re-read yet: counted
+    clock[0] = 2.0
+    assert budget.available(("l", "p")) == 50  # re-read: 150 still waiting
+    budget.spent(("l", "p"), 50)
+    clock[0] = 2.3  # full: read again sooner than the refresh period
+    assert budget.available(("l", "p")) == 180
