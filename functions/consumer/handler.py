@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import warnings
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -14,17 +13,26 @@ from atf_core.aws import make_clients
 from atf_core.chains import Chains
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, PollReport, run_until
-from atf_core.consumer.consumer import ConsumerGroup
+from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
 from atf_core.history import History, recorded
 from atf_core.schedules import Schedules
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
+from atf_core.telemetry import CONSUMER_SERVICE, Metric, MetricBuffer, queue, watch_throttles
 
-# A poll that found nothing to do is normal, not worth a warning per invocation.
-warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-consumer")
-metrics = Metrics(namespace="ATF", service="consumer")
 tracer = Tracer(service="atf-consumer")
+# One invocation polls for a minute and sees every (lambda, priority): the buffer
+# flushes a document per dimension set every few seconds rather than once at the end.
+metrics = MetricBuffer(service=CONSUMER_SERVICE)
+# PollReport.per_queue's keys and the metric each one counts.
+PER_QUEUE = {
+    "requeued": Metric.REQUEUED,
+    "dropped": Metric.DROPPED,
+    "exhausted": Metric.EXHAUSTED,
+    "dead_lettered": Metric.DEAD_LETTERED,
+    "expired": Metric.EXPIRED,
+}
 
 
 @cache
@@ -37,35 +45,54 @@ def _consumer(index: int, of: int) -> Consumer:
     # Built once per group and kept while the Lambda is warm, so the in-flight
     # tracker carries over from one tick to the next.
     clients = make_clients()
+    for client in (clients.dynamodb, clients.sqs):
+        watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
     config = _config()
     store = recorded(DynamoTaskStore(clients.dynamodb, config), History.from_env("consumer"))
     items = ItemStore(clients.dynamodb, config.table_name)
-    chores = []
+    chores: list[Housekeeping] = []
     if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
         chores = [Schedules(store, items, config).fire_due, lambda now, _: Chains(store, items, config).sweep(now)]
     return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores)
 
 
-def _record(report: PollReport, seconds: float) -> None:
-    metrics.add_metric(name="ConsumerLoopSeconds", unit=MetricUnit.Seconds, value=seconds)
-    metrics.add_metric(name="TasksPerLoop", unit=MetricUnit.Count, value=report.enqueued)
-    for name, value in (("Requeued", report.requeued), ("Dropped", report.dropped), ("Exhausted", report.exhausted)):
-        if value:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    if report.enqueued or report.requeued:
-        logger.info("poll", extra={"enqueued": report.enqueued, "requeued": report.requeued, "seconds": seconds})
+def record(report: PollReport, seconds: float) -> None:
+    """One poll's metrics, and a log line when it did something."""
+    metrics.observe(Metric.CONSUMER_LOOP_SECONDS, seconds, MetricUnit.Seconds.value)
+    metrics.observe(Metric.TASKS_PER_LOOP, report.enqueued, MetricUnit.Count.value)
+    for (lambda_name, priority), sent in report.by_queue.items():
+        if sent:
+            metrics.count(Metric.ENQUEUED, sent, queue(lambda_name, priority))
+    for (what, lambda_name, priority), count in report.per_queue.items():
+        metrics.count(PER_QUEUE[what], count, queue(lambda_name, priority))
+    errors = report.errors + report.send_failures
+    if errors:
+        metrics.count(Metric.CONSUMER_ERRORS, errors)
+    if report.enqueued or report.requeued or errors:
+        logger.info(
+            "poll",
+            extra={"enqueued": report.enqueued, "requeued": report.requeued, "errors": errors, "seconds": seconds},
+        )
+    metrics.flush_if_due()
 
 
 @logger.inject_lambda_context
-@metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     group = event.get("group") or {}
     consumer = _consumer(int(group.get("index", 0)), int(group.get("of", 1)))
-    polls = run_until(
-        consumer,
-        remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
-        poll_interval=_config().poll_interval,
-        on_poll=_record,
-    )
+    try:
+        polls = run_until(
+            consumer,
+            remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
+            poll_interval=_config().poll_interval,
+            on_poll=record,
+        )
+    except Exception:
+        # A poll that raised (say the gates could not be read) ends the invocation; the next tick retries.
+        metrics.count(Metric.CONSUMER_ERRORS)
+        logger.exception("poll failed")
+        raise
+    finally:
+        metrics.flush()
     return {"polls": polls}

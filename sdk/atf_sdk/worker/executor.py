@@ -14,6 +14,7 @@ import random
 import signal
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
+from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.heartbeat import Heartbeats
+from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
 
@@ -40,6 +43,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
+# The metrics a result counts once its write applies: a fatal failure counts
+# as one whether or not the lambda keeps its dead letters.
+OUTCOME_METRICS = {
+    lifecycle.SUCCEED.name: (Metric.SUCCEEDED,),
+    lifecycle.FAIL_RETRIABLE.name: (Metric.RETRIABLE_FAILURES,),
+    lifecycle.FAIL_FATAL.name: (Metric.FATAL_FAILURES,),
+    lifecycle.FAIL_TO_DEAD_LETTER.name: (Metric.FATAL_FAILURES, Metric.DEAD_LETTERED),
+}
 
 
 @dataclass(frozen=True)
@@ -59,9 +70,12 @@ def executor_main(spec: ExecutorSpec) -> None:
     # process group must not cut a callback short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    setup_logging()
     config = StackConfig.model_validate_json(spec.config_json)
     clients = make_clients(spec.endpoint_url)
+    metrics = worker_metrics()
+    for client in (clients.dynamodb, clients.dynamodb_heartbeat):
+        watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
     history = History.from_env("executor")
     store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
@@ -72,7 +86,7 @@ def executor_main(spec: ExecutorSpec) -> None:
         on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id)),
     )
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
-    runner = TaskRunner(store, config, spec.lambda_name, callback, heartbeats, history)
+    runner = TaskRunner(store, config, spec.lambda_name, callback, heartbeats, history, metrics)
     runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter)
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
@@ -82,6 +96,7 @@ def executor_main(spec: ExecutorSpec) -> None:
     for worker in workers:
         worker.join()
     heartbeats.stop()
+    metrics.close()
 
 
 def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
@@ -113,6 +128,7 @@ class TaskRunner:
         callback: Callback,
         heartbeats: Heartbeats,
         history: History,
+        metrics: MetricBuffer | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -121,6 +137,7 @@ class TaskRunner:
         self._heartbeats = heartbeats
         self._history = history
         self._host = f"{socket.gethostname()}:{os.getpid()}"
+        self.metrics = metrics or MetricBuffer(service=service_name())
         self.after_finish: Callable[[Task], None] = lambda task: None
 
     @property
@@ -131,21 +148,40 @@ class TaskRunner:
     def run(self, task: Task) -> None:
         self._heartbeats.track(task)
         self._history.record("start", task=task.id, attempt=task.attempt)
+        with task_context(task):
+            self._started(task)
+            try:
+                self._execute(task)
+            finally:
+                self._history.record("end", task=task.id, attempt=task.attempt)
+                self._after(task)
+
+    def _started(self, task: Task) -> None:
+        dimensions = queue(task.lambda_, task.priority)
+        self.metrics.count(Metric.STARTED, 1, dimensions)
+        # First attempts only: a retry keeps its first scheduled time, so its lag would count the backoff.
+        if task.attempt == 1 and task.claimed_at is not None:
+            lag_ms = max(0.0, (task.claimed_at - task.scheduled_at).total_seconds() * 1000)
+            self.metrics.observe(Metric.START_LAG_MS, lag_ms, "Milliseconds", dimensions)
+        log.info("task started")
+
+    def _call(self, task: Task) -> None:
+        started = time.monotonic()
         try:
-            self._execute(task)
+            self._callback(TaskContext.of(task))
         finally:
-            self._history.record("end", task=task.id, attempt=task.attempt)
-            self._after(task)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self.metrics.observe(Metric.EXECUTION_MS, elapsed_ms, "Milliseconds", queue(task.lambda_, task.priority))
 
     def _after(self, task: Task) -> None:
         try:
             self.after_finish(task)
-        except Exception:  # noqa: BLE001 - the consumer's sweeps catch up (chains) or leases lapse (slots)
+        except Exception:
             log.warning("after-finish work for %s failed", task.id, exc_info=True)
 
     def _execute(self, task: Task) -> None:
         try:
-            self._callback(TaskContext.of(task))
+            self._call(task)
         except Fatal as error:
             self._finish(task, self._fatal, error)
         except Retry as error:
@@ -191,6 +227,10 @@ class TaskRunner:
                 log.warning(
                     "result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt
                 )
+                return
+            for metric in OUTCOME_METRICS.get(transition.name, ()):
+                self.metrics.count(metric, 1, queue(task.lambda_, task.priority))
+            log.info("task finished", extra={"outcome": transition.target.value})
             return
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
 

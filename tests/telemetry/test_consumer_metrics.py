@@ -1,0 +1,77 @@
+"""The consumer Lambda's metrics and logs, from a real invocation against in-process moto."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from atf_core.config import StackConfig
+from atf_core.consumer import PollReport
+from atf_core.gating import Gating
+from atf_core.scheduling import Scheduling
+from atf_core.schema import GateAction, ScheduleRequest
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.telemetry import CONSUMER_SERVICE, Metric
+from atf_local.consumer_process import FakeLambdaContext
+from functions.consumer import handler
+from tests.telemetry.emf import named
+
+
+@pytest.fixture
+def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoTaskStore]:
+    monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
+    handler._config.cache_clear()
+    handler._consumer.cache_clear()
+    handler.metrics.flush()
+    yield DynamoTaskStore(aws.dynamodb, config)
+    handler._config.cache_clear()
+    handler._consumer.cache_clear()
+
+
+def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(
+    consumer_env: DynamoTaskStore,
+    config: StackConfig,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduling = Scheduling(consumer_env, config)
+    for lambda_name, priority in (("work", "high"), ("work", "high"), ("work", "low"), ("sleepy", "normal")):
+        scheduling.schedule(ScheduleRequest.model_validate({"lambda": lambda_name, "priority": priority}))
+    Gating(consumer_env, config).set("sleepy", None, GateAction.DROP, None, "test")
+
+    # poll_interval is 0.5 s and the loop stops 2 s before the end: one or two polls
+    result = handler.lambda_handler({}, FakeLambdaContext(timeout_s=3.2))
+
+    assert result["polls"] >= 1
+    out = capsys.readouterr().out
+    enqueued = {(p.dimensions["lambda"], p.dimensions["priority"]): p.total for p in named(out, Metric.ENQUEUED)}
+    assert enqueued == {("work", "high"): 2, ("work", "low"): 1}
+    (dropped,) = named(out, Metric.DROPPED)
+    assert (dropped.dimensions, dropped.total) == ({"lambda": "sleepy", "priority": "normal", "service": "consumer"}, 1)
+    (loops,) = named(out, Metric.CONSUMER_LOOP_SECONDS)
+    assert loops.unit == "Seconds" and len(loops.values) == result["polls"]
+    assert sum(p.total for p in named(out, Metric.TASKS_PER_LOOP)) == 3
+    assert all(p.dimensions["service"] == CONSUMER_SERVICE for p in named(out, Metric.TASKS_PER_LOOP))
+    # The log line, as Powertools writes it: JSON with the invocation's context
+    (record, *_) = [r for r in caplog.records if r.getMessage() == "poll"]
+    line = json.loads(handler.logger.registered_formatter.format(record))
+    assert (line["enqueued"], line["function_name"], line["service"]) == (3, "atf-consumer-local", "atf-consumer")
+
+
+def test_requeues_exhaustions_dead_letters_and_errors_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    report = PollReport(enqueued=1, requeued=1, exhausted=1, errors=2, send_failures=1, by_queue={("work", "low"): 1})
+    report.per_queue.update(
+        {("requeued", "work", "low"): 1, ("exhausted", "mail", "normal"): 1, ("dead_lettered", "mail", "normal"): 1}
+    )
+    handler.record(report, 0.25)
+    handler.metrics.flush()
+
+    out = capsys.readouterr().out
+    assert [p.total for p in named(out, Metric.REQUEUED, priority="low")] == [1]
+    assert [p.total for p in named(out, Metric.EXHAUSTED, **{"lambda": "mail"})] == [1]
+    assert [p.total for p in named(out, Metric.DEAD_LETTERED, **{"lambda": "mail"})] == [1]
+    (errors,) = named(out, Metric.CONSUMER_ERRORS)
+    assert (errors.dimensions, errors.total) == ({"service": "consumer"}, 3)
