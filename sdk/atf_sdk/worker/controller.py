@@ -23,6 +23,7 @@ from atf_core.limits import Grant, Limiter
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
+from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
 from atf_sdk.worker.buffers import Buffered, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
@@ -66,6 +67,7 @@ class Controller:
         lambda_names: list[str],
         settings: ControllerSettings | None = None,
         store_client: DynamoDBClient | None = None,
+        metrics: MetricBuffer | None = None,
     ) -> None:
         self._store = store
         self._sqs = sqs
@@ -82,6 +84,8 @@ class Controller:
         self._gates_read = 0.0
         self._gate_lock = threading.Lock()
         self.claimed = 0
+        self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
+        self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
     # -- receiving -----------------------------------------------------------
     def start_receivers(self) -> list[threading.Thread]:
@@ -144,8 +148,10 @@ class Controller:
             log.exception("claim of %s failed", message.task_id)
             return None
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
+        self._limited.discard(message.task_id)
         if outcome.applied and outcome.task is not None:
             self.claimed += 1
+            self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
             return outcome.task
         if isinstance(grant, Grant):
             self._limiter.release(grant)
@@ -159,8 +165,17 @@ class Controller:
         grant = self._limiter.acquire(lambda_name, item.message.collection, item.message.task_id)
         if grant is None:
             self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
+            self._count_limited(lambda_name, item)
             return False
         return grant
+
+    def _count_limited(self, lambda_name: str, item: Buffered) -> None:
+        if item.message.task_id not in self._limited:
+            if len(self._limited) > 10_000:  # messages handed back on drain are never claimed here
+                self._limited.clear()
+            self._limited.add(item.message.task_id)
+            priority = self._config.lambdas[lambda_name].priorities[item.rank]
+            self.metrics.count(Metric.LIMITED, 1, queue(lambda_name, priority))
 
     def _expire_if_due(self, ref: TaskRef, task: Task | None, now: datetime) -> None:
         """A claim refused because the task expired while it waited: end it as expired."""
@@ -172,7 +187,9 @@ class Controller:
 
     def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: datetime) -> None:
         if action is GateAction.DROP:
-            self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=f"dropped by gate {scope}"))
+            outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=f"dropped by gate {scope}"))
+            if outcome.applied:
+                self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
         else:
             self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
 

@@ -26,8 +26,10 @@ from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
+from atf_sdk.worker.observe import service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
 
 log = logging.getLogger("atf.host")
@@ -54,6 +56,9 @@ class WorkerHost:
         if not self.lambda_names:
             raise ValueError(f"none of {registered} is a lambda of stack {config.name!r}")
         store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
+        self.metrics = MetricBuffer(service=service_name())  # the controller's; each executor has its own
+        for client in (self._clients.dynamodb, self._clients.sqs, self._clients.sqs_long_poll):
+            watch_throttles(client, lambda _: self.metrics.count(Metric.THROTTLES))
         self.controller = Controller(
             store,
             self._clients.sqs,
@@ -62,6 +67,7 @@ class WorkerHost:
             self.lambda_names,
             settings.controller,
             store_client=self._clients.dynamodb,
+            metrics=self.metrics,
         )
         self._socket_dir = tempfile.mkdtemp(prefix="atf-host-")
         self._authkey = secrets.token_bytes(16)
@@ -72,6 +78,7 @@ class WorkerHost:
 
     def serve(self) -> None:
         """Run until SIGTERM/SIGINT, then drain."""
+        setup_logging()
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         self.start()
@@ -81,6 +88,7 @@ class WorkerHost:
 
     def start(self) -> None:
         threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork").start()
+        self.metrics.start()
         self.controller.start_receivers()
         for name in self.lambda_names:
             for slot in range(self._settings.executors_per_lambda):
@@ -131,6 +139,7 @@ class WorkerHost:
             if process.is_alive():
                 process.kill()  # past the stop timeout: its task's lease expires and it runs again
         self._server.close()
+        self.metrics.close()
         log.info("worker host stopped")
 
     def stop(self) -> None:

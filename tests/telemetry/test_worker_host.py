@@ -1,0 +1,76 @@
+"""A real worker host (controller and executor processes) with metrics on: what reaches its stdout."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from atf_core.scheduling import Scheduling
+from atf_core.schema import ScheduleRequest, TaskStatus
+from atf_local.stack import REPO
+from tests.e2e.conftest import RunningStack, stack  # noqa: F401 - the fixture
+from tests.telemetry.emf import named
+
+
+def _start_host(running: RunningStack, log: Path) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas", "--only", "work",
+        "--config", str(running.config_path), "--executors", "1", "--threads", "2", "--receive-wait", "1",
+    ]  # fmt: skip
+    env = {**running.env(), "POWERTOOLS_METRICS_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": "atf-worker"}
+    with log.open("wb") as out:
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_for(log: Path, needle: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while needle not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"{needle!r} never appeared in the host's output"
+        time.sleep(0.1)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_a_host_emits_metrics_per_queue_and_logs_each_task_as_json(stack: RunningStack, tmp_path: Path) -> None:  # noqa: F811
+    log = tmp_path / "host.log"
+    host = _start_host(stack, log)
+    try:
+        _wait_for(log, "worker host ready")
+        scheduling = Scheduling(stack.store, stack.config)
+        payloads = [{"seconds": 0.01}, {"seconds": 0.01, "succeed_on": 2}, {"seconds": 0.01, "fatal": True}]
+        ids = [
+            scheduling.schedule(
+                ScheduleRequest.model_validate({"lambda": "work", "priority": "high", "payload": p})
+            ).task.id
+            for p in payloads
+        ]
+        done = stack.wait_for(ids, lambda t: t.status.terminal, timeout_s=40)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.wait(timeout=60)
+    assert [t.status for t in done] == [TaskStatus.SUCCESS, TaskStatus.SUCCESS, TaskStatus.FATAL_FAILURE]
+
+    out = log.read_text()
+    queue = {"lambda": "work", "priority": "high"}
+    totals = {m: sum(p.total for p in named(out, m, **queue)) for m in ("Claimed", "Started", "Succeeded")}
+    assert totals == {"Claimed": 4, "Started": 4, "Succeeded": 2}  # the retried task ran twice
+    assert sum(p.total for p in named(out, "RetriableFailures", **queue)) == 1
+    assert sum(p.total for p in named(out, "FatalFailures", **queue)) == 1
+    lags = [v for p in named(out, "StartLagMs", **queue) for v in p.values]
+    assert len(lags) == 3  # first attempts only
+    assert {p.dimensions["service"] for p in named(out, "Started")} == {"atf-worker"}
+
+    lines = _json_lines(out)
+    for task_id in ids:
+        mine = [line for line in lines if line.get("task_id") == task_id]
+        assert {"task started", "task finished"} <= {line["message"] for line in mine}
+    retried = [line for line in lines if line.get("task_id") == ids[1] and line["message"] == "task finished"]
+    assert [(line["attempt"], line["outcome"]) for line in retried] == [(1, "retriable_failure"), (2, "success")]
+    assert any(line["message"].startswith("worker host serving") for line in lines)  # the host's own lines too
