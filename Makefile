@@ -1,13 +1,14 @@
 # make run  - the whole framework on an embedded AWS (moto's server on loopback) and a demo
 # make test - install what is needed and run the tests
 # make serve - the local stack alone, until interrupted
+# make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test run serve lint clean infra-cli
+.PHONY: setup test run serve lint clean infra-cli bench
 
 setup: $(STAMP)
 
@@ -35,6 +36,10 @@ run: setup
 
 serve: setup
 	$(PY) -m atf_local serve
+
+bench: setup
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	$(PY) -m bench
 
 lint: setup
 	$(PY) -m ruff check .

@@ -101,8 +101,8 @@ def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
     result.rows["consumer groups"] = groups
     if groups > limits.max_consumer_groups or groups > shards * a.lambdas:
         result.notes.append(
-            f"{groups} consumer groups: over the {limits.max_consumer_groups} allowed or the shard count; the consumer "
-            "must write in parallel (or not write at enqueue at all, see the proposals)"
+            f"{groups} consumer groups needed: more than the {limits.max_consumer_groups} the infra allows or the "
+            f"{shards * a.lambdas} shards they split; the consumer must do less per task (see the proposals)"
         )
 
 

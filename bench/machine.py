@@ -22,7 +22,7 @@ def describe(repo: Path) -> dict[str, Any]:
         "moto": version("moto"),
         "boto3": version("boto3"),
         "os": f"{platform.system()} {platform.release()}",
-        "commit": _git(repo, "rev-parse", "--short", "HEAD"),
+        "commit": os.environ.get("BENCH_COMMIT") or _git(repo, "rev-parse", "--short", "HEAD"),
         "load_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }
 

@@ -24,7 +24,8 @@ def lag_histogram(runs: dict[str, dict[str, Any]], path: Path) -> None:
         axis.set_title(f"{label}: {run['started']}/{run['scheduled']} started")
         axis.set_xlabel("start - run_at (ms)")
         axis.set_ylabel("tasks")
-        axis.legend()
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

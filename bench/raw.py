@@ -120,3 +120,29 @@ def ceiling(endpoint: str, config: StackConfig, mix: dict[str, float], processes
         args = [(endpoint, config.model_dump_json(), mix, seconds, start_at)] * processes
         done = pool.starmap(_worker, args)
     return sum(done) / seconds
+
+
+def call_latencies(endpoint: str, config: StackConfig, repeat: int = 30) -> dict[str, float]:
+    """Milliseconds per call of each kind, one at a time against an otherwise idle server."""
+    loop = RawLoop(endpoint, config, {})
+    now = datetime.now(UTC)
+    tasks = [loop.store.create(build_task(config, loop.request, now), "f").task for _ in range(repeat)]
+    refs = [TaskRef.of(t) for t in tasks]
+    partition = index_partition(Assoc.NEW, "noop", "normal", 0)
+    probes: dict[str, Callable[[int], Any]] = {
+        "PutItem (create)": lambda i: loop.store.create(build_task(config, loop.request, now), "f"),
+        "UpdateItem (enqueue)": lambda i: loop.store.transition(refs[i], lifecycle.ENQUEUE, Change(now=now)),
+        "UpdateItem (claim)": lambda i: loop.store.transition(refs[i], lifecycle.CLAIM, Change(now=now, attempt=0)),
+        "UpdateItem (succeed)": lambda i: loop.store.transition(refs[i], lifecycle.SUCCEED, Change(now=now, attempt=1)),
+        "Query (index)": lambda i: list(loop.store.due(partition, now)),
+        "GetItem (gates)": lambda i: loop.store.gates(),
+        "SendMessageBatch (10)": lambda i: loop._send(),
+        "ReceiveMessage (10)": lambda i: loop.sqs.receive_message(QueueUrl=loop.url, MaxNumberOfMessages=10),
+    }
+    timings = {}
+    for name, probe in probes.items():
+        started = time.perf_counter()
+        for i in range(repeat):
+            probe(i)
+        timings[name] = (time.perf_counter() - started) / repeat * 1000
+    return timings

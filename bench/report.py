@@ -83,9 +83,14 @@ def _cost(cost: dict[str, Any]) -> str:
 def _sqs(results: dict[str, Any]) -> str:
     lines = ["## SQS requests per task under load", "", "| run | total | by call |", "| --- | ---: | --- |"]
     runs = {"throughput (backlog)": results["throughput"], **{f"start-lag {k}": v for k, v in results["lag"].items()}}
+    if "proposals" in results:
+        runs["throughput, proposed SQS savings patched in (bench only)"] = results["proposals"]
     for name, run in runs.items():
         calls = ", ".join(f"{k.split('.')[1]} {v:.3f}" for k, v in run["sqs_per_task"].items())
         lines.append(f"| {name} | {run['sqs_requests_per_task']:.3f} | {calls} |")
+    if "proposals" in results:
+        lines += ["", f"With the proposed savings the throughput run made {results['proposals']['tasks_per_s']:.1f} "
+                  f"tasks/s (without: {results['throughput']['tasks_per_s']:.1f})."]
     return "\n".join(lines)
 
 
@@ -129,6 +134,8 @@ def _throughput(run: dict[str, Any]) -> str:
     lines += [f"| {k} | {v * 1000:.2f} |" for k, v in cpu.items()]
     lines += [f"| framework total (all but moto) | {framework * 1000:.2f} |", "",
               "Calls per task: " + ", ".join(f"{k} {v:.3f}" for k, v in run["calls_per_task"].items()), "",
+              "Milliseconds per call against the same server, one at a time, after the run: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in run.get("call_ms", {}).items()), "",
               "![throughput](throughput.png)"]  # fmt: skip
     return "\n".join(lines)
 

@@ -40,9 +40,10 @@ def run_throughput(
         mix = per_task_calls(bill, len(ids))
         _stop_framework(stack)
         ceilings = {n: raw.ceiling(stack.endpoint, stack.config, mix, n, raw_seconds) for n in raw_processes}
+        latencies = raw.call_latencies(stack.endpoint, stack.config) if raw_processes else {}
     first, last_end = submitted[0][0], max(t["end"] for t in done.values())
     rate = len(done) / (last_end - first)
-    best = max(ceilings.values())
+    best = max(ceilings.values(), default=0.0)
     return {
         "tasks": len(ids),
         "completed": len(done),
@@ -53,6 +54,7 @@ def run_throughput(
         "ratio": rate / best if best else None,
         "cpu_s_per_task": {k: v / max(1, len(ids)) for k, v in cpu.items()},
         "calls_per_task": mix,
+        "call_ms": latencies,
         "sqs_per_task": sqs_by_call(bill, len(ids)),
         "sqs_requests_per_task": bill.sqs_requests / max(1, len(ids)),
         "submitted": [(t - first, n) for t, n in submitted],
