@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test run serve lint clean infra-cli bench
+.PHONY: setup test run serve lint clean infra-cli bench chromium
 
 setup: $(STAMP)
 
@@ -28,7 +28,11 @@ $(CDK): infra/package.json infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-test: setup infra-cli
+# Debian's Chromium for the console's browser tests: Playwright drives it and never downloads a browser
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: setup infra-cli chromium
 	$(PY) -m pytest
 
 run: setup

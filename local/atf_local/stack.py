@@ -13,6 +13,7 @@ from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_local import environment
 from atf_local.api_server import ApiServer
+from atf_local.console import ConsoleServer
 from atf_local.provision import provision
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,8 +43,10 @@ class LocalStack:
     aws_port: int = 4566
     consumers: int = 1
     api_port: int | None = 8080  # the frontend API on loopback; None: no API
+    console_port: int | None = None  # the web console on loopback (atf_local.console); None: no console
     _server: object | None = None
     _api: ApiServer | None = None
+    _console: ConsoleServer | None = None
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -53,6 +56,10 @@ class LocalStack:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def console_url(self) -> str | None:
+        return self._console.url if self._console is not None else None
 
     def start(self, with_consumer: bool = True) -> None:
         import logging
@@ -68,6 +75,8 @@ class LocalStack:
         provision(make_clients(self.endpoint), self.config)
         if self.api_port is not None:
             self._api = ApiServer(self.api_port).start()
+        if self.console_port is not None:
+            self._console = _start_console(self.config, self.endpoint, self.console_port)
         if with_consumer:
             for index in range(self.consumers):
                 self._children.append(start_consumer(self.endpoint, self.config, index, self.consumers))
@@ -75,6 +84,8 @@ class LocalStack:
     def stop(self) -> None:
         if self._api is not None:
             self._api.stop()
+        if self._console is not None:
+            self._console.stop()
         for child in self._children:
             child.terminate()
         for child in self._children:
@@ -84,6 +95,15 @@ class LocalStack:
                 child.kill()
         if self._server is not None:
             self._server.stop()  # type: ignore[attr-defined]
+
+
+def _start_console(config: StackConfig, endpoint: str, port: int) -> ConsoleServer | None:
+    # The console is a convenience: a port someone else holds must not stop the stack.
+    try:
+        return ConsoleServer(config, endpoint, port).start()
+    except OSError as error:
+        print(f"  console not started: 127.0.0.1:{port}: {error.strerror}", file=sys.stderr, flush=True)
+        return None
 
 
 def start_consumer(endpoint: str, config: StackConfig, index: int = 0, of: int = 1) -> subprocess.Popen[bytes]:

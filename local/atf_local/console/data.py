@@ -1,0 +1,157 @@
+"""What the console shows, read from the local stack's table.
+
+The local table is small and on loopback, so the console scans it on every
+page: every task in every state, finished ones too, which the deployed API's
+index-only statistics cannot count. Gates and dead letters go through the
+core's own modules, as the API's routes do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from atf_core.aws import AwsClients
+from atf_core.config import StackConfig
+from atf_core.deadletters import DeadLetter, DeadLetterFilter, DeadLetters, Selection
+from atf_core.definitions import Attr
+from atf_core.gating import Gating
+from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
+from atf_core.store import codec
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_sdk.snapshot import QueueRow, Snapshot
+
+THROUGHPUT_WINDOW = timedelta(minutes=1)
+LAG_WINDOW = timedelta(minutes=5)
+MAX_TASKS = 50_000  # a scan this size is still quick on loopback; past it the console shows a sample
+# States that get a column even when no task is in them (others appear when one is).
+ALWAYS_SHOWN = ("new", "enqueued", "claimed", "processing", "retriable_failure", "success", "dead_letter")
+# Upper bounds (ms) of the start-lag histogram's buckets; the last one is open.
+LAG_BUCKETS_MS = (50, 100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    label: str
+    count: int
+
+
+def start_lag_ms(task: Task) -> float | None:
+    """Claim time minus scheduled time of a first attempt (a retry's claim would count the backoff)."""
+    if task.attempt != 1 or task.claimed_at is None:
+        return None
+    return max(0.0, (task.claimed_at - task.scheduled_at).total_seconds() * 1000)
+
+
+def histogram(lags: list[float]) -> list[Bucket]:
+    labels = [f"< {_ms(LAG_BUCKETS_MS[0])}"]
+    labels += [f"{_ms(low)} - {_ms(high)}" for low, high in itertools.pairwise(LAG_BUCKETS_MS)]
+    labels.append(f"{_ms(LAG_BUCKETS_MS[-1])} +")
+    counts = Counter(bisect.bisect_right(LAG_BUCKETS_MS, lag) for lag in lags)
+    return [Bucket(label, counts[i]) for i, label in enumerate(labels)]
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile, as CloudWatch's pNN reads for small samples."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def _ms(value: int) -> str:
+    return f"{value // 1000} s" if value >= 1000 else f"{value} ms"
+
+
+class ConsoleData:
+    def __init__(self, clients: AwsClients, config: StackConfig) -> None:
+        self.config = config
+        self._db = clients.dynamodb
+        self.store = DynamoTaskStore(clients.dynamodb, config)
+        self._gating = Gating(self.store, config)
+        self._dead_letters = DeadLetters(self.store, config)
+
+    # -- tasks ---------------------------------------------------------------
+    def tasks(self) -> list[Task]:
+        return list(self._scan())
+
+    def _scan(self) -> Iterator[Task]:
+        request: dict[str, Any] = {
+            "TableName": self.config.table_name,
+            "FilterExpression": "attribute_exists(#s) AND attribute_exists(#sa)",
+            "ExpressionAttributeNames": {"#s": Attr.STATUS, "#sa": Attr.SCHEDULED},
+        }
+        seen = 0
+        while seen < MAX_TASKS:
+            page = self._db.scan(**request)
+            for item in page.get("Items", []):
+                seen += 1
+                yield codec.item_to_task(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def task(self, task_id: str) -> Task | None:
+        return self.store.get(task_id)
+
+    def snapshot(self, tasks: list[Task] | None = None, now: datetime | None = None) -> Snapshot:
+        tasks = self.tasks() if tasks is None else tasks
+        now = now or utcnow()
+        rows = {
+            (name, p): QueueRow(lambda_=name, priority=p, counts=dict.fromkeys(ALWAYS_SHOWN, 0))
+            for name, spec in self.config.lambdas.items()
+            for p in spec.priorities
+        }
+        finished: Counter[tuple[str, str]] = Counter()
+        lags: dict[tuple[str, str], list[float]] = {key: [] for key in rows}
+        for task in tasks:
+            key = (task.lambda_, task.priority)
+            if key not in rows:
+                continue
+            rows[key].counts[task.status.value] = rows[key].counts.get(task.status.value, 0) + 1
+            if task.finished_at is not None and now - task.finished_at <= THROUGHPUT_WINDOW:
+                finished[key] += 1
+            lag = start_lag_ms(task)
+            if lag is not None and task.claimed_at is not None and now - task.claimed_at <= LAG_WINDOW:
+                lags[key].append(lag)
+        for key, row in rows.items():
+            row.finished_per_min = float(finished[key])
+            row.lag_p95_ms = percentile(lags[key], 0.95)
+        dead = Counter(t.lambda_ for t in tasks if t.status is TaskStatus.DEAD_LETTER)
+        return Snapshot(
+            source="local console", as_of=now, rows=list(rows.values()), gates=self.gates(),
+            dead_letters={name: dead[name] for name in self.config.lambdas},
+            notes=["finished/min: the last minute; lag p95: first attempts claimed in the last 5 minutes"],
+        )  # fmt: skip
+
+    def lag_histograms(self, tasks: list[Task]) -> dict[str, tuple[list[Bucket], float | None, int]]:
+        """Per lambda: the buckets, p95 and count of every first attempt's start lag in the table."""
+        found: dict[str, list[float]] = {name: [] for name in self.config.lambdas}
+        for task in tasks:
+            lag = start_lag_ms(task)
+            if lag is not None and task.lambda_ in found:
+                found[task.lambda_].append(lag)
+        return {name: (histogram(lags), percentile(lags, 0.95), len(lags)) for name, lags in found.items()}
+
+    # -- gates ---------------------------------------------------------------
+    def gates(self) -> list[Gate]:
+        return sorted(self._gating.list(), key=lambda g: (g.lambda_, g.collection or ""))
+
+    def set_gate(self, lambda_name: str, collection: str | None, action: GateAction, reason: str) -> Gate:
+        return self._gating.set(lambda_name, collection, action, None, reason)
+
+    def lift_gate(self, lambda_name: str, collection: str | None) -> None:
+        self._gating.lift(lambda_name, collection)
+
+    # -- dead letters --------------------------------------------------------
+    def dead_letters(self, selection: DeadLetterFilter) -> list[DeadLetter]:
+        return self._dead_letters.list(selection)
+
+    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> Selection:
+        return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second)

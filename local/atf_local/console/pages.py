@@ -1,0 +1,236 @@
+"""The console's pages: plain HTML rendered on the server, forms for every action, no script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from html import escape
+from urllib.parse import quote, urlencode
+
+from atf_core.config import StackConfig
+from atf_core.deadletters import DeadLetter, DeadLetterFilter, Selection
+from atf_core.schema import Gate, Task
+from atf_local.console.data import Bucket
+from atf_sdk.snapshot import QueueRow, Snapshot
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d2433; background: #f6f7f9; }
+header { background: #1d2433; color: #fff; padding: 10px 24px; display: flex; gap: 24px; align-items: center; }
+header a { color: #cfe1ff; text-decoration: none; } header strong { font-size: 16px; }
+header form { margin-left: auto; } main { padding: 16px 24px; max-width: 1200px; }
+section { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: 12px 16px; margin-bottom: 16px; }
+h2 { font-size: 15px; margin: 0 0 10px; } table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eef0f4; vertical-align: top; }
+th { font-weight: 600; color: #555; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.zero { color: #bbb; } .muted { color: #777; } .flash { background: #e8f4ea; border-color: #9cc9a4; }
+.error { background: #fbeaea; border-color: #e3a5a5; } form.inline { display: inline; margin: 0; }
+button { font: inherit; padding: 2px 10px; border: 1px solid #99a; border-radius: 4px; background: #fff; }
+button { cursor: pointer; }
+button.pause { border-color: #c98a00; } button.drop { border-color: #b33; } button.resume { border-color: #2a7d3a; }
+input, select { font: inherit; padding: 2px 4px; } .bar { background: #4a78c2; height: 14px; display: inline-block; }
+.hist td { padding: 2px 8px; border: 0; white-space: nowrap; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px; }
+pre { background: #f3f4f7; padding: 8px; overflow-x: auto; margin: 0; }
+"""
+
+
+def page(title: str, body: str, config: StackConfig, message: str = "", error: bool = False) -> str:
+    kind = "error" if error else "flash"
+    flash = f'<section class="{kind}" id="message">{escape(message)}</section>' if message else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · ATF console</title>
+<style>{STYLE}</style></head>
+<body><header><strong>ATF console</strong><span class="muted">{escape(config.name)}</span>
+<a href="/">Overview</a><a href="/dead-letters">Dead letters</a>
+<form action="/tasks" method="get"><input name="id" placeholder="task id" size="34" aria-label="task id">
+<button type="submit">Find task</button></form></header>
+<main>{flash}{body}</main></body></html>"""
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], id_: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    return f"<table{f' id={id_!r}' if id_ else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def cell(value: object) -> str:
+    return f"<td>{escape(str(value))}</td>"
+
+
+def number(value: float | int | None, digits: int = 0) -> str:
+    if value is None:
+        return '<td class="n muted">-</td>'
+    text = f"{value:.{digits}f}" if digits else f"{round(value):d}"
+    return f'<td class="n{" zero" if not value else ""}">{text}</td>'
+
+
+def when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if moment else "-"
+
+
+# -- overview ----------------------------------------------------------------------
+
+
+def overview(snapshot: Snapshot, histograms: dict[str, tuple[list[Bucket], float | None, int]]) -> str:
+    return "".join([tasks_section(snapshot), gates_section(snapshot), lag_section(histograms)])
+
+
+def tasks_section(snapshot: Snapshot) -> str:
+    columns = snapshot.columns()
+    headers = ["lambda", "priority", *(c.replace("_", " ") for c in columns), "finished/min", "lag p95 (ms)"]
+    rows = [_task_row(row, columns) for row in snapshot.rows]
+    dead = ", ".join(f"{name}: {count}" for name, count in (snapshot.dead_letters or {}).items())
+    notes = "".join(f'<p class="muted">{escape(n)}</p>' for n in snapshot.notes)
+    return (
+        f"<section><h2>Tasks by state, per lambda and priority</h2>{table(headers, rows, 'tasks')}"
+        f'<p>Dead letters: <a href="/dead-letters">{escape(dead or "none")}</a></p>{notes}'
+        f'<p class="muted">As of {when(snapshot.as_of)} UTC · <a href="/?refresh=5">refresh every 5 s</a></p></section>'
+    )
+
+
+def _task_row(row: QueueRow, columns: list[str]) -> list[str]:
+    counts = [number(row.counts.get(c, 0)) for c in columns]
+    return [cell(row.lambda_), cell(row.priority), *counts, number(row.finished_per_min), number(row.lag_p95_ms)]
+
+
+def gate_button(action: str, lambda_name: str, collection: str | None, label: str = "") -> str:
+    fields = (
+        f'<input type="hidden" name="action" value="{action}">'
+        f'<input type="hidden" name="lambda" value="{escape(lambda_name)}">'
+    )
+    if collection:
+        fields += f'<input type="hidden" name="collection" value="{escape(collection)}">'
+    name = label or action.capitalize()
+    target = f"{lambda_name}/{collection or '*'}"
+    return (
+        f'<form class="inline" method="post" action="/gates">{fields}'
+        f'<button type="submit" class="{action}" data-gate="{escape(target)}">{escape(name)}</button></form>'
+    )
+
+
+def gates_section(snapshot: Snapshot) -> str:
+    lambdas = sorted({row.lambda_ for row in snapshot.rows})
+    in_force = {(g.lambda_, g.collection): g for g in snapshot.gates}
+    rows = [_gate_row(g) for g in snapshot.gates]
+    quick = [
+        [cell(name), cell(_state(in_force.get((name, None)))),
+         "<td>" + " ".join(gate_button(a, name, None) for a in ("pause", "drop", "resume")) + "</td>"]
+        for name in lambdas
+    ]  # fmt: skip
+    options = "".join(f"<option>{escape(n)}</option>" for n in lambdas)
+    form = (
+        '<form method="post" action="/gates" id="gate-form">Gate a collection: '
+        f'<select name="lambda" aria-label="lambda">{options}</select> '
+        '<input name="collection" placeholder="collection" required aria-label="collection"> '
+        '<input name="reason" placeholder="reason (optional)" aria-label="reason"> '
+        '<button name="action" value="pause" class="pause">Pause</button> '
+        '<button name="action" value="drop" class="drop">Drop</button> '
+        '<button name="action" value="resume" class="resume">Resume</button></form>'
+    )
+    listed = table(["scope", "action", "since", "until", "reason", ""], rows) if rows else "<p>No gates.</p>"
+    gates = f'<div id="gates">{listed}</div>'
+    return (
+        f"<section><h2>Gates</h2>{table(['lambda', 'gate', ''], quick, 'lambda-gates')}"
+        f"<h2 style='margin-top:14px'>In force</h2>{gates}<p>{form}</p></section>"
+    )
+
+
+def _state(gate: Gate | None) -> str:
+    return "open" if gate is None else {"pause": "paused", "drop": "dropping"}[gate.action.value]
+
+
+def _gate_row(gate: Gate) -> list[str]:
+    return [
+        cell(gate.scope), cell(gate.action.value), cell(when(gate.created_at)), cell(when(gate.until)),
+        cell(gate.reason), "<td>" + gate_button("resume", gate.lambda_, gate.collection) + "</td>",
+    ]  # fmt: skip
+
+
+def lag_section(histograms: dict[str, tuple[list[Bucket], float | None, int]]) -> str:
+    parts = []
+    for name, (buckets, p95, count) in histograms.items():
+        top = max((b.count for b in buckets), default=0) or 1
+        rows = "".join(
+            f'<tr><td>{escape(b.label)}</td><td><span class="bar" style="width:{int(220 * b.count / top)}px">'
+            f'</span></td><td class="n">{b.count}</td></tr>'
+            for b in buckets
+        )
+        summary = f"{count} first attempts" + (f", p95 {p95:.0f} ms" if p95 is not None else "")
+        parts.append(
+            f'<div><h2>{escape(name)}</h2><p class="muted">{summary}</p>'
+            f'<table class="hist" id="lag-{escape(name)}">{rows}</table></div>'
+        )
+    title = "Start lag: claim time minus scheduled time, first attempts"
+    return f'<section><h2>{title}</h2><div class="grid">{"".join(parts)}</div></section>'
+
+
+# -- one task ----------------------------------------------------------------------
+
+
+def task_page(task: Task) -> str:
+    facts = [
+        ("status", task.status.value), ("lambda", task.lambda_), ("priority", task.priority),
+        ("collection", task.collection), ("attempt", f"{task.attempt} of {task.max_attempts}"),
+        ("scheduled", when(task.scheduled_at)), ("created", when(task.created_at)),
+        ("enqueued", when(task.enqueued_at)), ("claimed", when(task.claimed_at)),
+        ("last heartbeat", when(task.heartbeat_at)), ("finished", when(task.finished_at)),
+        ("reason", task.reason or "-"), ("chain", task.chain or "-"), ("key", task.key or "-"),
+    ]  # fmt: skip
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+    errors = [
+        [cell(e.attempt), cell(when(e.at)), cell(e.type), cell(e.message), cell(e.host or "-")] for e in task.errors
+    ]
+    headers = ["attempt", "at", "error", "message", "host"]
+    history = table(headers, errors, "errors") if errors else "<p>No failed attempts.</p>"
+    payload = escape(json.dumps(task.payload, indent=2))
+    return (
+        f'<section><h2>Task <code id="task-id">{escape(task.id)}</code></h2><table id="task">{rows}</table></section>'
+        f"<section><h2>History: errors per attempt</h2>{history}</section>"
+        f"<section><h2>Payload</h2><pre>{payload}</pre></section>"
+    )
+
+
+# -- dead letters ------------------------------------------------------------------
+
+
+def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter | None, found: list[DeadLetter]) -> str:
+    lambda_name = chosen.lambda_name if chosen else next(iter(config.lambdas))
+    options = "".join(f"<option{' selected' if n == lambda_name else ''}>{escape(n)}</option>" for n in config.lambdas)
+    collection = escape(chosen.collection or "") if chosen else ""
+    error_type = escape(chosen.error_type or "") if chosen else ""
+    filters = (
+        f'<select name="lambda" aria-label="lambda">{options}</select> '
+        f'<input name="collection" value="{collection}" placeholder="collection" aria-label="collection"> '
+        f'<input name="error_type" value="{error_type}" placeholder="error class" aria-label="error class"> '
+    )
+    rows = [
+        [f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection), cell(d.priority),
+         cell(d.error_type or "-"), cell(when(d.died_at))]
+        for d in found
+    ]  # fmt: skip
+    headers = ["task", "collection", "priority", "error", "died"]
+    listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
+    redrive = (
+        f'<form method="post" action="/dead-letters/redrive" id="redrive">{filters}'
+        'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
+        '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
+        f'<button type="submit" class="resume">Redrive {len(found)} matching</button></form>'
+    )
+    return (
+        f'<section><h2>Dead letters</h2><form method="get" action="/dead-letters" id="filter">{filters}'
+        f'<button type="submit">Filter</button></form></section>'
+        f"<section>{listing}<p>{redrive}</p></section>"
+    )
+
+
+def redrive_message(result: Selection) -> str:
+    verb = "would redrive" if result.dry_run else "redrove"
+    count = len(result.matched) if result.dry_run else result.changed
+    span = f" ({when(result.first_at)} to {when(result.last_at)} UTC)" if result.first_at and count else ""
+    return f"{verb.capitalize()} {count} of {len(result.matched)} matching dead letters{span}."
+
+
+def back_to(path: str, **params: str) -> str:
+    given = {k: v for k, v in params.items() if v}
+    return f"{path}?{urlencode(given)}" if given else path

@@ -1,0 +1,186 @@
+"""The console's HTTP server: stdlib, loopback only, in a daemon thread of the local stack.
+
+    GET  /                      tasks by state per lambda and priority, gates, start-lag histograms
+    GET  /tasks/<id>, /tasks?id one task and its errors per attempt
+    GET  /dead-letters?...      dead letters, filtered by lambda, collection, error class
+    POST /gates                 pause, drop or resume a lambda or a collection
+    POST /dead-letters/redrive  redrive a filtered selection (optionally dry, at a drip rate)
+    GET  /api/snapshot          the overview as JSON, for `atf top --console-url`
+
+A POST from another origin is refused: any page a browser visits could
+otherwise post to a console on loopback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from atf_core.aws import make_clients
+from atf_core.config import StackConfig
+from atf_core.deadletters import DeadLetterFilter
+from atf_core.errors import AtfError
+from atf_core.schema import GateAction
+from atf_local.console import pages
+from atf_local.console.data import ConsoleData
+
+log = logging.getLogger("atf.console")
+Form = dict[str, str]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        query = _form(url.query)
+        routes = {"/": self._overview, "/dead-letters": self._dead_letters, "/api/snapshot": self._snapshot}
+        try:
+            if url.path in routes:
+                routes[url.path](query)
+            elif url.path == "/tasks" or url.path.startswith("/tasks/"):
+                self._task(unquote(url.path.removeprefix("/tasks").strip("/")) or query.get("id", "").strip())
+            else:
+                self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {url.path}", error=True))
+        except Exception:
+            log.exception("console GET %s failed", self.path)
+            failed = self._page("Error", "", "The console failed; see its log", error=True)
+            self._html(HTTPStatus.INTERNAL_SERVER_ERROR, failed)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        form = _form(self.rfile.read(length).decode("utf-8", "replace")) if length else {}
+        origin = self.headers.get("Origin")
+        if origin not in (None, "null", f"http://{self.headers.get('Host')}"):
+            self._html(HTTPStatus.FORBIDDEN, self._page("Refused", "", "Cross-origin request refused", error=True))
+            return
+        path = urlsplit(self.path).path
+        try:
+            if path == "/gates":
+                self._redirect(self._gate(form))
+            elif path == "/dead-letters/redrive":
+                self._redrive(form)
+            else:
+                self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {path}", error=True))
+        except AtfError as error:
+            self._redirect(pages.back_to("/", message=f"{error.code}: {error}", error="1"))
+
+    # -- pages ---------------------------------------------------------------
+    def _overview(self, query: Form) -> None:
+        data = self.server.data
+        tasks = data.tasks()
+        body = pages.overview(data.snapshot(tasks), data.lag_histograms(tasks))
+        html = self._page("Overview", body, query.get("message", ""), bool(query.get("error")))
+        if query.get("refresh", "").isdigit():
+            html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{int(query["refresh"])}">', 1)
+        self._html(HTTPStatus.OK, html)
+
+    def _task(self, task_id: str) -> None:
+        task = self.server.data.task(task_id) if task_id else None
+        if task is None:
+            self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"No task {task_id!r}", error=True))
+            return
+        self._html(HTTPStatus.OK, self._page(f"Task {task.id}", pages.task_page(task)))
+
+    def _dead_letters(self, query: Form, message: str = "", error: bool = False) -> None:
+        chosen = _selection(query, self.server.config)
+        found = self.server.data.dead_letters(chosen) if chosen else []
+        body = pages.dead_letters_page(self.server.config, chosen, found)
+        self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
+
+    def _snapshot(self, query: Form) -> None:
+        body = self.server.data.snapshot().model_dump_json(by_alias=True).encode()
+        self._send(HTTPStatus.OK, "application/json", body)
+
+    # -- actions -------------------------------------------------------------
+    def _gate(self, form: Form) -> str:
+        lambda_name, collection = form.get("lambda", ""), form.get("collection") or None
+        action = form.get("action", "")
+        scope = f"{lambda_name}/{collection or '*'}"
+        if action == "resume":
+            self.server.data.lift_gate(lambda_name, collection)
+            return pages.back_to("/", message=f"Resumed {scope}")
+        gate = self.server.data.set_gate(lambda_name, collection, GateAction(action), form.get("reason", ""))
+        return pages.back_to("/", message=f"{gate.action.value.capitalize()} gate on {gate.scope}")
+
+    def _redrive(self, form: Form) -> None:
+        chosen = _selection(form, self.server.config)
+        if chosen is None:
+            self._dead_letters(form, "Choose a lambda", error=True)
+            return
+        per_second = float(form["per_second"]) if form.get("per_second") else None
+        result = self.server.data.redrive(chosen, dry_run=bool(form.get("dry_run")), per_second=per_second)
+        self._dead_letters(form, pages.redrive_message(result))
+
+    # -- plumbing ------------------------------------------------------------
+    def _page(self, title: str, body: str, message: str = "", error: bool = False) -> str:
+        return pages.page(title, body, self.server.config, message, error)
+
+    def _html(self, status: HTTPStatus, html: str) -> None:
+        self._send(status, "text/html; charset=utf-8", html.encode())
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(HTTPStatus.SEE_OTHER)
+        self.send_header("Location", location)  # built by pages.back_to, already URL-encoded
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _send(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _form(text: str) -> Form:
+    return {key: values[-1] for key, values in parse_qs(text, keep_blank_values=True).items()}
+
+
+def _selection(form: Form, config: StackConfig) -> DeadLetterFilter | None:
+    lambda_name = form.get("lambda", "")
+    if lambda_name not in config.lambdas:
+        return None
+    return DeadLetterFilter(
+        lambda_name, collection=form.get("collection") or None, error_type=form.get("error_type") or None
+    )
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, config: StackConfig, data: ConsoleData) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.config = config
+        self.data = data
+
+
+class ConsoleServer:
+    """The console on http://127.0.0.1:<port> (0: any free port)."""
+
+    def __init__(self, config: StackConfig, endpoint: str, port: int = 8081) -> None:
+        self._server = _Server(port, config, ConsoleData(make_clients(endpoint), config))
+        self._thread = threading.Thread(target=self._server.serve_forever, name="atf-console", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> ConsoleServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,152 @@
+"""The local web console, end to end: a real stack and worker host, clicked through in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from atf_core.schema import Task, TaskStatus
+from atf_sdk.snapshot import Snapshot
+from tests.console.conftest import ConsoleStack
+
+
+def finished(task: Task) -> bool:
+    return task.status.terminal or task.status is TaskStatus.DEAD_LETTER
+
+
+def cell(page: Any, table: str, row: tuple[str, str], column: str) -> str:
+    """The text of one cell of the tasks table, found by its row's lambda and priority and its column's header."""
+    headers = [h.strip() for h in page.locator(f"#{table} thead th").all_inner_texts()]
+    for tr in page.locator(f"#{table} tbody tr").all():
+        cells = [c.strip() for c in tr.locator("td").all_inner_texts()]
+        if tuple(cells[:2]) == row:
+            return cells[headers.index(column)] if column in headers else "0"
+    raise AssertionError(f"no row {row} in #{table}")
+
+
+def test_overview_counts_tasks_by_state_per_lambda_and_priority(
+    console_stack: ConsoleStack, page: Any, tmp_path: Path
+) -> None:
+    client = console_stack.client
+    ids = [client.schedule("work", {"seconds": 0.05}, priority="high").id for _ in range(3)]
+    ids.append(client.schedule("work", {"succeed_on": 2}, priority="low").id)
+    console_stack.wait_for(ids, finished)
+
+    page.goto(console_stack.console)
+    assert int(cell(page, "tasks", ("work", "high"), "success")) >= 3
+    assert int(cell(page, "tasks", ("work", "low"), "success")) >= 1
+    assert page.locator("#lambda-gates").inner_text().count("open") == 2
+    # The histogram counts the tasks whose last start was a first attempt (not the retried one)
+    counts = [int(c) for c in page.locator("#lag-work td.n").all_inner_texts()]
+    assert sum(counts) >= 3
+    page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+    assert (tmp_path / "overview.png").stat().st_size > 10_000
+
+
+def test_find_a_task_by_id_shows_its_errors_per_attempt(console_stack: ConsoleStack, page: Any) -> None:
+    task_id = console_stack.client.schedule("work", {"succeed_on": 3}, collection="flaky").id
+    console_stack.wait_for([task_id], finished)
+
+    page.goto(console_stack.console)
+    page.fill("input[name=id]", task_id)
+    page.click("text=Find task")
+    assert page.locator("#task-id").inner_text() == task_id
+    assert "success" in page.locator("#task").inner_text()
+    rows = [r.locator("td").all_inner_texts() for r in page.locator("#errors tbody tr").all()]
+    assert [(r[0], r[2]) for r in rows] == [("1", "Retry"), ("2", "Retry")]
+    assert "attempt 2 fails on purpose" in rows[1][3]
+
+
+def test_an_unknown_task_id_is_a_404_page(console_stack: ConsoleStack, page: Any) -> None:
+    response = page.goto(f"{console_stack.console}/tasks/{'0' * 32}")
+    assert response.status == 404
+    assert "No task" in page.locator("#message").inner_text()
+
+
+def test_pause_holds_the_lambdas_tasks_until_resume(console_stack: ConsoleStack, page: Any) -> None:
+    page.goto(console_stack.console)
+    page.click("button.pause[data-gate='mail/*']")
+    assert "Pause gate on mail/*" in page.locator("#message").inner_text()
+    assert "paused" in page.locator("#lambda-gates").inner_text()
+
+    ids = [console_stack.client.schedule("mail", {"n": n}).id for n in range(3)]
+    time.sleep(3)  # six consumer polls and more than one receive wait of the host
+    assert {t.status for t in console_stack.store.get_many(ids)} == {TaskStatus.NEW}
+    page.reload()
+    assert cell(page, "tasks", ("mail", "normal"), "new") == "3"
+
+    page.click("#gates button.resume[data-gate='mail/*']")
+    assert "Resumed mail/*" in page.locator("#message").inner_text()
+    done = console_stack.wait_for(ids, finished)
+    assert {t.status for t in done} == {TaskStatus.SUCCESS}
+    page.reload()
+    assert cell(page, "tasks", ("mail", "normal"), "new") == "0"
+
+
+def test_a_drop_gate_on_a_collection_drops_its_tasks(console_stack: ConsoleStack, page: Any) -> None:
+    page.goto(console_stack.console)
+    page.select_option("#gate-form select[name=lambda]", "work")
+    page.fill("#gate-form input[name=collection]", "spam")
+    page.click("#gate-form button.drop")
+    assert "Drop gate on work/spam" in page.locator("#message").inner_text()
+
+    dropped, kept = (console_stack.client.schedule("work", collection=c).id for c in ("spam", "ham"))
+    (dropped_task, kept_task) = console_stack.wait_for([dropped, kept], finished)
+    assert (dropped_task.status, kept_task.status) == (TaskStatus.DROPPED, TaskStatus.SUCCESS)
+    page.click("#gates button.resume[data-gate='work/spam']")
+    assert "Resumed work/spam" in page.locator("#message").inner_text()
+    assert "work/spam" not in page.locator("#gates").inner_text()
+
+
+def test_dead_letters_are_filtered_and_a_filtered_selection_is_redriven(console_stack: ConsoleStack, page: Any) -> None:
+    client = console_stack.client
+    selected = [client.schedule("work", {"fatal": "bad input"}, collection="billing").id for _ in range(2)]
+    other = client.schedule("work", {"fatal": "bad input"}, collection="reports").id
+    console_stack.wait_for([*selected, other], lambda t: t.status is TaskStatus.DEAD_LETTER)
+
+    page.goto(f"{console_stack.console}/dead-letters")
+    page.select_option("#filter select[name=lambda]", "work")
+    page.fill("#filter input[name=collection]", "billing")
+    page.click("#filter button")
+    listed = page.locator("#dead-letters tbody tr td:first-child").all_inner_texts()
+    assert sorted(listed) == sorted(selected)
+
+    page.check("#redrive input[name=dry_run]")
+    page.click("#redrive button")
+    assert "Would redrive 2 of 2" in page.locator("#message").inner_text()
+    assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(selected))
+
+    page.click("#redrive button")  # the page kept the filter; the dry run box is clear again
+    assert "Redrove 2 of 2" in page.locator("#message").inner_text()
+    # They run again (and fail again, into the dead letters, with a second error); the other stays put
+    again = console_stack.wait_for(selected, lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
+    assert all(t.attempt == 2 for t in again)
+    untouched = console_stack.store.get(other)
+    assert untouched is not None and len(untouched.errors) == 1
+
+
+def test_the_snapshot_feeds_atf_top(console_stack: ConsoleStack) -> None:
+    with urllib.request.urlopen(f"{console_stack.console}/api/snapshot", timeout=10) as reply:
+        snapshot = Snapshot.model_validate(json.loads(reply.read()))
+    assert {(r.lambda_, r.priority) for r in snapshot.rows} == {
+        ("work", "high"), ("work", "normal"), ("work", "low"), ("mail", "normal"),
+    }  # fmt: skip
+    assert snapshot.dead_letters is not None and set(snapshot.dead_letters) == {"work", "mail"}
+
+
+def test_a_post_from_another_origin_is_refused(console_stack: ConsoleStack) -> None:
+    request = urllib.request.Request(
+        f"{console_stack.console}/gates",
+        data=b"action=pause&lambda=work",
+        headers={"Origin": "http://evil.example", "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        raise AssertionError("the console accepted a cross-origin POST")
+    except urllib.error.HTTPError as error:
+        assert error.code == 403
+    assert not console_stack.client.gates()
