@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from atf_infra.constructs.workers import WORKER_SERVICE
 from aws_cdk.assertions import Match
 
 from atf_core.telemetry import Metric
@@ -36,7 +37,17 @@ def test_start_lag_alarm_per_lambda_and_priority_at_the_objective(synth: Synthes
             assert props["Threshold"] == synth.settings.start_lag_objective_ms == 5000
             assert props["ComparisonOperator"] == "GreaterThanThreshold"
             assert props["Namespace"] == "ATF"
+            assert {dims["service"]} == _worker_service_names(synth) == {WORKER_SERVICE}
     assert found == expected
+
+
+def _worker_service_names(synth: Synthesized) -> set[str]:
+    """What the worker hosts' Powertools will put in the `service` dimension."""
+    names = set()
+    for task in synth.resources("AWS::ECS::TaskDefinition").values():
+        (container,) = task["Properties"]["ContainerDefinitions"]
+        names |= {e["Value"] for e in container["Environment"] if e["Name"] == "POWERTOOLS_SERVICE_NAME"}
+    return names
 
 
 def test_dead_letter_alarm_per_dead_letter_queue(synth: Synthesized) -> None:

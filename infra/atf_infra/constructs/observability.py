@@ -5,7 +5,8 @@ namespace, with `lambda` and `priority` dimensions where they apply. Powertools
 adds a `service` dimension of its own, so the graphs find series with SEARCH,
 which matches whatever dimensions come along. Alarms cannot use SEARCH: they
 name the exact series, and the one on start lag expects the worker hosts'
-(`service` = WORKER_SERVICE, set in their environment by this app).
+(`service` = workers.WORKER_SERVICE, which this app also sets as their
+POWERTOOLS_SERVICE_NAME).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from atf_core.config import StackConfig
 from atf_core.telemetry import NAMESPACE, Dimension, Metric
 from atf_infra.constructs.queues import TaskQueues
 from atf_infra.constructs.table import TaskTable
+from atf_infra.constructs.workers import WORKER_SERVICE
 
-WORKER_SERVICE = "atf-worker"
 PERIOD = Duration.minutes(1)
 TASK_METRICS = {
     "scheduled": (Metric.SCHEDULED,),

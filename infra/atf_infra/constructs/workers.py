@@ -31,6 +31,9 @@ from atf_infra.settings import NetworkSettings, WorkerSettings
 # Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
 # this long to finish the ones it holds before SIGKILL.
 STOP_TIMEOUT = Duration.seconds(120)
+# The `service` dimension Powertools puts on the hosts' metrics, as the consumer's and the
+# frontend's are "consumer" and "frontend"; the start-lag alarms name it.
+WORKER_SERVICE = "worker"
 _ECR_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
     r"(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[\w.-]+))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
@@ -179,7 +182,7 @@ class WorkerService(Construct):
                 "AWS_REGION": Stack.of(self).region,
                 "AWS_DEFAULT_REGION": Stack.of(self).region,
                 "ATF_CONFIG": props.config.to_env(),
-                "POWERTOOLS_SERVICE_NAME": "atf-worker",
+                "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE,
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                 # The lambda this service is for, for an image whose CMD serves `--only "$ATF_LAMBDA"`.
                 "ATF_LAMBDA": props.lambda_name,
