@@ -16,6 +16,7 @@ from typing import Any
 from atf_sdk.client import AtfClient
 from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, summary, wait_for_ends, warm_up
 from bench.procs import Stack, bench_config, running
+from bench.throughput import consumer_polls
 
 
 @dataclass
@@ -56,6 +57,7 @@ def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.
     pairs = sorted((fed.run_at[i], (t["start"] - fed.run_at[i]) * 1000) for i, t in done.items() if "start" in t)
     lags_ms = [lag for _, lag in pairs]
     tasks = len(fed.run_at)
+    ran = max(1, len(lags_ms))  # per-task figures are per task that went through
     return {
         "rate": rate,
         "seconds": seconds,
@@ -67,10 +69,11 @@ def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.
         "lag_ms": summary(lags_ms + [math.inf] * (tasks - len(lags_ms))),
         "lags_ms": lags_ms,
         "run_at_lags": pairs,
-        "cpu_s_per_task": {k: v / max(1, tasks) for k, v in cpu.items()},
-        "calls_per_task": per_task_calls(bill, tasks),
-        "sqs_per_task": sqs_by_call(bill, tasks),
-        "sqs_requests_per_task": bill.sqs_requests / max(1, tasks),
+        "cpu_s_per_task": {k: v / ran for k, v in cpu.items()},
+        "calls_per_task": per_task_calls(bill, ran),
+        "sqs_per_task": sqs_by_call(bill, ran),
+        "sqs_requests_per_task": bill.sqs_requests / ran,
+        "consumer_polls": consumer_polls(workdir / "stack.log"),
         "window_s": after.at - before.at,
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": _loadavg(),

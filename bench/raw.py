@@ -112,8 +112,19 @@ def _worker(endpoint: str, config_json: str, mix: dict[str, float], seconds: flo
     return groups * GROUP
 
 
+def fresh(endpoint: str, config: StackConfig, label: str) -> StackConfig:
+    """A table and queues of their own on the same server: moto's calls slow down as a table grows
+    (an index query reads every item), so each loop starts from an empty table, as the framework's run did."""
+    from atf_local.provision import provision
+
+    own = config.model_copy(update={"name": f"raw{label}", "table_name": f"raw{label}-tasks"})
+    provision(make_clients(endpoint), own)
+    return own
+
+
 def ceiling(endpoint: str, config: StackConfig, mix: dict[str, float], processes: int, seconds: float) -> float:
     """Tasks/s the backend serves when `processes` loops run the mix flat out."""
+    config = fresh(endpoint, config, f"p{processes}")
     context = multiprocessing.get_context("spawn")
     start_at = time.time() + 5.0  # every process imported and connected before the clock starts
     with context.Pool(processes) as pool:
@@ -125,6 +136,7 @@ def ceiling(endpoint: str, config: StackConfig, mix: dict[str, float], processes
 def call_latencies(endpoint: str, config: StackConfig, repeat: int = 30) -> dict[str, float]:
     """Milliseconds per call of each kind, one at a time against an otherwise idle server."""
     loop = RawLoop(endpoint, config, {})
+    loop.url = QueueDirectory(loop.sqs, config).url("noop", "normal")
     now = datetime.now(UTC)
     tasks = [loop.store.create(build_task(config, loop.request, now), "f").task for _ in range(repeat)]
     refs = [TaskRef.of(t) for t in tasks]

@@ -134,10 +134,26 @@ def _throughput(run: dict[str, Any]) -> str:
     lines += [f"| {k} | {v * 1000:.2f} |" for k, v in cpu.items()]
     lines += [f"| framework total (all but moto) | {framework * 1000:.2f} |", "",
               "Calls per task: " + ", ".join(f"{k} {v:.3f}" for k, v in run["calls_per_task"].items()), "",
-              "Milliseconds per call against the same server, one at a time, after the run: "
-              + ", ".join(f"{k} {v:.1f}" for k, v in run.get("call_ms", {}).items()), "",
+              _polls(run), "", *_call_ms(run), "",
               "![throughput](throughput.png)"]  # fmt: skip
     return "\n".join(lines)
+
+
+def _polls(run: dict[str, Any]) -> str:
+    polls = run.get("consumer_polls") or {}
+    if not polls.get("polls"):
+        return "The consumer reported no polls that sent anything."
+    return (f"The consumer's polls that sent tasks ({polls['polls']}): up to {polls['max_tasks']:.0f} tasks and "
+            f"{polls['max_seconds']:.1f} s in one poll, {polls['seconds_per_task'] * 1000:.0f} ms per task enqueued "
+            "(each due task is written, one at a time, before any of the poll's messages is sent).")
+
+
+def _call_ms(run: dict[str, Any]) -> list[str]:
+    lines = []
+    for table, calls in (run.get("call_ms") or {}).items():
+        timings = ", ".join(f"{k} {v:.1f}" for k, v in calls.items())
+        lines.append(f"Milliseconds per call, one at a time against the same server, {table}: {timings}.")
+    return lines
 
 
 def _capacity(capacity: dict[str, Any]) -> str:

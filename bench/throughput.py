@@ -3,6 +3,7 @@ then the embedded backend's ceiling for the same calls per task on the same serv
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -39,8 +40,12 @@ def run_throughput(
         cpu, bill = spent(before, after)
         mix = per_task_calls(bill, len(ids))
         _stop_framework(stack)
+        latencies = {}
+        if raw_processes:  # per-call costs on the table the run left, then on an empty one
+            latencies["after the run (table of the run)"] = raw.call_latencies(stack.endpoint, stack.config)
+            empty = raw.fresh(stack.endpoint, stack.config, "probe")
+            latencies["empty table"] = raw.call_latencies(stack.endpoint, empty)
         ceilings = {n: raw.ceiling(stack.endpoint, stack.config, mix, n, raw_seconds) for n in raw_processes}
-        latencies = raw.call_latencies(stack.endpoint, stack.config) if raw_processes else {}
     first, last_end = submitted[0][0], max(t["end"] for t in done.values())
     rate = len(done) / (last_end - first)
     best = max(ceilings.values(), default=0.0)
@@ -60,8 +65,30 @@ def run_throughput(
         "submitted": [(t - first, n) for t, n in submitted],
         "completed_at": sorted(t["end"] - first for t in done.values()),
         "started_at": sorted(t["start"] - first for t in done.values() if "start" in t),
+        "consumer_polls": consumer_polls(stack.workdir / "stack.log"),
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+    }
+
+
+def consumer_polls(log: Path) -> dict[str, Any]:
+    """The consumer's own metrics (EMF lines in the stack's log): how long its polls that sent something took."""
+    polls: list[tuple[float, float]] = []
+    for line in log.read_text(errors="replace").splitlines():
+        if '"ConsumerLoopSeconds"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        polls += [(s, n) for s, n in zip(record["ConsumerLoopSeconds"], record["TasksPerLoop"], strict=False) if n]
+    if not polls:
+        return {"polls": 0}
+    return {
+        "polls": len(polls),
+        "max_seconds": max(s for s, _ in polls),
+        "max_tasks": max(n for _, n in polls),
+        "seconds_per_task": sum(s for s, _ in polls) / sum(n for _, n in polls),
     }
 
 
