@@ -1,0 +1,208 @@
+"""atf top: a live view of a stack, refreshed in place until q or Ctrl-C.
+
+    atf top --api-url https://...execute-api... --config stack.json [--cloudwatch]
+    atf top --console-url http://127.0.0.1:8081          (the local stack, exact)
+
+Per lambda and priority: tasks by state, finished per minute, start-lag p95;
+then the gates in force and the dead letters. Where the numbers come from,
+and what each source can and cannot know, is atf_sdk.snapshot's docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import select
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from atf_core.config import StackConfig
+from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, Snapshot, Source
+
+QUIT_KEYS = frozenset("qQ")
+STYLE = {"success": "green", "dead_letter": "bold red", "fatal_failure": "red", "retriable_failure": "yellow"}
+
+
+# -- rendering ---------------------------------------------------------------------
+
+
+def render(snapshot: Snapshot, error: str | None = None) -> RenderableType:
+    """One frame."""
+    title = Text.assemble(("atf top", "bold"), f"  {snapshot.source}  ", (f"{snapshot.as_of:%H:%M:%S} UTC", "dim"))
+    parts: list[RenderableType] = [title, _tasks(snapshot), _gates(snapshot), _dead_letters(snapshot)]
+    parts += [Text(note, style="dim") for note in snapshot.notes]
+    if error:
+        parts.append(Text(f"refresh failed: {error}", style="bold red"))
+    parts.append(Text("q or Ctrl-C quits", style="dim"))
+    return Group(*parts)
+
+
+def _tasks(snapshot: Snapshot) -> Table:
+    columns = snapshot.columns()
+    table = Table(title="tasks by state", title_justify="left", expand=False)
+    table.add_column("lambda")
+    table.add_column("priority")
+    for column in columns:
+        table.add_column(column.replace("_", " "), justify="right", style=STYLE.get(column))
+    table.add_column("finished/min", justify="right")
+    table.add_column("lag p95", justify="right")
+    for row in snapshot.rows:
+        counts = [str(row.counts.get(c, 0)) for c in columns]
+        table.add_row(row.lambda_, row.priority, *counts, _number(row.finished_per_min), _ms(row.lag_p95_ms))
+    return table
+
+
+def _gates(snapshot: Snapshot) -> RenderableType:
+    if not snapshot.gates:
+        return Text("gates: none", style="dim")
+    table = Table(title="gates", title_justify="left")
+    for column in ("scope", "action", "until", "reason"):
+        table.add_column(column)
+    for gate in snapshot.gates:
+        until = f"{gate.until:%Y-%m-%d %H:%M:%S}" if gate.until else "-"
+        table.add_row(gate.scope, Text(gate.action.value, style="yellow"), until, gate.reason)
+    return table
+
+
+def _dead_letters(snapshot: Snapshot) -> Text:
+    if snapshot.dead_letters is None:
+        return Text("dead letters: unknown", style="dim")
+    counts = [(name, n) for name, n in snapshot.dead_letters.items()]
+    text = Text("dead letters: ")
+    for i, (name, n) in enumerate(counts):
+        text.append(f"{'  ' if i else ''}{name} ")
+        text.append(str(n), style="bold red" if n else "dim")
+    return text
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def render_text(snapshot: Snapshot, width: int = 120) -> str:
+    """One frame as plain text, for tests and --once."""
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, force_terminal=False).print(render(snapshot))
+    return out.getvalue()
+
+
+# -- the live loop -----------------------------------------------------------------
+
+
+@contextmanager
+def keypresses(stream: Any) -> Iterator[Any]:
+    """The terminal in cbreak mode (keys arrive unbuffered; Ctrl-C still interrupts) while the block runs."""
+    if not stream.isatty():
+        yield None
+        return
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield fd
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def quit_pressed(fd: int | None, wait_s: float) -> bool:
+    """Wait up to wait_s for a key; True if it was q."""
+    if fd is None:
+        select.select([], [], [], wait_s)
+        return False
+    ready, _, _ = select.select([fd], [], [], wait_s)
+    return bool(ready) and os.read(fd, 32).decode(errors="ignore")[:1] in QUIT_KEYS
+
+
+def run_live(source: Source, interval_s: float, console: Console | None = None) -> int:
+    console = console or Console()
+    snapshot = source.snapshot()
+    try:
+        with keypresses(sys.stdin) as fd, Live(render(snapshot), console=console, auto_refresh=False) as view:
+            while not quit_pressed(fd, interval_s):
+                error = None
+                try:
+                    snapshot = source.snapshot()
+                except Exception as failed:  # noqa: BLE001 - keep the last frame and say why it is stale
+                    error = f"{type(failed).__name__}: {failed}"
+                view.update(render(snapshot, error), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# -- the command -------------------------------------------------------------------
+
+
+def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
+    """`atf top`, for the CLI's build_parser (and `python -m atf_sdk.top`)."""
+    top = subparsers.add_parser("top", help="a live view: tasks by state, rates, start lag, gates, dead letters")
+    top.add_argument("--api-url", help="the API's URL (default: $ATF_API_URL)")
+    top.add_argument("--region", help="region to sign for (default: from the URL or boto3's configuration)")
+    top.add_argument("--console-url", help="the local stack's console instead of the API, e.g. http://127.0.0.1:8081")
+    top.add_argument("--config", help="stack configuration file, for the lambda names (default: $ATF_CONFIG)")
+    top.add_argument("--lambda", dest="lambdas", action="append", help="show this lambda (repeatable)")
+    top.add_argument("--cloudwatch", action="store_true", help="finished/min and lag p95 from CloudWatch metrics")
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.set_defaults(run=run_top)
+    return top  # type: ignore[no-any-return]
+
+
+def run_top(args: argparse.Namespace) -> int:
+    source = _source(args)
+    if args.once:
+        Console().print(render(source.snapshot()))
+        return 0
+    return run_live(source, args.interval)
+
+
+def _source(args: argparse.Namespace) -> Source:
+    if args.console_url:
+        return ConsoleSource(args.console_url)
+    from atf_sdk.client import API_URL_ENV, AtfClient
+
+    endpoint = args.api_url or os.environ.get(API_URL_ENV)
+    if not endpoint:
+        raise SystemExit(f"atf top: set {API_URL_ENV}, or pass --api-url or --console-url")
+    client = AtfClient(endpoint, region=args.region)
+    rates = None
+    if args.cloudwatch:
+        import boto3
+
+        rates = CloudWatchRates(boto3.client("cloudwatch", region_name=client.region))
+    return ApiSource(client, args.lambdas or _lambdas(args.config), rates)
+
+
+def _lambdas(config_path: str | None) -> list[str]:
+    from pathlib import Path
+
+    try:
+        config = StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
+    except RuntimeError:
+        raise SystemExit("atf top: name the lambdas (--lambda NAME, repeatable) or the stack (--config)") from None
+    return list(config.lambdas)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="atf")
+    add_top_command(parser.add_subparsers(dest="verb", required=True))
+    args = parser.parse_args(["top", *(sys.argv[1:] if argv is None else argv)])
+    sys.exit(args.run(args))
+
+
+if __name__ == "__main__":
+    main()

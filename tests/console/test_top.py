@@ -1,0 +1,216 @@
+"""atf top: one frame rendered to text, its sources, and the live view in a terminal quitting on q or Ctrl-C."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from atf_core.schema import Gate, GateAction
+from atf_local.stack import REPO
+from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, QueueRow, Snapshot
+from atf_sdk.top import render_text
+from tests.console.conftest import ConsoleStack
+
+AS_OF = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+BOX = str.maketrans("│┃", "  ")
+
+
+def a_snapshot(successes: int = 7) -> Snapshot:
+    gate = Gate(lambda_="mail", action=GateAction.PAUSE, reason="maintenance", created_at=AS_OF)
+    rows = [
+        QueueRow(lambda_="work", priority="high", counts={"new": 2, "processing": 1, "success": successes},
+                 finished_per_min=12.5, lag_p95_ms=1830),
+        QueueRow(lambda_="mail", priority="normal", counts={"new": 4, "dead_letter": 3}),
+    ]  # fmt: skip
+    return Snapshot(source="test", as_of=AS_OF, rows=rows, gates=[gate], dead_letters={"work": 0, "mail": 3})
+
+
+def line_of(frame: str, *starts: str) -> str:
+    """The table row (box characters taken out) whose first cells are these."""
+    rows = [line.translate(BOX) for line in frame.splitlines()]
+    (found,) = [row for row in rows if row.split()[: len(starts)] == list(starts)]
+    return found
+
+
+def test_one_frame_shows_counts_rates_lag_gates_and_dead_letters() -> None:
+    frame = render_text(a_snapshot())
+
+    header = line_of(frame, "lambda", "priority")
+    assert header.split()[2:] == ["new", "processing", "success", "dead", "letter", "finished/min", "lag", "p95"]
+    assert line_of(frame, "work", "high").split()[2:] == ["2", "1", "7", "0", "12.5", "1.83", "s"]
+    assert line_of(frame, "mail", "normal").split()[2:] == ["4", "0", "0", "3", "-", "-"]
+    assert line_of(frame, "mail/*").split() == ["mail/*", "pause", "-", "maintenance"]
+    assert "dead letters: work 0  mail 3" in frame
+    assert "q or Ctrl-C quits" in frame
+
+
+class _Snapshots(BaseHTTPRequestHandler):
+    """A console that answers /api/snapshot with one more success each time."""
+
+    served = 0
+
+    def do_GET(self) -> None:
+        type(self).served += 1
+        body = a_snapshot(successes=type(self).served).model_dump_json(by_alias=True).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_console() -> Iterator[str]:
+    _Snapshots.served = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Snapshots)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class Terminal:
+    """A process on a pseudo-terminal: what it drew, and keys typed into it."""
+
+    def __init__(self, command: list[str]) -> None:
+        self._fd, child = pty.openpty()
+        env = {**os.environ, "COLUMNS": "120", "LINES": "40", "TERM": "xterm"}
+        self.process = subprocess.Popen(
+            command, stdin=child, stdout=child, stderr=child, cwd=REPO, env=env, preexec_fn=_own_terminal
+        )
+        os.close(child)
+        self.screen = b""
+
+    def wait_for(self, needle: bytes, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.screen:
+            assert time.monotonic() < deadline, f"{needle!r} never drawn; got {self.screen[-400:]!r}"
+            self.drain()
+
+    def drain(self) -> None:
+        # Keep reading: a child whose terminal output is not drained blocks on its next frame.
+        if select.select([self._fd], [], [], 0.1)[0]:
+            try:
+                self.screen += os.read(self._fd, 65536)
+            except OSError:  # the child closed the terminal
+                time.sleep(0.1)
+
+    def type(self, keys: bytes) -> None:
+        os.write(self._fd, keys)
+
+    def exit_code(self, timeout_s: float = 10) -> int:
+        deadline = time.monotonic() + timeout_s
+        try:
+            while self.process.poll() is None:
+                assert time.monotonic() < deadline, "still running"
+                self.drain()
+            return self.process.returncode
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            os.close(self._fd)
+
+
+def _own_terminal() -> None:
+    """In the child: a session of its own with the pty as its controlling terminal, so Ctrl-C reaches it."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _top(url: str) -> Terminal:
+    return Terminal([sys.executable, "-m", "atf_sdk.top", "--console-url", url, "--interval", "0.2"])
+
+
+def test_top_redraws_in_place_and_quits_on_q(fake_console: str) -> None:
+    terminal = _top(fake_console)
+    terminal.wait_for(b"tasks by state")
+    terminal.wait_for(b"\x1b[1A")  # the cursor went back up: the next frame is drawn over the last
+    deadline = time.monotonic() + 10
+    while _Snapshots.served < 4:  # and the frames are new ones, every 0.2 s
+        assert time.monotonic() < deadline
+        terminal.drain()
+    terminal.type(b"q")
+    assert terminal.exit_code() == 0
+
+
+def test_top_quits_on_ctrl_c(fake_console: str) -> None:
+    terminal = _top(fake_console)
+    terminal.wait_for(b"tasks by state")
+    terminal.type(b"\x03")
+    assert terminal.exit_code() == 0
+    assert b"Traceback" not in terminal.screen
+
+
+def test_the_api_source_reads_a_stack_through_its_api(console_stack: ConsoleStack) -> None:
+    console_stack.client.schedule("mail", delay_seconds=3600)
+    console_stack.client.pause("work", "later", reason="top test")
+    try:
+        snapshot = ApiSource(console_stack.client, ["work", "mail"]).snapshot()
+        frame = render_text(snapshot)
+    finally:
+        console_stack.client.resume("work", "later")
+    assert {(r.lambda_, r.priority) for r in snapshot.rows} >= {("work", "high"), ("mail", "normal")}
+    assert int(line_of(frame, "mail", "normal").split()[2]) >= 1  # the scheduled column
+    assert "work/later" in frame and "top test" in frame
+    assert "need --cloudwatch" in frame
+
+
+def test_the_console_source_and_once(console_stack: ConsoleStack) -> None:
+    snapshot = ConsoleSource(console_stack.console).snapshot()
+    assert "success" in snapshot.columns()
+    once = subprocess.run(
+        [sys.executable, "-m", "atf_sdk.top", "--once", "--console-url", console_stack.console],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env={**os.environ, "COLUMNS": "160"},
+    )  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    assert line_of(once.stdout, "mail", "normal")
+
+
+class RecordingCloudWatch:
+    """Answers GetMetricData with fixed values and keeps the queries it was asked."""
+
+    def __init__(self, values: dict[tuple[str, str], list[float]]) -> None:
+        self.values = values
+        self.queries: list[dict[str, Any]] = []
+
+    def get_metric_data(self, MetricDataQueries: list[dict[str, Any]], **_: Any) -> dict[str, Any]:  # noqa: N803
+        self.queries += MetricDataQueries
+        results = []
+        for query in MetricDataQueries:
+            stat = query["MetricStat"]
+            dims = {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]}
+            key = (stat["Metric"]["MetricName"], dims["priority"])
+            results.append({"Id": query["Id"], "Values": self.values.get(key, [])})
+        return {"MetricDataResults": results}
+
+
+def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
+    cloudwatch = RecordingCloudWatch(
+        {("Succeeded", "high"): [40.0], ("FatalFailures", "high"): [10.0], ("StartLagMs", "high"): [900.0]}
+    )
+    rates = CloudWatchRates(cloudwatch, window_min=5).rates([("work", "high"), ("work", "low")])
+    assert rates.finished_per_min == {("work", "high"): 10.0, ("work", "low"): 0.0}
+    assert rates.lag_p95_ms == {("work", "high"): 900.0}
+    lag_queries = [
+        q["MetricStat"] for q in cloudwatch.queries if q["MetricStat"]["Metric"]["MetricName"] == "StartLagMs"
+    ]
+    assert {q["Stat"] for q in lag_queries} == {"p95"}
+    dims = {d["Name"]: d["Value"] for d in lag_queries[0]["Metric"]["Dimensions"]}
+    assert dims == {"lambda": "work", "priority": "high", "service": "atf-worker"}
+    assert all(q["Metric"]["Namespace"] == "ATF" for q in lag_queries)
