@@ -73,7 +73,7 @@ def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.
         "calls_per_task": per_task_calls(bill, ran),
         "sqs_per_task": sqs_by_call(bill, ran),
         "sqs_requests_per_task": bill.sqs_requests / ran,
-        "consumer_polls": consumer_polls(workdir / "stack.log"),
+        "consumer_polls": consumer_polls(stack.history_dir),
         "window_s": after.at - before.at,
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": _loadavg(),

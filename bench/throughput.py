@@ -65,30 +65,39 @@ def run_throughput(
         "submitted": [(t - first, n) for t, n in submitted],
         "completed_at": sorted(t["end"] - first for t in done.values()),
         "started_at": sorted(t["start"] - first for t in done.values() if "start" in t),
-        "consumer_polls": consumer_polls(stack.workdir / "stack.log"),
+        "consumer_polls": consumer_polls(stack.history_dir),
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
     }
 
 
-def consumer_polls(log: Path) -> dict[str, Any]:
-    """The consumer's own metrics (EMF lines in the stack's log): how long its polls that sent something took."""
-    polls: list[tuple[float, float]] = []
-    for line in log.read_text(errors="replace").splitlines():
-        if '"ConsumerLoopSeconds"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        polls += [(s, n) for s, n in zip(record["ConsumerLoopSeconds"], record["TasksPerLoop"], strict=False) if n]
+def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
+    """The consumer's polls as its history shows them: runs of enqueue writes with no gap over gap_s.
+    A poll writes every due task, one at a time, before it sends any of them."""
+    times: list[float] = []
+    for path in history_dir.glob("consumer-*.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("transition") == "enqueue" and record.get("result") == "applied":
+                times.append(record["t"])
+    times.sort()
+    polls: list[list[float]] = []
+    for moment in times:
+        if polls and moment - polls[-1][-1] <= gap_s:
+            polls[-1].append(moment)
+        else:
+            polls.append([moment])
     if not polls:
         return {"polls": 0}
+    spans = [poll[-1] - poll[0] for poll in polls]
     return {
         "polls": len(polls),
-        "max_seconds": max(s for s, _ in polls),
-        "max_tasks": max(n for _, n in polls),
-        "seconds_per_task": sum(s for s, _ in polls) / sum(n for _, n in polls),
+        "max_tasks": max(len(poll) for poll in polls),
+        "max_seconds": max(spans),
+        "seconds_per_task": sum(spans) / max(1, sum(len(poll) - 1 for poll in polls)),
     }
 
 

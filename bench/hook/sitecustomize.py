@@ -34,11 +34,14 @@ if os.environ.get("BENCH_METER_DIR"):
             _meter.attach(client)
         return client
 
+    _dumping = threading.Lock()  # the periodic thread and atexit share one temporary file
+
     def _dump() -> None:
         snapshot = {"pid": os.getpid(), "argv": sys.argv, "t": time.time(), "bill": _meter.snapshot().to_dict()}
-        temporary = _path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(snapshot))
-        temporary.replace(_path)
+        with _dumping:
+            temporary = _path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(snapshot))
+            temporary.replace(_path)
 
     def _dump_every_half_second() -> None:
         while True:
