@@ -75,3 +75,11 @@ def test_function_package_keeps_its_import_path(tmp_path: Path) -> None:
 )
 def test_image_references_in_this_accounts_ecr_or_a_registry(image: str, registry: bool) -> None:
     assert _is_registry_reference(image) is registry
+
+
+def test_routes_come_from_the_path_items_operations_only(tmp_path: Path) -> None:
+    from atf_infra.constructs.frontend import frontend_routes
+
+    document = tmp_path / "openapi.json"
+    document.write_text('{"paths": {"/v1/x/{id}": {"parameters": [], "summary": "s", "get": {}, "delete": {}}}}')
+    assert frontend_routes(document) == {"/v1/x/{id}": ("DELETE", "GET"), "/v1/openapi.json": ("GET",)}

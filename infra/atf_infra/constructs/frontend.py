@@ -21,6 +21,7 @@ OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
 # Served by the frontend but left out of its own document.
 UNDOCUMENTED_ROUTES = {"/v1/openapi.json": ("GET",)}
 WITH_BODY = ("POST", "PUT")
+HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH")
 # API Gateway's own refusals answer in the frontend's error shape, with the codes of
 # atf_core.errors, so the SDK raises the same classes whoever refused the request.
 ERROR_TEMPLATE = '{"code": "%s", "message": $context.error.messageString, "field": %s}'
@@ -39,7 +40,8 @@ def frontend_routes(document: Path = OPENAPI_DOCUMENT) -> dict[str, tuple[str, .
     """The routes the frontend serves, from the OpenAPI document it commits (and tests for drift):
     only these reach the function, anything else is refused before it costs an invocation."""
     paths = json.loads(document.read_text())["paths"]
-    routes = {path: tuple(sorted(method.upper() for method in methods)) for path, methods in paths.items()}
+    # A path item may also hold "parameters", "summary" and the like besides its operations.
+    routes = {path: tuple(sorted(m.upper() for m in item if m.upper() in HTTP_METHODS)) for path, item in paths.items()}
     return {**routes, **UNDOCUMENTED_ROUTES}
 
 
