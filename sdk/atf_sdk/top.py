@@ -119,12 +119,18 @@ def keypresses(stream: Any) -> Iterator[Any]:
 
 
 def quit_pressed(fd: int | None, wait_s: float) -> bool:
-    """Wait up to wait_s for a key; True if it was q."""
+    """Wait up to wait_s for a key; True if it was q, or if the terminal is gone."""
     if fd is None:
         select.select([], [], [], wait_s)
         return False
     ready, _, _ = select.select([fd], [], [], wait_s)
-    return bool(ready) and os.read(fd, 32).decode(errors="ignore")[:1] in QUIT_KEYS
+    if not ready:
+        return False
+    try:
+        keys = os.read(fd, 32)
+    except OSError:  # the terminal hung up
+        return True
+    return not keys or keys.decode(errors="ignore")[:1] in QUIT_KEYS
 
 
 def run_live(source: Source, interval_s: float, console: Console | None = None) -> int:

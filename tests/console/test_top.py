@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -89,7 +90,7 @@ class Terminal:
     """A process on a pseudo-terminal: what it drew, and keys typed into it."""
 
     def __init__(self, command: list[str]) -> None:
-        self._fd, child = pty.openpty()
+        self.fd, child = pty.openpty()
         env = {**os.environ, "COLUMNS": "120", "LINES": "40", "TERM": "xterm"}
         self.process = subprocess.Popen(
             command, stdin=child, stdout=child, stderr=child, cwd=REPO, env=env, preexec_fn=_own_terminal
@@ -105,14 +106,14 @@ class Terminal:
 
     def drain(self) -> None:
         # Keep reading: a child whose terminal output is not drained blocks on its next frame.
-        if select.select([self._fd], [], [], 0.1)[0]:
+        if select.select([self.fd], [], [], 0.1)[0]:
             try:
-                self.screen += os.read(self._fd, 65536)
+                self.screen += os.read(self.fd, 65536)
             except OSError:  # the child closed the terminal
                 time.sleep(0.1)
 
     def type(self, keys: bytes) -> None:
-        os.write(self._fd, keys)
+        os.write(self.fd, keys)
 
     def exit_code(self, timeout_s: float = 10) -> int:
         deadline = time.monotonic() + timeout_s
@@ -124,7 +125,8 @@ class Terminal:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-            os.close(self._fd)
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
 
 def _own_terminal() -> None:
@@ -155,6 +157,17 @@ def test_top_quits_on_ctrl_c(fake_console: str) -> None:
     terminal.type(b"\x03")
     assert terminal.exit_code() == 0
     assert b"Traceback" not in terminal.screen
+
+
+def test_top_ends_when_its_terminal_hangs_up(fake_console: str) -> None:
+    terminal = _top(fake_console)
+    terminal.wait_for(b"tasks by state")
+    os.close(terminal.fd)  # the terminal window closed: top must not spin on a dead stdin
+    try:
+        terminal.process.wait(timeout=10)
+    finally:
+        if terminal.process.poll() is None:
+            terminal.process.kill()
 
 
 def test_the_api_source_reads_a_stack_through_its_api(console_stack: ConsoleStack) -> None:
