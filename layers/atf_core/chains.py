@@ -30,6 +30,7 @@ from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
 
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
+MAX_CHAIN_SPEC_BYTES = 160 * 1024
 FAILED = {TaskStatus.DEAD_LETTER, TaskStatus.FATAL_FAILURE, TaskStatus.EXPIRED, TaskStatus.DROPPED}
 
 
@@ -53,6 +54,10 @@ class ChainSpec(BaseModel):
 
     @model_validator(mode="after")
     def _a_dag(self) -> ChainSpec:
+        # The chain item holds the spec twice (itself and its fingerprint) and
+        # must fit DynamoDB's 400 KB item limit.
+        if len(self.model_dump_json(by_alias=True)) > MAX_CHAIN_SPEC_BYTES:
+            raise ValueError(f"the chain is over {MAX_CHAIN_SPEC_BYTES} bytes as JSON; keep large data out of payloads")
         names = [link.name for link in self.links]
         if len(set(names)) != len(names):
             raise ValueError("link names must be distinct")
@@ -188,7 +193,7 @@ class Chains:
 
     # -- helpers -------------------------------------------------------------
     def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
-        body = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
+        body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
         body.update({k: v for k, v in (("priority", link.priority), ("max_attempts", link.max_attempts)) if v})
         try:
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)

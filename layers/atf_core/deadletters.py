@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
@@ -64,12 +65,14 @@ class DeadLetters:
         self._config = config
 
     def list(self, selection: DeadLetterFilter) -> list[DeadLetter]:
-        found: list[DeadLetter] = []
-        for entry in self._entries(selection):
-            found.append(_dead_letter(entry))
-            if len(found) >= min(selection.limit, MAX_SELECTION):
-                break
-        return sorted(found, key=lambda d: d.died_at)
+        """The oldest `limit` dead letters of the selection, oldest first.
+
+        Each partition is read in time order, so its first `limit` entries are
+        all it can contribute; the oldest across partitions are then kept.
+        """
+        limit = min(selection.limit, MAX_SELECTION)
+        found = [_dead_letter(e) for entries in self._partitions(selection) for e in islice(entries, limit)]
+        return sorted(found, key=lambda d: (d.died_at, d.id))[:limit]
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
@@ -102,7 +105,7 @@ class DeadLetters:
                 result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)
         return result
 
-    def _entries(self, selection: DeadLetterFilter) -> Iterator[DueEntry]:
+    def _partitions(self, selection: DeadLetterFilter) -> Iterator[Iterator[DueEntry]]:
         spec = self._config.lambdas.get(selection.lambda_name)
         if spec is None:
             raise UnknownLambda(f"unknown lambda {selection.lambda_name!r}", "lambda")
@@ -115,7 +118,7 @@ class DeadLetters:
         for priority in spec.priorities:
             for shard in range(self._config.shards_of(selection.lambda_name)):
                 partition = index_partition(DEAD, selection.lambda_name, priority, shard)
-                yield from self._store.entries(partition, low, high, equal)
+                yield self._store.entries(partition, low, high, equal)
 
 
 def _dead_letter(entry: DueEntry) -> DeadLetter:

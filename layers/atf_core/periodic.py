@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from atf_core.schema import COLLECTION_PATTERN, MAX_PAYLOAD_BYTES, NAME_PATTERN, payload_size
@@ -57,8 +57,18 @@ class ScheduleSpec(BaseModel):
     @field_validator("cron")
     @classmethod
     def _cron_parses(cls, cron: str | None) -> str | None:
-        if cron is not None and not croniter.is_valid(cron):
+        if cron is None:
+            return None
+        if not croniter.is_valid(cron):
             raise ValueError(f"{cron!r} is not a valid cron expression")
+        # A year field can run out of occurrences, and a date that never comes
+        # (30 February) has none: either would fail each time the schedule fires.
+        if len(cron.split()) > 6:
+            raise ValueError(f"{cron!r} has a year field; give five fields (or six, with seconds)")
+        try:
+            croniter(cron, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+        except CroniterError:
+            raise ValueError(f"{cron!r} never occurs") from None
         return cron
 
     @field_validator("timezone")

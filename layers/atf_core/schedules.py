@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import builtins
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from atf_core.config import StackConfig
-from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
+from atf_core.errors import AtfError, Conflict, NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.scheduling import Scheduling
-from atf_core.schema import ScheduleRequest, TaskStatus, to_ms, utcnow
+from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
 from atf_core.store.schedules import (
     PARKED_MS,
@@ -19,6 +21,9 @@ from atf_core.store.schedules import (
     schedule_from,
     schedule_id,
 )
+
+log = logging.getLogger("atf.schedules")
+SAVE_TRIES = 5
 
 
 @dataclass
@@ -38,22 +43,24 @@ class Schedules:
     def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None) -> Schedule:
         """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now."""
         self._check(spec)
-        now = now or utcnow()
-        current = self._find(name)
-        schedule = Schedule(
-            name=name,
-            spec=spec,
-            paused=current.paused if current else False,
-            created_at=now,
-            last_occurrence=current.last_occurrence if current else None,
-            next_occurrence=spec.next_after(now, now),
-            last_task_id=current.last_task_id if current else None,
-            fired=current.fired if current else 0,
-            skipped=current.skipped if current else 0,
-            version=current.version if current else 0,
-        )
-        self._save(schedule, None if current is None else current.version)
-        return schedule
+        now = from_ms(to_ms(now or utcnow()))  # as stored, so what put returns is what get reads
+        for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
+            current = self._find(name)
+            schedule = Schedule(
+                name=name,
+                spec=spec,
+                paused=current.paused if current else False,
+                created_at=now,
+                last_occurrence=current.last_occurrence if current else None,
+                next_occurrence=spec.next_after(now, now),
+                last_task_id=current.last_task_id if current else None,
+                fired=current.fired if current else 0,
+                skipped=current.skipped if current else 0,
+                version=current.version + 1 if current else 1,
+            )
+            if self._save(schedule, None if current is None else current.version):
+                return schedule
+        raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
     def get(self, name: str) -> Schedule:
         found = self._find(name)
@@ -70,14 +77,18 @@ class Schedules:
             raise NotFound(f"no schedule {name!r}", "name")
 
     def set_paused(self, name: str, paused: bool, now: datetime | None = None) -> Schedule:
-        current = self.get(name)
         now = now or utcnow()
-        following = current.spec.next_after(now, current.created_at)
-        updated = current.model_copy(update={"paused": paused, "next_occurrence": following})
-        self._save(updated, current.version)
-        return updated
+        for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
+            current = self.get(name)
+            following = current.spec.next_after(now, current.created_at)
+            updated = current.model_copy(
+                update={"paused": paused, "next_occurrence": following, "version": current.version + 1}
+            )
+            if self._save(updated, current.version):
+                return updated
+        raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
-    def upcoming(self, name: str, count: int = 5) -> list[datetime]:
+    def upcoming(self, name: str, count: int = 5) -> builtins.list[datetime]:  # `list` is a method here
         schedule = self.get(name)
         return schedule.spec.upcoming(utcnow(), schedule.created_at, count)
 
@@ -88,8 +99,12 @@ class Schedules:
         up_to = now + timedelta(seconds=lookahead_s)
         for item_id in self._items.partition(SCHEDULES_PARTITION, to_ms(up_to)):
             raw = self._items.get(item_id)
-            if raw is not None:
+            if raw is None:
+                continue
+            try:
                 self._fire(schedule_from(raw), now, up_to, report)
+            except AtfError:  # e.g. its lambda left the configuration: it must not hold up the others
+                log.exception("schedule %s could not fire", item_id)
         return report
 
     def _fire(self, schedule: Schedule, now: datetime, up_to: datetime, report: FireReport) -> None:
