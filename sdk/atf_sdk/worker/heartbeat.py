@@ -5,6 +5,12 @@ heartbeats in a row (or a lease this process can no longer prove, say after
 it was paused) and the process kills itself: the heartbeat timeout exceeds
 three intervals plus the retry budget of one call, so by the time the
 consumer may re-enqueue the task, this execution has stopped.
+
+The consumer may re-enqueue a task once it has watched its last stamp stay
+unchanged for the lease floor, and a stamp can land as soon as its call is
+sent. So a lease counts from the sending of the claim or of the last heartbeat
+that landed, and a watchdog (not the beat loop, which a hung call holds up)
+ends the process a margin before the floor runs out.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from datetime import timedelta
 
 from atf_core import lifecycle
 from atf_core.config import Timeouts
+from atf_core.consumer.deadlines import lease_floor
 from atf_core.schema import Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 
 log = logging.getLogger("atf.executor")
 MISSES_ALLOWED = 3
 EXIT_LOST_LEASE = 70
+WATCH_EVERY_S = 0.1
+LEASE_MARGIN_S = 0.5  # the watchdog's own lateness, and the time a process takes to die
 
 
 @dataclass
@@ -32,7 +41,7 @@ class _Running:
     task: Task
     ref: TaskRef
     attempt: int
-    last_ok: float  # monotonic time of the claim or the last successful heartbeat
+    last_ok: float  # monotonic time the claim, or the last heartbeat that landed, was sent
     misses: int = 0
 
 
@@ -59,14 +68,22 @@ class Heartbeats:
         self._stop = threading.Event()
 
     def track(self, task: Task) -> None:
+        # The lease began at the claim (the controller is on this host, on this clock), not
+        # when this thread got the task: a process paused while its controller handed it a
+        # task must not start it once the lease is gone.
+        age = max(0.0, (utcnow() - task.claimed_at).total_seconds()) if task.claimed_at else 0.0
+        entry = _Running(task, TaskRef.of(task), task.attempt, time.monotonic() - age)
+        if self._expired(entry):
+            self._terminate(f"task {task.id} attempt {task.attempt} was claimed {age:.1f}s ago: its lease is gone")
         with self._lock:
-            self._running[task.id] = _Running(task, TaskRef.of(task), task.attempt, time.monotonic())
+            self._running[task.id] = entry
 
     def untrack(self, task_id: str) -> None:
         with self._lock:
             self._running.pop(task_id, None)
 
     def run(self) -> None:
+        threading.Thread(target=self._watch, daemon=True, name="lease-watchdog").start()
         interval = self._timeouts.heartbeat_interval
         while not self._stop.wait(interval):
             self.beat_all()
@@ -81,22 +98,35 @@ class Heartbeats:
     def stop(self) -> None:
         self._stop.set()
 
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_EVERY_S):
+            with self._lock:
+                running = list(self._running.values())
+            for entry in running:
+                if self._expired(entry):
+                    silent_for = time.monotonic() - entry.last_ok
+                    self._terminate(f"no heartbeat landed for {silent_for:.1f}s on task {entry.ref.id}")
+
+    def _expired(self, entry: _Running) -> bool:
+        return time.monotonic() - entry.last_ok > lease_floor(self._timeouts) - LEASE_MARGIN_S
+
     def _beat(self, entry: _Running) -> None:
         # A lease this process cannot prove (it was paused, or its clock jumped)
         # is treated as lost before anything else happens.
         silent_for = time.monotonic() - entry.last_ok
-        if silent_for > MISSES_ALLOWED * self._timeouts.heartbeat_interval + self._timeouts.call_budget:
+        if self._expired(entry):
             self._terminate(f"no successful heartbeat for {silent_for:.1f}s on task {entry.ref.id}")
             return
         now = utcnow()
         change = Change(now=now, attempt=entry.attempt, next_at=now + timedelta(seconds=self._timeouts.heartbeat))
+        sent = time.monotonic()
         try:
             outcome = self._store.transition(entry.ref, lifecycle.HEARTBEAT, change)
         except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
             self._missed(entry, f"{type(error).__name__}: {error}")
             return
         if outcome.applied:
-            entry.last_ok, entry.misses = time.monotonic(), 0
+            entry.last_ok, entry.misses = sent, 0
             if self._on_beat is not None:
                 self._renew(entry)
         elif self._still_running(entry):
