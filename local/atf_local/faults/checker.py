@@ -71,7 +71,9 @@ class Result:
     p95_start_lag_s: float = 0.0
     drain_s: float = 0.0
     executor_exits: int = 0
+    lag_by_lambda: dict[str, float] = field(default_factory=dict)  # max start-lag of each lambda
     violations: list[str] = field(default_factory=list)
+    missed_targets: list[str] = field(default_factory=list)  # performance targets, not guarantees
 
     @property
     def ok(self) -> bool:
@@ -227,6 +229,10 @@ def _start_lag(result: Result, accepted: dict[str, Record], runs: list[Execution
     first: dict[str, float] = {}
     for run in runs:
         first[run.task] = min(first.get(run.task, run.start), run.start)
+    for task, record in accepted.items():
+        if task in first:
+            lag = max(0.0, first[task] - float(record["scheduled_t"]))
+            result.lag_by_lambda[record["lambda"]] = max(lag, result.lag_by_lambda.get(record["lambda"], 0.0))
     lags = sorted(
         first[task] - float(record["scheduled_t"])
         for task, record in accepted.items()

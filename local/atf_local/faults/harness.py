@@ -1,0 +1,257 @@
+"""Runs one scenario for real: a fresh local stack, its processes, the workload,
+the faults; then waits for the backlog to drain, stops everything and checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from atf_core.aws import AwsClients, make_clients
+from atf_core.config import StackConfig
+from atf_core.definitions import Attr
+from atf_core.faults import Plan, install
+from atf_core.history import History, recorded
+from atf_core.scheduling import Scheduling
+from atf_core.schema import ScheduleRequest
+from atf_core.store import codec
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.faults.checker import TERMINAL, Bounds, Result, check_run
+from atf_local.faults.procs import Cluster, python_argv
+from atf_local.faults.spec import LAMBDAS_SPEC, ConsumerSpec, HostSpec, Scenario
+from atf_local.faults.tail import ExecKey, HistoryTail
+from atf_local.faults.workload import Workload
+from atf_local.stack import free_port, wait_for_port
+
+log = logging.getLogger("atf.faults")
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    result: Result
+    seconds: float
+    run_dir: Path
+
+
+class Run:
+    """What a scenario's fault injection can do while the workload runs."""
+
+    def __init__(self, cluster: Cluster, scenario: Scenario, seed: int) -> None:
+        self.cluster = cluster
+        self.scenario = scenario
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.tail = HistoryTail(cluster.history_dir)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def wait_for(self, done: Callable[[], bool], timeout_s: float, every_s: float = 0.2) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if done():
+                return True
+            time.sleep(every_s)
+        return done()
+
+    def busy_executor(self, host: str | None = None, timeout_s: float = 30.0) -> tuple[int, list[ExecKey]] | None:
+        """An executor (of `host`) running a task right now, chosen with the run's seed."""
+        found: list[tuple[int, list[ExecKey]]] = []
+
+        def look() -> bool:
+            busy = self.tail.busy_pids(self.cluster.executors(host))
+            found[:] = sorted(busy.items())
+            return bool(found)
+
+        if not self.wait_for(look, timeout_s):
+            return None
+        return self.rng.choice(found)
+
+    def signal(self, pid: int, sig: signal.Signals) -> None:
+        self.cluster.signal(pid, sig, injected=sig is not signal.SIGCONT)
+
+    def add_host(self, spec: HostSpec) -> None:
+        _add_host(self.cluster, spec, self.seed)
+
+    def arm(self, flag: str) -> None:
+        """Open the faults of the rules that name this flag."""
+        self.cluster.history.record("phase", name=f"armed {flag}")
+        (self.cluster.run_dir / "flags" / flag).touch()
+
+    def disarm(self, flag: str) -> None:
+        (self.cluster.run_dir / "flags" / flag).unlink(missing_ok=True)
+        self.cluster.history.record("phase", name=f"disarmed {flag}")
+
+
+def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1) -> Outcome:
+    began = time.monotonic()
+    for key, value in DUMMY_CREDENTIALS.items():
+        os.environ.setdefault(key, value)  # the harness's own clients talk to the embedded AWS too
+    run_dir = _fresh_dir(out_root / f"{scenario.number:02d}-{scenario.key}")
+    config = StackConfig.model_validate(scenario.stack_config())
+    (run_dir / "stack.json").write_text(json.dumps(scenario.stack_config(), indent=2))
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    history = History(run_dir / "history", "harness")
+    cluster = Cluster(run_dir, endpoint, config.model_dump_json(), history)
+    healed_t = drained_t = None
+    try:
+        argv = ["-m", "atf_local.faults.server", "--config", str(run_dir / "stack.json"), "--aws-port", str(port)]
+        cluster.add("stack", "stack", python_argv(*argv), lambda _: {})
+        clients = _ready(endpoint, port, config)
+        healed_t, drained_t = _drive(scenario, cluster, clients, config, seed)
+        _snapshot(clients, config, run_dir / "final.json")
+    finally:
+        cluster.stop_all()
+        cluster.kill_leftovers()
+    now = time.time()
+    bounds = Bounds(healed_t or now, drained_t, now, scenario.drain_bound_s, scenario.watched)
+    result, records, final = check_run(run_dir, bounds)
+    for expectation in scenario.expect:
+        for message in expectation(result, records, final):
+            result.violate(message)
+    for target in scenario.targets:
+        result.missed_targets += target(result, records, final)
+    return Outcome(scenario, result, time.monotonic() - began, run_dir)
+
+
+def _drive(
+    scenario: Scenario, cluster: Cluster, clients: AwsClients, config: StackConfig, seed: int
+) -> tuple[float, float | None]:
+    """Start the processes and the workload, inject, heal; returns (healed_t, drained_t)."""
+    for consumer in scenario.consumers:
+        _add_consumer(cluster, consumer, seed)
+    for host in scenario.hosts:
+        _add_host(cluster, host, seed)
+    cluster.start_monitor()
+    _warm_up(scenario, clients, config)
+    window = cluster.run_dir / "flags" / "window"
+    window.touch()  # the faults open now that the stack is warm
+    started = time.time()
+    cluster.history.record("phase", name="window open")
+    faulty = _harness_clients(scenario, clients, seed, window)
+    store = recorded(DynamoTaskStore(faulty.dynamodb, config), cluster.history)
+    workload = Workload(Scheduling(store, config), cluster.history, scenario.loads, f"{scenario.key}-{int(started)}")
+    workload.start()
+    if scenario.inject is not None:
+        scenario.inject(Run(cluster, scenario, seed))
+    workload.done.wait()
+    time.sleep(max(0.0, started + scenario.fault_window_s - time.time()))
+    window.unlink()
+    healed_t = time.time()
+    cluster.history.record("phase", name="healed")
+    reader = DynamoTaskStore(clients.dynamodb, config)
+    drained_t = _wait_drained(reader, workload.accepted, healed_t + scenario.drain_bound_s * 1.5 + 10)
+    cluster.history.record("phase", name="drained" if drained_t else "not drained")
+    return healed_t, drained_t
+
+
+def _add_consumer(cluster: Cluster, spec: ConsumerSpec, seed: int) -> None:
+    argv = python_argv("-m", "atf_local", "consumer", "--group", str(spec.group), "--groups", str(spec.groups))
+
+    def env_for(incarnation: int) -> dict[str, str]:
+        return {**_offset(spec.offset_s), **spec.faults.env(seed, incarnation, cluster.run_dir / "flags")}
+
+    cluster.add(spec.name, "consumer", argv, env_for, restart=spec.restart)
+
+
+def _add_host(cluster: Cluster, spec: HostSpec, seed: int) -> None:
+    argv = python_argv(
+        "-m", "atf_sdk.cli", "worker", LAMBDAS_SPEC, "--config", str(cluster.run_dir / "stack.json"),
+        "--executors", str(spec.executors), "--threads", str(spec.threads), "--receive-wait", "1",
+    )  # fmt: skip
+    for name in spec.only:
+        argv += ["--only", name]
+
+    def env_for(incarnation: int) -> dict[str, str]:
+        return {**_offset(spec.offset_s), **spec.faults.env(seed, incarnation, cluster.run_dir / "flags")}
+
+    cluster.add(spec.name, "host", argv, env_for, restart=spec.restart)
+
+
+def _warm_up(scenario: Scenario, clients: AwsClients, config: StackConfig) -> None:
+    """A few tasks of each lambda first, so start-lag measures the framework and not
+    the executors' imports. They are not part of the workload (not "accepted")."""
+    store = DynamoTaskStore(clients.dynamodb, config)
+    scheduling = Scheduling(store, config)
+    ids: list[str] = []
+    for name in scenario.lambdas:
+        if name == "poison":
+            continue
+        threads = sum(h.executors * h.threads for h in scenario.hosts if not h.only or name in h.only)
+        request = ScheduleRequest.model_validate({"lambda": name, "payload": {"seconds": 0.3}})
+        ids += [scheduling.schedule(request).task.id for _ in range(max(1, threads))]
+    if _wait_drained(store, ids, time.time() + 120) is None:
+        log.warning("warm-up tasks did not finish in 120 s; starting anyway")
+
+
+def _offset(seconds: float) -> dict[str, str]:
+    return {"ATF_CLOCK_OFFSET_S": str(seconds)} if seconds else {}
+
+
+def _harness_clients(scenario: Scenario, clients: AwsClients, seed: int, window: Path) -> AwsClients:
+    if not scenario.harness_faults:
+        return clients
+    raw = {"seed": seed, "rules": [{**rule, "while_exists": str(window)} for rule in scenario.harness_faults]}
+    faulty = make_clients(clients.dynamodb.meta.endpoint_url)
+    install(faulty.dynamodb, "harness", Plan.from_json(json.dumps(raw)))
+    return faulty
+
+
+def _ready(endpoint: str, port: int, config: StackConfig) -> AwsClients:
+    wait_for_port(port, timeout_s=60)
+    clients = make_clients(endpoint)
+    wanted = 2 * sum(len(spec.priorities) for spec in config.lambdas.values())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if len(clients.sqs.list_queues().get("QueueUrls", [])) >= wanted:
+            return clients
+        time.sleep(0.2)
+    raise TimeoutError("the local stack did not provision its queues in 60 s")
+
+
+def _wait_drained(store: DynamoTaskStore, accepted: list[str], deadline: float) -> float | None:
+    while time.time() < deadline:
+        tasks = store.get_many(list(accepted))
+        if len(tasks) == len(set(accepted)) and all(t.status.value in TERMINAL for t in tasks):
+            return time.time()
+        time.sleep(1.0)
+    return None
+
+
+def _snapshot(clients: AwsClients, config: StackConfig, path: Path) -> None:
+    tasks: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"TableName": config.table_name, "ConsistentRead": True}
+    while True:
+        page = clients.dynamodb.scan(**request)
+        for item in page.get("Items", []):
+            if Attr.STATUS not in item:
+                continue  # the gates item
+            task = codec.item_to_task(item)
+            tasks.append({
+                "id": task.id, "lambda": task.lambda_, "status": task.status.value, "attempt": task.attempt,
+                "max_attempts": task.max_attempts, "indexed": Attr.INDEX_PK in item,
+            })  # fmt: skip
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    path.write_text(json.dumps({"t": time.time(), "tasks": tasks}))
+
+
+def _fresh_dir(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    (path / "history").mkdir(parents=True)
+    (path / "logs").mkdir()
+    (path / "flags").mkdir()
+    return path
