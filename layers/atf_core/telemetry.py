@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 NAMESPACE = "ATF"
-# The worker hosts' `service` dimension (their POWERTOOLS_SERVICE_NAME): the start-lag alarms name it.
-WORKER_SERVICE = "atf-worker"
+# The worker hosts' `service` dimension when POWERTOOLS_SERVICE_NAME is unset; the CDK app sets the same
+# value (atf_infra.constructs.workers), and its start-lag alarms name it.
+WORKER_SERVICE = "worker"
 CONSUMER_SERVICE = "consumer"
 FLUSH_EVERY_S = 10.0
 # EMF takes up to 100 values of one metric per document, and Powertools prints

@@ -98,7 +98,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     host_log = root / "host.log"
     processes = [stack]
     try:
-        wait_for_port(console, timeout_s=60)
+        wait_for_port(console, timeout_s=120)
         endpoint = f"http://127.0.0.1:{aws}"
         host_env = local_environment(endpoint, config.model_dump_json())
         processes.append(_start_host(config_path, host_env, host_log))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from atf_core.schema import Gate, GateAction
+from atf_core.telemetry import WORKER_SERVICE
 from atf_local.stack import REPO
 from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, QueueRow, Snapshot
 from atf_sdk.top import render_text
@@ -225,5 +226,5 @@ def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
     ]
     assert {q["Stat"] for q in lag_queries} == {"p95"}
     dims = {d["Name"]: d["Value"] for d in lag_queries[0]["Metric"]["Dimensions"]}
-    assert dims == {"lambda": "work", "priority": "high", "service": "atf-worker"}
+    assert dims == {"lambda": "work", "priority": "high", "service": WORKER_SERVICE}
     assert all(q["Metric"]["Namespace"] == "ATF" for q in lag_queries)

@@ -124,3 +124,13 @@ def test_every_throttled_attempt_is_counted_though_botocore_retries_it(throttlin
 
     assert client.list_tables()["TableNames"] == []
     assert seen == ["dynamodb", "dynamodb"]
+
+
+def test_the_workers_default_service_is_the_one_the_cdk_app_sets_and_alarms_on() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "infra"))
+    from atf_infra.constructs.workers import WORKER_SERVICE as CDK_WORKER_SERVICE
+
+    assert CDK_WORKER_SERVICE == WORKER_SERVICE

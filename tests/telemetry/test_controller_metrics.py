@@ -17,7 +17,7 @@ from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
-from atf_core.telemetry import Metric, MetricBuffer
+from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller, ControllerSettings
 from tests.telemetry.emf import named
@@ -39,7 +39,7 @@ class NoRoom:
 @pytest.fixture
 def world(aws: Any, config: StackConfig) -> tuple[Controller, DynamoTaskStore, MetricBuffer]:
     store = DynamoTaskStore(aws.dynamodb, config)
-    buffer = MetricBuffer(service="atf-worker")
+    buffer = MetricBuffer(service=WORKER_SERVICE)
     settings = ControllerSettings(gate_refresh_s=0)
     controller = Controller(store, aws.sqs, aws.sqs, config, ["work"], settings, metrics=buffer)
     return controller, store, buffer
@@ -70,7 +70,7 @@ def test_a_claim_is_counted_per_lambda_and_priority(
     task = controller._claim("work", enqueued(store, config, "high"))
     assert task is not None and task.status is TaskStatus.CLAIMED
     (claimed,) = named(flushed(buffer), Metric.CLAIMED)
-    assert (claimed.dimensions, claimed.total) == ({"lambda": "work", "priority": "high", "service": "atf-worker"}, 1)
+    assert (claimed.dimensions, claimed.total) == ({"lambda": "work", "priority": "high", "service": WORKER_SERVICE}, 1)
 
 
 def test_a_drop_gate_met_at_claim_time_counts_a_drop(

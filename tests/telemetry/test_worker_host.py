@@ -12,6 +12,7 @@ from typing import Any
 
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus
+from atf_core.telemetry import WORKER_SERVICE
 from atf_local.stack import REPO
 from tests.e2e.conftest import RunningStack, stack  # noqa: F401 - the fixture
 from tests.telemetry.emf import named
@@ -22,7 +23,7 @@ def _start_host(running: RunningStack, log: Path) -> subprocess.Popen[bytes]:
         sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas", "--only", "work",
         "--config", str(running.config_path), "--executors", "1", "--threads", "2", "--receive-wait", "1",
     ]  # fmt: skip
-    env = {**running.env(), "POWERTOOLS_METRICS_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": "atf-worker"}
+    env = {**running.env(), "POWERTOOLS_METRICS_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE}
     with log.open("wb") as out:
         return subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -65,7 +66,7 @@ def test_a_host_emits_metrics_per_queue_and_logs_each_task_as_json(stack: Runnin
     assert sum(p.total for p in named(out, "FatalFailures", **queue)) == 1
     lags = [v for p in named(out, "StartLagMs", **queue) for v in p.values]
     assert len(lags) == 3  # first attempts only
-    assert {p.dimensions["service"] for p in named(out, "Started")} == {"atf-worker"}
+    assert {p.dimensions["service"] for p in named(out, "Started")} == {WORKER_SERVICE}
 
     lines = _json_lines(out)
     for task_id in ids:

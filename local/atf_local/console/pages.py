@@ -194,11 +194,11 @@ def task_page(task: Task) -> str:
 # -- dead letters ------------------------------------------------------------------
 
 
-def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter | None, found: list[DeadLetter]) -> str:
-    lambda_name = chosen.lambda_name if chosen else next(iter(config.lambdas))
-    options = "".join(f"<option{' selected' if n == lambda_name else ''}>{escape(n)}</option>" for n in config.lambdas)
-    collection = escape(chosen.collection or "") if chosen else ""
-    error_type = escape(chosen.error_type or "") if chosen else ""
+def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter, found: list[DeadLetter]) -> str:
+    options = "".join(
+        f"<option{' selected' if n == chosen.lambda_name else ''}>{escape(n)}</option>" for n in config.lambdas
+    )
+    collection, error_type = escape(chosen.collection or ""), escape(chosen.error_type or "")
     filters = (
         f'<select name="lambda" aria-label="lambda">{options}</select> '
         f'<input name="collection" value="{collection}" placeholder="collection" aria-label="collection"> '
@@ -211,11 +211,20 @@ def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter | None, foun
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
+    # The redrive acts on the selection shown: the filter travels in hidden fields.
+    selection = "".join(
+        f'<input type="hidden" name="{name}" value="{value}">'
+        for name, value in (
+            ("lambda", escape(chosen.lambda_name)),
+            ("collection", collection),
+            ("error_type", error_type),
+        )
+    )
     redrive = (
-        f'<form method="post" action="/dead-letters/redrive" id="redrive">{filters}'
+        f'<form method="post" action="/dead-letters/redrive" id="redrive">{selection}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
-        f'<button type="submit" class="resume">Redrive {len(found)} matching</button></form>'
+        f'<button type="submit" class="resume">Redrive these {len(found)}</button></form>'
     )
     return (
         f'<section><h2>Dead letters</h2><form method="get" action="/dead-letters" id="filter">{filters}'

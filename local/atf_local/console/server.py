@@ -88,8 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", pages.task_page(task)))
 
     def _dead_letters(self, query: Form, message: str = "", error: bool = False) -> None:
-        chosen = _selection(query, self.server.config)
-        found = self.server.data.dead_letters(chosen) if chosen else []
+        chosen = _selection(query, self.server.config) or DeadLetterFilter(next(iter(self.server.config.lambdas)))
+        found = self.server.data.dead_letters(chosen)
         body = pages.dead_letters_page(self.server.config, chosen, found)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
