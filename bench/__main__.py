@@ -87,15 +87,15 @@ def _proposals(args: argparse.Namespace, work: Path, results: dict[str, Any]) ->
 
 
 def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
-    """At the issue's rate, and at half the backend ceiling the throughput run found (if lower)."""
+    """At the issue's rate, and, if the throughput run found that more than this machine sustains
+    end to end, again at half the end-to-end throughput it measured."""
     from bench.lag import run_lag
 
     seconds = 10 if args.quick else args.lag_seconds
     runs = {"spec": run_lag(work / "spec", rate=args.lag_rate, seconds=seconds)}
-    ceiling = max((results.get("throughput") or {}).get("ceiling_per_s", {}).values(), default=None)
-    if ceiling is not None and ceiling / 2 < args.lag_rate:
-        sustainable = max(2, int(ceiling / 2))
-        runs["half ceiling"] = run_lag(work / "half", rate=sustainable, seconds=seconds)
+    measured = (results.get("throughput") or {}).get("tasks_per_s")
+    if measured is not None and measured / 2 < args.lag_rate:
+        runs["half of measured throughput"] = run_lag(work / "half", rate=max(2, int(measured / 2)), seconds=seconds)
     return runs
 
 

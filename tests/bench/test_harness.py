@@ -1,0 +1,67 @@
+"""The benchmark harness's own logic: percentiles, poll detection, the meter hook, the report."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.common import percentile, summary
+from bench.throughput import consumer_polls
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_percentiles_are_nearest_rank_and_unstarted_tasks_make_them_unknown() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 50), percentile(values, 95), percentile(values, 100)) == (50, 95, 100)
+    censored = summary([10.0] * 90 + [math.inf] * 10)
+    assert censored["p50"] == 10 and censored["p95"] is None and censored["not_started"] == 10
+
+
+def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
+    writes = [0.0, 0.1, 0.2, 2.0, 2.05, 5.0]
+    lines = [{"kind": "write", "transition": "enqueue", "result": "applied", "t": t} for t in writes]
+    lines.append({"kind": "write", "transition": "enqueue", "result": "rejected", "t": 2.1})
+    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    polls = consumer_polls(tmp_path)
+    assert polls["polls"] == 3 and polls["max_tasks"] == 3
+    assert polls["max_seconds"] == pytest.approx(0.2)
+    assert polls["seconds_per_task"] == pytest.approx(0.25 / 3)
+
+
+def test_the_hook_meters_every_client_of_a_process_it_is_loaded_into(tmp_path: Path) -> None:
+    program = (
+        "from moto import mock_aws\n"
+        "import boto3\n"
+        "with mock_aws():\n"
+        "    sqs = boto3.client('sqs', region_name='us-east-1')\n"
+        "    sqs.create_queue(QueueName='q')\n"
+        "    sqs.list_queues()\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "bench" / "hook"), str(REPO)]),
+        "BENCH_METER_DIR": str(tmp_path),
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+    }
+    subprocess.run([sys.executable, "-c", program], env=env, check=True, timeout=60)
+    [dump] = list(tmp_path.glob("*.json"))
+    bill = json.loads(dump.read_text())["bill"]
+    assert bill["calls"] == {"sqs.CreateQueue": 1, "sqs.ListQueues": 1} and bill["sqs_requests"] == 2
+
+
+def test_the_committed_results_render() -> None:
+    results = REPO / "bench" / "results" / "results.json"
+    if not results.exists():
+        pytest.skip("no committed benchmark results yet")
+    from bench.report import render
+
+    text = render(json.loads(results.read_text()))
+    assert "## Targets" in text and "## Capacity model" in text
