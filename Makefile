@@ -2,13 +2,14 @@
 # make test - install what is needed and run the tests
 # make serve - the local stack alone, until interrupted
 # make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
+# make faults - the fault-injection suite (about half an hour, soak included): local/atf_local/faults/results.md
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test run serve lint clean infra-cli bench chromium
+.PHONY: setup test run serve lint clean infra-cli bench chromium faults
 
 setup: $(STAMP)
 
@@ -44,6 +45,9 @@ serve: setup
 bench: setup
 	$(PY) -m pip install --quiet -r bench/requirements.txt
 	$(PY) -m bench
+
+faults: setup
+	$(PY) -m atf_local.faults run
 
 lint: setup
 	$(PY) -m ruff check .
