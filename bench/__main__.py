@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.machine import describe
 
     args.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": describe(REPO)}
+    results: dict[str, Any] = json.loads(args.reuse.read_text()) if args.reuse else {"machine": describe(REPO)}
     work = Path(tempfile.mkdtemp(prefix="atf-bench-"))
     for step in STEPS:
         if step in args.only:
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lag-rate", type=int, default=50)
     parser.add_argument("--lag-seconds", type=int, default=60)
     parser.add_argument("--tasks", type=int, default=600, help="tasks in the throughput run")
+    parser.add_argument("--reuse", type=Path, help="start from a results.json (--only capacity: redo the model)")
     return parser
 
 
@@ -127,10 +128,11 @@ def _write(results: dict[str, Any], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(_slim(results), indent=1, default=str))
     if {"cost", "throughput", "lag", "capacity"} <= results.keys():  # proposals are optional
         (out / "report.md").write_text(report.render(results))
-    if "lag" in results:
+    # A reused results.json has no per-task series: its figures stay as they were.
+    if "lag" in results and all("lags_ms" in run for run in results["lag"].values()):
         plots.lag_histogram(results["lag"], out / "start_lag_histogram.png")
         plots.lag_over_time(results["lag"], out / "start_lag_over_time.png")
-    if "throughput" in results:
+    if "submitted" in results.get("throughput", {}):
         plots.throughput_timeline(results["throughput"], out / "throughput.png")
     if "cost" in results:
         plots.cost_bars(results["cost"], out / "cost.png")

@@ -84,25 +84,28 @@ def _table(result: Plan, a: Assumptions, limits: Limits) -> None:
 
 
 def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
+    """Shards: enough for the index partitions' write limit, and at least one per consumer group
+    (a group polls whole shards)."""
     per_queue = result.rate / a.lambdas
-    shards = math.ceil(per_queue * a.index_units_per_task / (limits.partition_write_units_s * a.headroom))
-    result.rows["index shards per (lambda, priority)"] = shards
-    if shards > limits.max_shards_per_lambda:
-        result.notes.append(
-            f"{shards} shards exceed the {limits.max_shards_per_lambda} a lambda may have: spread the load over "
-            "more lambdas or priorities, or raise the bound"
-        )
+    by_partitions = math.ceil(per_queue * a.index_units_per_task / (limits.partition_write_units_s * a.headroom))
     vcpu = a.consumer_mb * limits.lambda_vcpu_per_mb
     by_cpu = vcpu * a.headroom / a.consumer_cpu_s_per_task
     by_latency = a.consumer_threads / (a.write_latency_s + a.send_latency_s / limits.sqs_batch)
     per_group = min(by_cpu, by_latency)
     groups = max(1, math.ceil(result.rate / per_group))
+    shards = max(by_partitions, math.ceil(groups / a.lambdas))
+    result.rows["index shards per (lambda, priority)"] = shards
     result.rows["tasks/s one consumer group can enqueue"] = round(per_group)
     result.rows["consumer groups"] = groups
-    if groups > limits.max_consumer_groups or groups > shards * a.lambdas:
+    if shards > limits.max_shards_per_lambda:
         result.notes.append(
-            f"{groups} consumer groups needed: more than the {limits.max_consumer_groups} the infra allows or the "
-            f"{shards * a.lambdas} shards they split; the consumer must do less per task (see the proposals)"
+            f"{shards} shards exceed the {limits.max_shards_per_lambda} a lambda may have: spread the load over "
+            "more lambdas or priorities, or raise the bound"
+        )
+    if groups > limits.max_consumer_groups:
+        result.notes.append(
+            f"{groups} consumer groups needed, more than the {limits.max_consumer_groups} the infra allows: "
+            "the consumer must do less per task (see the proposals) or the bound must rise"
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import time
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -24,7 +25,17 @@ def describe(repo: Path) -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "commit": os.environ.get("BENCH_COMMIT") or _git(repo, "rev-parse", "--short", "HEAD"),
         "load_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "cpu_s_for_5m_additions": _cpu_probe(),
     }
+
+
+def _cpu_probe() -> float:
+    """CPU seconds this Python takes for a fixed loop: scales the run's CPU figures to another machine."""
+    started = time.process_time()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    return round(time.process_time() - started, 3)
 
 
 def _cpu_model() -> str:

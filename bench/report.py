@@ -35,7 +35,8 @@ def _header(results: dict[str, Any]) -> str:
         "",
         f"Run {m['date']} on commit {m['commit']}: {m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, "
         f"{m['os']}, Python {m['python']}, moto {m['moto']}, boto3 {m['boto3']}. Load average at start "
-        f"{' '.join(m['load_at_start'])} (the machine is shared; each run below records its own).",
+        f"{' '.join(m['load_at_start'])} (the machine is shared; each run below records its own); this Python "
+        f"took {m.get('cpu_s_for_5m_additions', '?')} CPU s for 5M additions (scale the CPU figures by it).",
         "",
         "Produced by `make bench` (`python -m bench`); figures in `results.json`; how to read them: "
         "[docs/benchmarks.md](../../docs/benchmarks.md).",
@@ -146,7 +147,9 @@ def _polls(run: dict[str, Any]) -> str:
     return (f"The consumer's polls that enqueued tasks ({polls['polls']}, from its history): up to "
             f"{polls['max_tasks']:.0f} tasks and {polls['max_seconds']:.1f} s of writes in one poll, "
             f"{polls['seconds_per_task'] * 1000:.0f} ms per enqueue write (each due task is written, one at a time, "
-            "before any of the poll's messages is sent).")
+            "before any of the poll's messages is sent). Enqueue writes refused because the task had moved on "
+            f"(billed all the same): {polls['rejected_enqueues']}, {polls['rejected_enqueues'] / run['tasks']:.2f} "
+            "per task.")
 
 
 def _call_ms(run: dict[str, Any]) -> list[str]:

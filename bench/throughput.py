@@ -75,14 +75,18 @@ def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
     """The consumer's polls as its history shows them: runs of enqueue writes with no gap over gap_s.
     A poll writes every due task, one at a time, before it sends any of them."""
     times: list[float] = []
+    rejected = 0  # enqueue writes that found the task already further on: each is billed a write unit
     for path in history_dir.glob("consumer-*.jsonl"):
         for line in path.read_text(errors="replace").splitlines():
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if record.get("transition") == "enqueue" and record.get("result") == "applied":
-                times.append(record["t"])
+            if record.get("transition") == "enqueue":
+                if record.get("result") == "applied":
+                    times.append(record["t"])
+                else:
+                    rejected += 1
     times.sort()
     polls: list[list[float]] = []
     for moment in times:
@@ -91,10 +95,11 @@ def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
         else:
             polls.append([moment])
     if not polls:
-        return {"polls": 0}
+        return {"polls": 0, "rejected_enqueues": rejected}
     spans = [poll[-1] - poll[0] for poll in polls]
     return {
         "polls": len(polls),
+        "rejected_enqueues": rejected,
         "max_tasks": max(len(poll) for poll in polls),
         "max_seconds": max(spans),
         "seconds_per_task": sum(spans) / max(1, sum(len(poll) - 1 for poll in polls)),

@@ -7,11 +7,15 @@ from dataclasses import replace
 from bench.capacity import Assumptions, Limits, model, plan, proposed, simulate_start_lag
 
 
-def test_shards_follow_the_index_partition_limit() -> None:
+def test_shards_follow_the_index_partition_limit_and_the_consumer_groups() -> None:
+    light = Assumptions(consumer_cpu_s_per_task=0.0001, consumer_threads=64)  # partitions, not consumers, decide
     # 10,000 tasks/s x 2 index units on one (lambda, priority), at half of 1,000 units/s a partition
-    assert plan(10_000).rows["index shards per (lambda, priority)"] == 40
+    assert plan(10_000, light).rows["index shards per (lambda, priority)"] == 40
     # spread over ten lambdas, each needs a tenth
-    assert plan(10_000, Assumptions(lambdas=10)).rows["index shards per (lambda, priority)"] == 4
+    assert plan(10_000, replace(light, lambdas=10)).rows["index shards per (lambda, priority)"] == 4
+    # a group polls whole shards: never fewer shards than groups
+    heavy = plan(10_000).rows
+    assert heavy["index shards per (lambda, priority)"] >= heavy["consumer groups"] > 40
 
 
 def test_the_table_quota_and_api_gateway_are_flagged_when_exceeded() -> None:
