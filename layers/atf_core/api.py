@@ -2,18 +2,36 @@
 
 Defined once here because two sides read them: the frontend Lambda (which
 only has this layer) and the SDK's client. Task and Gate records are the
-schema's own models.
+schema's own models; dead letters, schedules and chains travel as their core
+modules' own types (DeadLetter, Selection, ScheduleSpec, Schedule, ChainSpec,
+ChainView), wrapped here only where a list or an extra field needs a home.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from atf_core.schema import MAX_SCHEDULE_AHEAD, Gate, GateAction, ScheduleRequest, TaskStatus, utcnow
+from atf_core.deadletters import DeadLetter, DeadLetterFilter
+from atf_core.errors import InputError
+from atf_core.periodic import Schedule
+from atf_core.schema import (
+    COLLECTION_PATTERN,
+    MAX_SCHEDULE_AHEAD,
+    Gate,
+    GateAction,
+    ScheduleRequest,
+    TaskStatus,
+    utcnow,
+)
 
 MAX_BATCH = 100
+# A redrive or discard writes each task it selects, inside API Gateway's 29 s.
+MAX_DEAD_LETTER_ACTION = 1000
+MAX_DEAD_LETTER_LIST = 1000
+MAX_UPCOMING = 100
 
 
 class ErrorBody(BaseModel):
@@ -88,3 +106,92 @@ class GateList(BaseModel):
 
 # Ids are uuid hex (atf_core.scheduling.task_id_for).
 TASK_ID_PATTERN = r"^[0-9a-f]{32}$"
+
+
+# -- dead letters -------------------------------------------------------------------
+
+
+def _representable(moment: datetime) -> datetime:
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is outside the representable range of times") from None
+    return moment
+
+
+Moment = Annotated[AwareDatetime, AfterValidator(_representable)]
+ERROR_TYPE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$"
+
+
+def dead_letter_filter(
+    lambda_name: str,
+    collection: str | None = None,
+    error_type: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = MAX_DEAD_LETTER_LIST,
+) -> DeadLetterFilter:
+    """The core's filter, once the window makes sense."""
+    if since is not None and until is not None and since > until:
+        raise InputError("since is after until", "since")
+    return DeadLetterFilter(lambda_name, collection, error_type, since, until, limit)
+
+
+class DeadLetterSelection(BaseModel):
+    """Which of a lambda's dead letters a discard acts on (all of them, up to limit, without filters)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str | None = Field(default=None, pattern=COLLECTION_PATTERN)
+    error_type: str | None = Field(default=None, pattern=ERROR_TYPE_PATTERN, description="An exception class name.")
+    since: Moment | None = Field(default=None, description="Died at or after (RFC 3339).")
+    until: Moment | None = Field(default=None, description="Died at or before (RFC 3339).")
+    limit: int = Field(default=MAX_DEAD_LETTER_ACTION, ge=1, le=MAX_DEAD_LETTER_ACTION, description="Oldest first.")
+    dry_run: bool = Field(default=False, description="Say how many and which, and change nothing.")
+
+    @field_validator("until")
+    @classmethod
+    def _after_since(cls, until: datetime | None, info: ValidationInfo) -> datetime | None:
+        since = info.data.get("since")
+        if until is not None and since is not None and since > until:
+            raise ValueError("until is before since")
+        return until
+
+    def filter(self, lambda_name: str) -> DeadLetterFilter:
+        return dead_letter_filter(lambda_name, self.collection, self.error_type, self.since, self.until, self.limit)
+
+
+class RedriveRequest(DeadLetterSelection):
+    """A selection to send back to new, with a fresh attempt budget, at most per_second a second."""
+
+    per_second: float | None = Field(
+        default=None, gt=0, le=10_000, description="Drip rate: the n-th task runs n / per_second seconds from now."
+    )
+    budget: int | None = Field(
+        default=None, ge=1, le=100, description="Attempts each gets on top of those used (default: the lambda's)."
+    )
+
+
+class DeadLetterList(BaseModel):
+    dead_letters: list[DeadLetter] = Field(description="Oldest first.")
+
+
+# -- schedules and chains -----------------------------------------------------------
+
+
+class ScheduleList(BaseModel):
+    schedules: list[Schedule]
+
+
+class ScheduleView(Schedule):
+    """A schedule with its next occurrences (none while paused)."""
+
+    upcoming: list[datetime] = Field(default_factory=list)
+
+
+class LinkRetry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    budget: int | None = Field(
+        default=None, ge=1, le=100, description="Attempts on top of those used (default: the lambda's)."
+    )

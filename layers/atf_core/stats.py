@@ -19,9 +19,17 @@ still live. Finished tasks have left the index and are not counted: their
 rates and their full start-lag distribution are the CloudWatch metrics in
 atf_core.telemetry. Counting them here would need a table scan.
 
-Cost: about three small queries per (priority, shard) plus one BatchGetItem
-per 100 sampled tasks; COUNT queries page through at most `max_pages` pages
-(1 MB each), past which the counts are lower bounds and `complete` is false.
+Beside the live tasks: `dead_letters`, a COUNT query over each (priority,
+shard) of the lambda's dead-letter partitions; `schedules`, the stack's
+schedules that create this lambda's tasks, read from the schedules' own index
+partition (one query, and one BatchGetItem per 100 schedules, up to `sample`
+schedules); and `limits` and `collection_limits`, straight from the
+configuration (the worker controllers enforce them at claim).
+
+Cost: about four small queries per (priority, shard) plus one BatchGetItem
+per 100 sampled tasks or schedules; COUNT queries page through at most
+`max_pages` pages (1 MB each), past which the counts are lower bounds and
+`complete` is false.
 """
 
 from __future__ import annotations
@@ -32,15 +40,19 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from atf_core.config import StackConfig
+from atf_core.config import Limits, StackConfig
+from atf_core.deadletters import DEAD
 from atf_core.definitions import INDEX_NAME, Attr
 from atf_core.errors import UnknownLambda
+from atf_core.periodic import Schedule
 from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store import codec
+from atf_core.store.schedules import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -70,6 +82,35 @@ class StartLag(BaseModel):
     max_ms: int | None = None
 
 
+class ScheduleSummary(BaseModel):
+    """A schedule that creates this lambda's tasks, in brief (GET /v1/schedules/{name} has the rest)."""
+
+    name: str
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    collection: str
+    paused: bool
+    next_occurrence: datetime | None
+    fired: int
+    skipped: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleSummary:
+        spec = schedule.spec
+        return cls(
+            name=schedule.name,
+            cron=spec.cron,
+            every_seconds=spec.every_seconds,
+            timezone=spec.timezone,
+            collection=spec.collection,
+            paused=schedule.paused,
+            next_occurrence=schedule.next_occurrence,
+            fired=schedule.fired,
+            skipped=schedule.skipped,
+        )
+
+
 class LambdaStats(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
@@ -80,6 +121,10 @@ class LambdaStats(BaseModel):
     sampled: int = Field(description="How many due or started tasks were read to count states.")
     oldest_due: OldestDue | None
     start_lag: StartLag
+    dead_letters: int = Field(default=0, description="Tasks that failed for good and wait to be redriven or discarded.")
+    schedules: list[ScheduleSummary] = Field(default_factory=list, description="Schedules creating its tasks.")
+    limits: Limits = Field(default_factory=Limits, description="Configured for the whole lambda.")
+    collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Configured per collection.")
     complete: bool = Field(description="False when a cap was hit: counts are lower bounds, states a sample.")
 
 
@@ -99,6 +144,7 @@ class _Partition:
     scheduled: int
     due: int
     started: int
+    dead: int
     entries: list[_Entry]
     capped: bool
 
@@ -121,10 +167,20 @@ class Stats:
         horizon = to_ms(now + timedelta(seconds=self._config.lookahead))
         jobs = [(p, s) for p in spec.priorities for s in range(self._config.shards_of(lambda_name))]
         with ThreadPoolExecutor(max_workers=min(self._workers, len(jobs))) as pool:
+            schedules = pool.submit(self._schedules, lambda_name)
             parts = list(pool.map(lambda job: self._partition(lambda_name, job[0], job[1], horizon), jobs))
         sample = sorted((e for part in parts for e in part.entries), key=lambda e: e.next_ms)[: self._sample]
         items = self._resolve(sample)
-        return _assemble(lambda_name, now, spec.priorities, parts, sample, items)
+        stats = _assemble(lambda_name, now, spec.priorities, parts, sample, items)
+        found, all_read = schedules.result()
+        return stats.model_copy(
+            update={
+                "schedules": found,
+                "limits": spec.limits,
+                "collection_limits": spec.collection_limits,
+                "complete": stats.complete and all_read,
+            }
+        )
 
     def _partition(self, lambda_name: str, priority: str, shard: int, horizon: int) -> _Partition:
         new_pk = codec.index_partition(codec.Assoc.NEW, lambda_name, priority, shard)
@@ -139,7 +195,8 @@ class Stats:
         if more_started:
             started, capped_started = self._count(started_pk, None, None)
             capped = capped or capped_started
-        return _Partition(priority, scheduled, due, started, due_entries + started_entries, capped)
+        dead, capped_dead = self._count(codec.index_partition(DEAD, lambda_name, priority, shard), None, None)
+        return _Partition(priority, scheduled, due, started, dead, due_entries + started_entries, capped or capped_dead)
 
     def _query(self, partition: str, condition: str | None, at: int | None) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -176,17 +233,28 @@ class Stats:
 
     def _resolve(self, entries: list[_Entry]) -> dict[str, dict[str, Any]]:
         """Status and times of the sampled tasks, projected so a large payload costs nothing."""
-        names = {"#id": Attr.ID, "#s": Attr.STATUS, "#a": Attr.ATTEMPT, "#sa": Attr.SCHEDULED, "#ca": Attr.CLAIMED}
+        return self._batch_get(
+            [e.id for e in entries], (Attr.ID, Attr.STATUS, Attr.ATTEMPT, Attr.SCHEDULED, Attr.CLAIMED)
+        )
+
+    def _schedules(self, lambda_name: str) -> tuple[list[ScheduleSummary], bool]:
+        """The lambda's schedules (of the first `sample` of the stack), and whether every one was read."""
+        listed = ItemStore(self._db, self._config.table_name).partition(SCHEDULES_PARTITION, PARKED_MS)
+        ids = list(islice(listed, self._sample + 1))
+        raws = self._batch_get(ids[: self._sample], None)  # a schedule's spec holds its payload: read it whole
+        schedules = sorted((schedule_from(raw) for raw in raws.values()), key=lambda s: s.name)
+        return [ScheduleSummary.of(s) for s in schedules if s.spec.lambda_ == lambda_name], len(ids) <= self._sample
+
+    def _batch_get(self, ids: list[str], attrs: tuple[str, ...] | None) -> dict[str, dict[str, Any]]:
+        """Items by id (only the attributes asked for, if any are), 100 keys a call."""
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(entries), 100):
-            keys: list[dict[str, Any]] = [{Attr.ID: {"S": e.id}} for e in entries[start : start + 100]]
-            request: dict[str, Any] = {
-                self._config.table_name: {
-                    "Keys": keys,
-                    "ProjectionExpression": ", ".join(names),
-                    "ExpressionAttributeNames": names,
-                }
-            }
+        for start in range(0, len(ids), 100):
+            keys: list[dict[str, Any]] = [{Attr.ID: {"S": i}} for i in ids[start : start + 100]]
+            table: dict[str, Any] = {"Keys": keys}
+            if attrs:
+                names = {f"#a{i}": attr for i, attr in enumerate(attrs)}
+                table.update(ProjectionExpression=", ".join(names), ExpressionAttributeNames=names)
+            request: dict[str, Any] = {self._config.table_name: table}
             while request:
                 reply = self._db.batch_get_item(RequestItems=request)
                 for item in reply["Responses"].get(self._config.table_name, []):
@@ -225,6 +293,7 @@ def _assemble(
         "sampled": len(sample),
         "oldest_due": _oldest_due(now, sample, items),
         "start_lag": _start_lag(items.values()),
+        "dead_letters": sum(p.dead for p in parts),
         "complete": not any(p.capped for p in parts) and len(sample) >= backlog,
     }
     return LambdaStats.model_validate(fields)
