@@ -38,7 +38,7 @@ from atf_core.errors import (
 JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # Path parameters are named for Python; callers know them by these names.
-_PARAM_NAMES = {"task_id": "id", "lambda_name": "lambda"}
+_PARAM_NAMES = {"task_id": "id", "chain_id": "id", "lambda_name": "lambda"}
 _THROTTLING = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -97,9 +97,12 @@ def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputE
     return InputError(f"{name}: {message}", name)
 
 
-def media_type_error(method: str, headers: Mapping[str, str] | None) -> UnsupportedMediaType | None:
-    """Requests with a body must say it is JSON: a form or text body is refused, not guessed at."""
-    if method.upper() not in METHODS_WITH_BODY:
+def media_type_error(
+    method: str, headers: Mapping[str, str] | None, body: str | None = "-"
+) -> UnsupportedMediaType | None:
+    """Requests with a body must say it is JSON: a form or text body is refused, not guessed at.
+    A POST with no body at all (pausing a schedule) has nothing to declare."""
+    if method.upper() not in METHODS_WITH_BODY or not body:
         return None
     given = next((v for k, v in (headers or {}).items() if k.lower() == "content-type"), "")
     if given.split(";")[0].strip().lower() == JSON:
@@ -122,16 +125,24 @@ class _Handlers:
         self._logger = logger
 
     def _refused(self) -> UnsupportedMediaType | None:
-        return media_type_error(self._app.current_event.http_method, self._app.current_event.headers)
+        event = self._app.current_event
+        return media_type_error(event.http_method, event.headers, event.body)
 
     def check_body(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
         refused = self._refused()
         if refused:
             return error_response(refused)
         # Powertools validates a JSON array body by its first element (a form-data
-        # convenience); this API takes objects only.
+        # convenience); this API takes objects only. An empty body is left to the
+        # route: a required one is then a missing_field.
         event = app.current_event
-        if event.http_method.upper() in METHODS_WITH_BODY and not isinstance(event.json_body, dict):
+        if event.http_method.upper() not in METHODS_WITH_BODY or not event.body:
+            return next_middleware(app)
+        try:
+            body = event.json_body
+        except ValueError as error:  # a route's own validation says so first; a path no route matches does not
+            return error_response(MalformedJson(f"the body is not valid JSON: {error}"))
+        if not isinstance(body, dict):
             return error_response(WrongType("the body must be a JSON object", "body"))
         return next_middleware(app)
 

@@ -2,29 +2,29 @@
 
 Routes only translate HTTP to atf_core calls: validation is the schema's
 pydantic models (through Powertools' OpenAPI validation), decisions are
-Scheduling's, Gating's and Stats'.
+Scheduling's, Gating's and Stats'. Dead letters, schedules and chains have
+their routes in routers of their own, included here.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from atf_core.api import TASK_ID_PATTERN, BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Gate, ScheduleRequest, Task, utcnow
+from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
+from atf_core.schema import Gate, ScheduleRequest, Task, utcnow
 from atf_core.stats import LambdaStats
-from atf_core.telemetry import NAMESPACE, Dimension, Metric
-from functions.frontend import errors
+from atf_core.telemetry import NAMESPACE
+from functions.frontend import chains, dead_letters, errors, schedules
 from functions.frontend.batch import schedule_batch, scheduled
+from functions.frontend.metrics import count_scheduled
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok
+from functions.frontend.params import Collection, LambdaName, TaskId
 from functions.frontend.services import services
 
 logger = Logger(service="atf-frontend")
@@ -32,18 +32,6 @@ metrics = Metrics(namespace=NAMESPACE, service="frontend")
 tracer = Tracer(service="atf-frontend")
 app = APIGatewayRestResolver(enable_validation=True)
 errors.install(app, logger)
-
-TaskId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A task id, as scheduling returned it.")]
-LambdaName = Annotated[str, Path(pattern=NAME_PATTERN, description="A lambda of the stack's configuration.")]
-Collection = Annotated[str, Path(pattern=COLLECTION_PATTERN, description="A collection of that lambda.")]
-
-
-def _count_scheduled(lambda_names: list[str]) -> None:
-    if is_metrics_disabled():  # single_metric writes even when Metrics is disabled
-        return
-    for name, count in Counter(lambda_names).items():
-        with single_metric(name=Metric.SCHEDULED, unit=MetricUnit.Count, value=count, namespace=NAMESPACE) as metric:
-            metric.add_dimension(Dimension.LAMBDA, name)
 
 
 @app.post(
@@ -58,7 +46,7 @@ def _count_scheduled(lambda_names: list[str]) -> None:
 def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[ScheduledTask]:
     result = services().scheduling.schedule(request)
     if result.created:
-        _count_scheduled([request.lambda_])
+        count_scheduled([request.lambda_])
     return Response(status_code=201 if result.created else 200, content_type=JSON, body=scheduled(result))
 
 
@@ -70,7 +58,7 @@ def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[Sched
 def schedule_tasks(batch: Annotated[BatchRequest, Body()]) -> BatchResult:
     found = services()
     result = schedule_batch(found.scheduling, found.config, batch, utcnow())
-    _count_scheduled([batch.tasks[r.index].lambda_ for r in result.results if r.status == 201])
+    count_scheduled([batch.tasks[r.index].lambda_ for r in result.results if r.status == 201])
     return result
 
 
@@ -137,11 +125,15 @@ def lift_collection_gate(lambda_name: LambdaName, collection: Collection) -> Res
 
 @app.get(
     "/v1/lambdas/<lambda_name>/stats",
-    summary="Counts by state and priority, the oldest due task, start-lag",
+    summary="Counts by state and priority, the oldest due task, start-lag, dead letters, schedules and limits",
     responses={**ok(200, "Statistics of the live tasks", LambdaStats), **error_responses(400)},
 )
 def lambda_stats(lambda_name: LambdaName) -> LambdaStats:
     return services().stats.of(lambda_name)
+
+
+for router in (dead_letters.router, schedules.router, chains.router):
+    app.include_router(router)
 
 
 @app.get("/v1/openapi.json", summary="This document", include_in_schema=False)

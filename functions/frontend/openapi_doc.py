@@ -29,8 +29,8 @@ VERSION = "1"
 
 _DESCRIPTIONS = {
     400: "Invalid request: the body names the field and a machine-readable code",
-    404: "No such task, gate or route",
-    409: "Conflicts with the task's state or with an earlier use of the key",
+    404: "No such task, gate, schedule, chain, link or route",
+    409: "Conflicts with the state of the task, chain link or schedule, or with an earlier use of the key",
     415: "The body is not declared as application/json",
 }
 # API Gateway's name for SigV4 signed requests; the CDK app sets AWS_IAM on every method.
@@ -39,7 +39,8 @@ _SIGV4 = APIKey.model_validate(
 )
 
 
-def ok(status: int, description: str, model: type[BaseModel]) -> dict[int, Any]:
+def ok(status: int, description: str, model: type[BaseModel] | type[Any]) -> dict[int, Any]:
+    """A success response; the model may also be a core dataclass (pydantic describes both)."""
     return {status: {"description": description, "content": {JSON: {"model": model}}}}
 
 
@@ -53,7 +54,10 @@ def document(app: APIGatewayRestResolver) -> dict[str, Any]:
     schema = app.get_openapi_schema(
         title=TITLE,
         version=VERSION,
-        description="Schedule, inspect, cancel and gate tasks of the async task framework.",
+        description=(
+            "Schedule, inspect, cancel and gate tasks of the async task framework; redrive or discard dead "
+            "letters; manage periodic schedules; run chains of tasks."
+        ),
         security_schemes={"sigv4": _SIGV4},
         security=[{"sigv4": []}],
     )

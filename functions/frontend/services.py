@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from atf_core.aws import ENDPOINT_ENV, make_clients
+from atf_core.chains import Chains
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
+from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
+from atf_core.schedules import Schedules
 from atf_core.scheduling import Scheduling
 from atf_core.stats import Stats
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.schedules import ItemStore
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,9 @@ class Services:
     scheduling: Scheduling
     gating: Gating
     stats: Stats
+    dead_letters: DeadLetters
+    schedules: Schedules
+    chains: Chains
 
 
 def services() -> Services:
@@ -35,4 +42,13 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
     config = StackConfig.from_env()
     clients = make_clients(endpoint)
     store = DynamoTaskStore(clients.dynamodb, config)
-    return Services(config, Scheduling(store, config), Gating(store, config), Stats(clients.dynamodb, config))
+    items = ItemStore(clients.dynamodb, config.table_name)
+    return Services(
+        config,
+        Scheduling(store, config),
+        Gating(store, config),
+        Stats(clients.dynamodb, config),
+        DeadLetters(store, config),
+        Schedules(store, items, config),
+        Chains(store, items, config),
+    )

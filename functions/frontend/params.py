@@ -1,0 +1,19 @@
+"""Path parameters shared by the routes, each with the pattern the core enforces."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Path
+
+from atf_core.api import TASK_ID_PATTERN
+from atf_core.chains import LINK_NAME_PATTERN
+from atf_core.periodic import SCHEDULE_NAME_PATTERN
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
+
+TaskId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A task id, as scheduling returned it.")]
+LambdaName = Annotated[str, Path(pattern=NAME_PATTERN, description="A lambda of the stack's configuration.")]
+Collection = Annotated[str, Path(pattern=COLLECTION_PATTERN, description="A collection of that lambda.")]
+ScheduleName = Annotated[str, Path(pattern=SCHEDULE_NAME_PATTERN, description="The schedule's name.")]
+ChainId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A chain id, as creating it returned it.")]
+LinkName = Annotated[str, Path(pattern=LINK_NAME_PATTERN, description="A link of that chain.")]

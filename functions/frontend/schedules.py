@@ -1,0 +1,82 @@
+"""Periodic schedules under /v1/schedules/{name}: put, list, get with next occurrences, delete, pause, resume.
+
+The consumer fires them; these routes only manage them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
+from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.schema import NAME_PATTERN, utcnow
+from functions.frontend.openapi_doc import error_responses, ok
+from functions.frontend.params import ScheduleName
+from functions.frontend.services import services
+
+router = APIGatewayRouter()  # type: ignore[no-untyped-call]
+
+
+@router.put(
+    "/v1/schedules/<name>",
+    summary="Create or replace a schedule (a replaced one keeps its counts and restarts its cadence now)",
+    responses={**ok(200, "The schedule as stored", Schedule), **error_responses(400, 409, 415)},
+)
+def put_schedule(name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> Schedule:
+    return services().schedules.put(name, spec)
+
+
+@router.get(
+    "/v1/schedules",
+    summary="Every schedule, or a lambda's",
+    responses={**ok(200, "The schedules, by name", ScheduleList), **error_responses(400)},
+)
+def list_schedules(
+    lambda_name: Annotated[str | None, Query(alias="lambda", pattern=NAME_PATTERN)] = None,
+) -> ScheduleList:
+    found = services().schedules.list()
+    mine = [s for s in found if lambda_name is None or s.spec.lambda_ == lambda_name]
+    return ScheduleList(schedules=sorted(mine, key=lambda s: s.name))
+
+
+@router.get(
+    "/v1/schedules/<name>",
+    summary="A schedule, where it stands, and its next occurrences",
+    responses={**ok(200, "The schedule", ScheduleView), **error_responses(400)},
+)
+def get_schedule(name: ScheduleName, upcoming: Annotated[int, Query(ge=0, le=MAX_UPCOMING)] = 5) -> ScheduleView:
+    schedule = services().schedules.get(name)
+    moments = [] if schedule.paused else schedule.spec.upcoming(utcnow(), schedule.created_at, upcoming)
+    return ScheduleView(**dict(schedule), upcoming=moments)
+
+
+@router.delete(
+    "/v1/schedules/<name>",
+    summary="Delete a schedule (tasks it already created stay)",
+    responses={204: {"description": "Deleted"}, **error_responses(400)},
+)
+def delete_schedule(name: ScheduleName) -> Response[None]:
+    services().schedules.delete(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/v1/schedules/<name>/pause",
+    summary="Pause a schedule: no occurrence fires until it resumes",
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+)
+def pause_schedule(name: ScheduleName) -> Schedule:
+    return services().schedules.set_paused(name, True)
+
+
+@router.post(
+    "/v1/schedules/<name>/resume",
+    summary="Resume a paused schedule from its next occurrence",
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+)
+def resume_schedule(name: ScheduleName) -> Schedule:
+    return services().schedules.set_paused(name, False)
