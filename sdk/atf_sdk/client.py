@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 import boto3
 import urllib3
@@ -31,6 +30,8 @@ from atf_core.api import BatchItem, BatchResult, GateList, GateRequest, Schedule
 from atf_core.errors import AtfError, MissingAuthentication, Unavailable, from_wire
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
+from atf_sdk.operations import ChainCalls, DeadLetterCalls, ScheduleCalls
+from atf_sdk.operations import segment as _segment
 
 API_URL_ENV = "ATF_API_URL"
 SERVICE = "execute-api"
@@ -55,8 +56,9 @@ class RetryPolicy:
 Progress = Callable[[int], None]
 
 
-class AtfClient:
-    """Schedule, inspect, cancel and gate tasks through the frontend API."""
+class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
+    """Schedule, inspect, cancel and gate tasks through the frontend API; redrive or discard dead
+    letters, manage periodic schedules and run chains (their calls are in atf_sdk.operations)."""
 
     def __init__(
         self,
@@ -261,12 +263,6 @@ def _renumbered(error: AtfError, indices: list[int]) -> AtfError:
     if match and int(match.group(1)) < len(indices):
         error.field = f"tasks[{indices[int(match.group(1))]}]{match.group(2)}"
     return error
-
-
-def _segment(value: str) -> str:
-    # Valid ids, lambdas and collections need no escaping (":" is allowed in a path segment);
-    # anything else is escaped so it stays one segment and the server refuses it.
-    return quote(value, safe=":")
 
 
 def _gate_path(lambda_name: str, collection: str | None) -> str:
