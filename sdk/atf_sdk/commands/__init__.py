@@ -1,0 +1,1 @@
+"""The CLI's verbs for dead letters, schedules and chains, one module each, and what they share."""

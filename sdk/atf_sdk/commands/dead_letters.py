@@ -1,0 +1,100 @@
+"""atf dead-letters list | redrive | discard LAMBDA, with filters."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from atf_core.api import MAX_DEAD_LETTER_ACTION
+from atf_core.deadletters import DeadLetter, Selection
+from atf_sdk.commands.support import client, common, console, guarded, json_out, moment, when
+
+SHOWN = 20  # rows of a selection printed as a table; --json has them all
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "collection": args.collection,
+        "error_type": args.error_type,
+        "since": args.since,
+        "until": args.until,
+        "limit": args.limit,
+    }
+
+
+def _list(args: argparse.Namespace) -> int:
+    with client(args) as atf:
+        letters = atf.dead_letters(args.lambda_name, **_filters(args))
+    if args.json:
+        json_out(letters)
+    else:
+        _table(letters, f"{len(letters)} dead letters of {args.lambda_name}")
+        if letters:
+            console().print("each task's errors, attempt by attempt: atf status ID")
+    return 0
+
+
+def _redrive(args: argparse.Namespace) -> int:
+    with client(args) as atf:
+        done = atf.redrive(
+            args.lambda_name, **_filters(args), dry_run=args.dry_run, per_second=args.per_second, budget=args.budget
+        )
+    if args.json:
+        json_out(done)
+        return 0
+    _summary(done, "redrive", "redriven")
+    if done.matched and done.first_at and done.last_at:
+        console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
+    return 0
+
+
+def _discard(args: argparse.Namespace) -> int:
+    with client(args) as atf:
+        done = atf.discard(args.lambda_name, **_filters(args), dry_run=args.dry_run)
+    if args.json:
+        json_out(done)
+    else:
+        _summary(done, "discard", "discarded (now fatal_failure)")
+    return 0
+
+
+def _summary(done: Selection, verb: str, past: str) -> None:
+    shown = done.matched[:SHOWN]
+    more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
+    if done.dry_run:
+        title = f"dry run: would {verb} {len(done.matched)} dead letters{more}"
+    else:
+        title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
+    _table(shown, title)
+
+
+def _table(letters: list[DeadLetter], title: str) -> None:
+    from rich.table import Table
+
+    table = Table("id", "collection", "priority", "error", "died", title=title)
+    for dead in letters:
+        table.add_row(dead.id, dead.collection, dead.priority, dead.error_type or "-", when(dead.died_at))
+    console().print(table)
+
+
+def add_dead_letters_command(verbs: Any) -> None:
+    group = verbs.add_parser("dead-letters", help="list, redrive or discard tasks that failed for good")
+    actions = group.add_subparsers(dest="action", required=True)
+    for name, run, text, limit in (
+        ("list", _list, "a lambda's dead letters, oldest first", 100),
+        ("redrive", _redrive, "send them back to new with a fresh attempt budget", MAX_DEAD_LETTER_ACTION),
+        ("discard", _discard, "end them as fatal_failure", MAX_DEAD_LETTER_ACTION),
+    ):
+        verb = actions.add_parser(name, parents=[common()], help=text)
+        verb.add_argument("lambda_name", metavar="LAMBDA")
+        verb.add_argument("--collection")
+        verb.add_argument("--error-type", help="the exception class, e.g. TimeoutError")
+        verb.add_argument("--since", type=moment, help="died at or after (RFC 3339)")
+        verb.add_argument("--until", type=moment, help="died at or before (RFC 3339)")
+        verb.add_argument("--limit", type=int, default=limit, help=f"the oldest N (default {limit})")
+        if name != "list":
+            verb.add_argument("--dry-run", action="store_true", help="say how many and which; change nothing")
+        if name == "redrive":
+            verb.add_argument("--per-second", type=float, help="drip rate: start at most this many a second")
+            verb.add_argument("--budget", type=int, help="attempts each gets (default: the lambda's max_attempts)")
+        verb.set_defaults(run=guarded(run))
