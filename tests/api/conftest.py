@@ -3,6 +3,8 @@
 Started once for this package, without a worker host or consumer, so task
 states change only when a test changes them. The environment the stack sets
 (endpoint, configuration) is restored afterwards so later packages see none of it.
+Tests that need tasks to run use `live` (tests/api/live.py): a stack with a
+consumer and a worker host, in processes of their own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from atf_core.config import StackConfig
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient, RetryPolicy
+from tests.api.live import live  # noqa: F401 - a fixture, shared with the package
 
 API_CONFIG = {
     "name": "atf-api",
@@ -35,6 +38,14 @@ API_CONFIG = {
         "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
         "mail": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 5, "shards": 1},
         "report": {"priorities": ["high", "low"], "default_priority": "low", "max_attempts": 3},
+        # dead letters (on by default), schedules and limits without a worker: the tests move its tasks
+        "chore": {
+            "priorities": ["high", "normal"],
+            "default_priority": "normal",
+            "max_attempts": 2,
+            "limits": {"max_starts_per_second": 50, "max_running": 8},
+            "collection_limits": {"bulk": {"max_running": 2}},
+        },
     },
 }
 DUMMY = Credentials("local", "local")

@@ -20,7 +20,7 @@ def test_the_api_serves_the_committed_document(client: AtfClient) -> None:
     assert client.openapi() == json.loads(COMMITTED.read_text())
 
 
-def test_the_document_lists_every_endpoint_of_the_issue(stack: LocalStack) -> None:
+def test_the_document_lists_every_endpoint_of_the_issues(stack: LocalStack) -> None:
     document = json.loads(COMMITTED.read_text())
     operations = {(method.upper(), path) for path, ops in document["paths"].items() for method in ops}
     assert operations == {
@@ -34,6 +34,19 @@ def test_the_document_lists_every_endpoint_of_the_issue(stack: LocalStack) -> No
         ("PUT", "/v1/gates/{lambda_name}/{collection}"),
         ("DELETE", "/v1/gates/{lambda_name}/{collection}"),
         ("GET", "/v1/lambdas/{lambda_name}/stats"),
+        ("GET", "/v1/lambdas/{lambda_name}/dead-letters"),
+        ("POST", "/v1/lambdas/{lambda_name}/dead-letters/redrive"),
+        ("POST", "/v1/lambdas/{lambda_name}/dead-letters/discard"),
+        ("GET", "/v1/schedules"),
+        ("PUT", "/v1/schedules/{name}"),
+        ("GET", "/v1/schedules/{name}"),
+        ("DELETE", "/v1/schedules/{name}"),
+        ("POST", "/v1/schedules/{name}/pause"),
+        ("POST", "/v1/schedules/{name}/resume"),
+        ("POST", "/v1/chains"),
+        ("GET", "/v1/chains/{chain_id}"),
+        ("DELETE", "/v1/chains/{chain_id}"),
+        ("POST", "/v1/chains/{chain_id}/links/{link}/retry"),
     }
     assert document["security"] == [{"sigv4": []}]
     for ops in document["paths"].values():

@@ -51,3 +51,13 @@ def test_a_small_sample_says_it_is_partial(stack: LocalStack, report: dict[str, 
     stats = Stats(make_clients(stack.endpoint).dynamodb, stack.config, sample=2).of("report")
     assert not stats.complete and stats.sampled == 2
     assert stats.priorities["low"].due == 3, "counts stay exact when only the sample is cut"
+
+
+def test_the_configured_limits_are_shown(client: AtfClient) -> None:
+    stats = client.stats("chore")
+    assert (stats.limits.max_starts_per_second, stats.limits.max_running) == (50, 8)
+    assert {c: (lim.max_starts_per_second, lim.max_running) for c, lim in stats.collection_limits.items()} == {
+        "bulk": (None, 2)
+    }
+    unlimited = client.stats("mail")
+    assert (unlimited.limits.max_running, unlimited.collection_limits, unlimited.dead_letters) == (None, {}, 0)

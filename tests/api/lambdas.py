@@ -1,0 +1,31 @@
+"""Callbacks the live API tests run on a real worker host.
+
+Failures are driven by the payload and keyed on the attempt number, the
+stand-in for a bug fixed between one run and the next: a task that fails
+until attempt N succeeds once a redrive or a retry has brought it there.
+"""
+
+from __future__ import annotations
+
+from atf_sdk.worker.registry import Fatal, Lambdas, TaskContext
+
+lambdas = Lambdas()
+
+
+@lambdas.register("flaky")
+def flaky(task: TaskContext) -> None:
+    """Raises ValueError (retriable) until attempt `works_from`."""
+    if task.attempt < int(task.payload.get("works_from", 1)):
+        raise ValueError(f"attempt {task.attempt} fails on purpose")
+
+
+@lambdas.register("step")
+def step(task: TaskContext) -> None:
+    """A chain link: raises Fatal (straight to the dead letters) until attempt `works_from`."""
+    if task.attempt < int(task.payload.get("works_from", 1)):
+        raise Fatal(f"attempt {task.attempt}: this input cannot work yet")
+
+
+@lambdas.register("tick")
+def tick(task: TaskContext) -> None:
+    """What a periodic schedule runs: nothing, quickly."""

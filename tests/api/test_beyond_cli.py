@@ -1,0 +1,131 @@
+"""The CLI's verbs for dead letters, schedules and chains against the quiet stack: tables by
+default, JSON with --json, errors as one line and exit status 1."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atf_local.stack import LocalStack
+from atf_sdk.cli import build_parser, main
+from atf_sdk.client import AtfClient
+from tests.api.states import kill
+
+
+@pytest.fixture
+def atf(stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run `atf GROUP ACTION ...` in this process; give back (exit status, stdout, stderr)."""
+    monkeypatch.setenv("COLUMNS", "220")  # wide enough that no table cell wraps
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            main([*argv[:2], "--api-url", stack.api_url, *argv[2:]])
+        captured = capsys.readouterr()
+        return int(exited.value.code or 0), captured.out, captured.err
+
+    return run
+
+
+def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClient, store: Any) -> None:
+    collection = f"cli-{uuid.uuid4().hex[:8]}"
+    ids = [client.schedule("chore", {"i": i}, collection=collection).id for i in range(3)]
+    for task_id, kind in zip(ids, ("KeyError", "KeyError", "OSError"), strict=True):
+        kill(store, task_id, kind)
+    code, out, _ = atf("dead-letters", "list", "chore", "--collection", collection)
+    assert code == 0 and "3 dead letters of chore" in out and "OSError" in out
+    code, out, _ = atf(
+        "dead-letters", "list", "chore", "--collection", collection, "--error-type", "KeyError", "--json"
+    )
+    assert code == 0 and [d["id"] for d in json.loads(out)] == ids[:2]
+    code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--dry-run", "--per-second", "2")
+    assert code == 0 and "dry run: would redrive 3 dead letters" in out
+    code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
+    assert code == 0 and "2 of 2 matched redriven" in out
+    code, out, _ = atf("dead-letters", "discard", "chore", "--collection", collection, "--json")
+    selection = json.loads(out)
+    assert code == 0 and selection["changed"] == 1 and [d["id"] for d in selection["matched"]] == ids[2:]
+    code, out, _ = atf("status", ids[2])
+    assert code == 0 and "errors of" in out and "OSError: OSError on purpose" in out, "the error history"
+
+
+def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    code, out, _ = atf("schedules", "put", name, "--lambda", "chore", "--cron", "0 6 * * *", "--timezone", "Asia/Tokyo")
+    assert code == 0 and f"schedule {name} (cron '0 6 * * *' Asia/Tokyo) stored, next at" in out
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"lambda": "chore", "every_seconds": 300, "payload": {"from": "file"}}))
+    code, out, _ = atf("schedules", "put", name, "--file", str(spec), "--collection", "bulk", "--json")
+    stored = json.loads(out)
+    assert code == 0 and stored["spec"]["every_seconds"] == 300 and stored["spec"]["collection"] == "bulk"
+    assert stored["spec"]["payload"] == {"from": "file"} and stored["spec"]["cron"] is None
+    code, out, _ = atf("schedules", "get", name, "--upcoming", "2", "--json")
+    assert code == 0 and len(json.loads(out)["upcoming"]) == 2
+    assert atf("schedules", "pause", name)[1].strip() == f"schedule {name} paused"
+    code, out, _ = atf("schedules", "get", name)
+    assert code == 0 and "paused" in out and "next: none while paused" in out
+    code, out, _ = atf("schedules", "list", "--lambda", "chore")
+    assert code == 0 and name in out and "every 300 s" in out
+    assert atf("schedules", "resume", name)[1].startswith(f"schedule {name} resumed, next at")
+    assert atf("schedules", "delete", name, "--json")[1].strip() == json.dumps({"deleted": name}, indent=2)
+    code, _, err = atf("schedules", "get", name)
+    assert code == 1 and err.startswith("atf: not_found:")
+
+
+def test_a_bad_schedule_is_one_line(atf: Any) -> None:
+    code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--cron", "every day")
+    assert code == 1 and err.startswith("atf: invalid_input:") and "cron" in err
+    code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--every", "60", "--timezone", "Nowhere/X")
+    assert code == 1 and "timezone" in err
+
+
+def test_chains_create_get_cancel_and_retry(atf: Any, store: Any, tmp_path: Path) -> None:
+    chain = tmp_path / "chain.json"
+    links = [{"name": "a", "lambda": "chore"}, {"name": "b", "lambda": "chore", "after": ["a"]}]
+    chain.write_text(json.dumps({"links": links}))
+    code, out, _ = atf("chains", "create", "--file", str(chain), "--json")
+    created = json.loads(out)
+    assert code == 0 and created["status"] == "running"
+    assert [(link["name"], link["status"]) for link in created["links"]] == [("a", "new"), ("b", "waiting")]
+    code, out, _ = atf("chains", "get", created["id"])
+    assert code == 0 and f"chain {created['id']}: running" in out and "waiting" in out
+    code, _, err = atf("chains", "retry", created["id"], "a")
+    assert code == 1 and err.startswith("atf: conflict:") and err.rstrip().endswith("(link)")
+    kill(store, created["links"][0]["task_id"])
+    code, out, _ = atf("chains", "retry", created["id"], "a", "--budget", "2", "--json")
+    assert code == 0 and json.loads(out)["links"][0]["status"] == "new"
+    code, out, _ = atf("chains", "cancel", created["id"], "--json")
+    assert code == 0 and {link["status"] for link in json.loads(out)["links"]} == {"cancelled"}
+
+
+def test_stats_show_dead_letters_schedules_and_limits(atf: Any) -> None:
+    atf("schedules", "put", f"cli-{uuid.uuid4().hex[:8]}", "--lambda", "chore", "--every", "3600")
+    code, out, _ = atf("stats", "chore")
+    assert code == 0 and "dead letters:" in out and "every 3600 s into default" in out
+    assert "limits (lambda): 50 starts/s, at most 8 running" in out and "limits (collection bulk): 2 running" in out
+
+
+def test_every_verb_takes_json_and_the_top_hook_is_wired() -> None:
+    parser = build_parser()
+    for argv in (
+        ["dead-letters", "list", "x"],
+        ["dead-letters", "redrive", "x"],
+        ["dead-letters", "discard", "x"],
+        ["schedules", "put", "n"],
+        ["schedules", "list"],
+        ["schedules", "get", "n"],
+        ["schedules", "delete", "n"],
+        ["schedules", "pause", "n"],
+        ["schedules", "resume", "n"],
+        ["chains", "create", "--file", "-"],
+        ["chains", "get", "i"],
+        ["chains", "cancel", "i"],
+        ["chains", "retry", "i", "l"],
+    ):
+        if argv[-1] == "-":
+            continue  # reads stdin when parsed
+        assert parser.parse_args([*argv, "--json"]).json, argv
+    assert parser.parse_args(["top", "--once"]).once, "atf top registers through add_top_command"
