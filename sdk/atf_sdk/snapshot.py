@@ -140,14 +140,12 @@ class ApiSource:
 
     def snapshot(self) -> Snapshot:
         rows: list[QueueRow] = []
-        dead: dict[str, int] | None = {}
+        dead: dict[str, int] = {}
         for name in self._lambdas:
             stats = self._client.stats(name)
             for priority, counts in stats.priorities.items():
                 rows.append(QueueRow(lambda_=name, priority=priority, counts=counts.model_dump()))
-            # A server older than the dead letters' count leaves it out: shown as unknown.
-            count = getattr(stats, "dead_letters", None)
-            dead = None if dead is None or count is None else {**dead, name: int(count)}
+            dead[name] = stats.dead_letters
         notes = []
         if self._rates is not None:
             rates = self._rates.rates([(r.lambda_, r.priority) for r in rows])

@@ -183,6 +183,7 @@ def test_the_api_source_reads_a_stack_through_its_api(console_stack: ConsoleStac
     assert int(line_of(frame, "mail", "normal").split()[2]) >= 1  # the scheduled column
     assert "work/later" in frame and "top test" in frame
     assert "need --cloudwatch" in frame
+    assert snapshot.dead_letters is not None and set(snapshot.dead_letters) == {"work", "mail"}
 
 
 def test_the_console_source_and_once(console_stack: ConsoleStack) -> None:
