@@ -96,7 +96,11 @@ def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[
     runs = {"spec": run_lag(work / "spec", rate=args.lag_rate, seconds=seconds)}
     measured = (results.get("throughput") or {}).get("tasks_per_s")
     if measured is not None and measured / 2 < args.lag_rate:
-        runs["half of measured throughput"] = run_lag(work / "half", rate=max(2, int(measured / 2)), seconds=seconds)
+        rate = max(2, int(measured / 2))
+        runs["half of measured throughput"] = run_lag(work / "half", rate=rate, seconds=seconds)
+        # The example's lookahead equals its poll interval, so a task due just after a poll starts is found
+        # by that poll but sent only once the poll's writes are done: a lookahead that also covers the poll.
+        runs["same, lookahead 2 s"] = run_lag(work / "half-2s", rate=rate, seconds=seconds, lookahead=2.0)
     return runs
 
 

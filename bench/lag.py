@@ -44,8 +44,10 @@ def feed(client: AtfClient, rate: int, seconds: int, lead_s: float) -> Feed:
     return fed
 
 
-def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.0, **stack_kw: Any) -> dict[str, Any]:
-    stack = Stack(bench_config(), workdir, **stack_kw)
+def run_lag(
+    workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.0, lookahead: float = 1.0, **stack_kw: Any
+) -> dict[str, Any]:
+    stack = Stack(bench_config(lookahead=lookahead), workdir, **stack_kw)
     with running(stack), AtfClient(stack.api_url) as client:
         warm_up(stack, client)
         before = Window.take(stack)
@@ -60,6 +62,7 @@ def run_lag(workdir: Path, rate: int = 50, seconds: int = 60, lead_s: float = 5.
     ran = max(1, len(lags_ms))  # per-task figures are per task that went through
     return {
         "rate": rate,
+        "lookahead_s": lookahead,
         "seconds": seconds,
         "lead_s": lead_s,
         "scheduled": tasks,

@@ -25,7 +25,7 @@ HOOK = Path(__file__).resolve().parent / "hook"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def bench_config(shards: int = 2) -> StackConfig:
+def bench_config(shards: int = 2, lookahead: float = 1.0) -> StackConfig:
     """The local stack's example settings (poll every second, enqueue a second early), one no-op lambda."""
     return StackConfig.model_validate(
         {
@@ -33,7 +33,7 @@ def bench_config(shards: int = 2) -> StackConfig:
             "table_name": "bench-tasks",
             "shards": shards,
             "poll_interval": 1.0,
-            "lookahead": 1.0,
+            "lookahead": lookahead,
             "max_in_flight_per_queue": 200,
             "timeouts": {"enqueue": 30, "claim": 10, "heartbeat_interval": 1, "heartbeat": 10},
             "lambdas": {"noop": {"priorities": ["normal"], "max_attempts": 3}},

@@ -102,13 +102,15 @@ def _lag(lag: dict[str, Any]) -> str:
         "Each second one batch of tasks due `lead_s` later, spread evenly over that second, for `seconds`; "
         "lag = the executor's start record minus run_at.",
         "",
-        "| run | rate/s | tasks | started | p50 ms | p95 ms | p99 ms | max ms | late batches | load avg |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| run | rate/s | lookahead s | tasks | started | p50 ms | p95 ms | p99 ms | max ms | late batches "
+        "| load avg |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, run in lag.items():
         q = run["lag_ms"]
         lines.append(
-            f"| {name} | {run['rate']} | {run['scheduled']} | {run['started']} | {_ms(q.get('p50'))} | "
+            f"| {name} | {run['rate']} | {run.get('lookahead_s', 1.0):g} | {run['scheduled']} | {run['started']} | "
+            f"{_ms(q.get('p50'))} | "
             f"{_ms(q.get('p95'))} | {_ms(q.get('p99'))} | {_ms(q.get('max'))} | {run['late_submits']} | "
             f"{' '.join(str(x) for x in run['load'])} |"
         )
@@ -147,9 +149,15 @@ def _polls(run: dict[str, Any]) -> str:
     return (f"The consumer's polls that enqueued tasks ({polls['polls']}, from its history): up to "
             f"{polls['max_tasks']:.0f} tasks and {polls['max_seconds']:.1f} s of writes in one poll, "
             f"{polls['seconds_per_task'] * 1000:.0f} ms per enqueue write (each due task is written, one at a time, "
-            "before any of the poll's messages is sent). Enqueue writes refused because the task had moved on "
-            f"(billed all the same): {polls['rejected_enqueues']}, {polls['rejected_enqueues'] / run['tasks']:.2f} "
-            "per task.")
+            "before any of the poll's messages is sent)." + _refused(polls, run["tasks"]))
+
+
+def _refused(polls: dict[str, Any], tasks: int) -> str:
+    if "rejected_enqueues" not in polls:
+        return ""
+    refused = polls["rejected_enqueues"]
+    return (f" Enqueue writes refused because the task had moved on (billed all the same): {refused}, "
+            f"{refused / max(1, tasks):.2f} per task.")
 
 
 def _call_ms(run: dict[str, Any]) -> list[str]:
