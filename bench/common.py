@@ -113,3 +113,42 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
         "max": finite(max(values)),
         "min": finite(min(values)),
     }
+
+
+def stage_times(history_dir: Path) -> dict[str, dict[str, float]]:
+    """When each task was first enqueued (consumer), claimed (controller) and started (executor)."""
+    found: dict[str, dict[str, float]] = {}
+    for path in history_dir.glob("*.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            stage = record.get("transition") if record.get("kind") == "write" else record.get("kind")
+            applied = record.get("result", "applied") == "applied"
+            if stage in ("enqueue", "claim", "start") and applied:
+                found.setdefault(record["task"], {}).setdefault(stage, record["t"])
+    return found
+
+
+def slow_tail(history_dir: Path, run_at: dict[str, float], lags_ms: dict[str, float]) -> dict[str, float]:
+    """Where the slowest 5% of starts spent their time (medians, ms): how early the consumer wrote the
+    enqueue (negative: before run_at), from the later of run_at and that write to the claim, claim to start."""
+    if not lags_ms:
+        return {}
+    cutoff = percentile(list(lags_ms.values()), 95)
+    stages = stage_times(history_dir)
+    rows = [(stages[i], run_at[i]) for i, lag in lags_ms.items() if lag >= cutoff and {"enqueue", "claim", "start"}
+            <= stages.get(i, {}).keys()]  # fmt: skip
+    if not rows:
+        return {}
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2] * 1000
+
+    return {
+        "tasks": len(rows),
+        "enqueue_minus_run_at_ms": median([s["enqueue"] - due for s, due in rows]),
+        "claim_after_due_and_enqueue_ms": median([s["claim"] - max(due, s["enqueue"]) for s, due in rows]),
+        "start_minus_claim_ms": median([s["start"] - s["claim"] for s, due in rows]),
+    }

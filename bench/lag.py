@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from atf_sdk.client import AtfClient
-from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, summary, wait_for_ends, warm_up
+from bench.common import (
+    LAMBDA,
+    Window,
+    per_task_calls,
+    slow_tail,
+    spent,
+    sqs_by_call,
+    summary,
+    wait_for_ends,
+    warm_up,
+)
 from bench.procs import Stack, bench_config, running
 from bench.throughput import consumer_polls
 
@@ -56,7 +66,8 @@ def run_lag(
         done = wait_for_ends(stack, list(fed.run_at), timeout_s=lead_s + 30)
         after = Window.take(stack)
     cpu, bill = spent(before, after)
-    pairs = sorted((fed.run_at[i], (t["start"] - fed.run_at[i]) * 1000) for i, t in done.items() if "start" in t)
+    by_task = {i: (t["start"] - fed.run_at[i]) * 1000 for i, t in done.items() if "start" in t}
+    pairs = sorted((fed.run_at[i], lag) for i, lag in by_task.items())
     lags_ms = [lag for _, lag in pairs]
     tasks = len(fed.run_at)
     ran = max(1, len(lags_ms))  # per-task figures are per task that went through
@@ -77,6 +88,7 @@ def run_lag(
         "sqs_per_task": sqs_by_call(bill, ran),
         "sqs_requests_per_task": bill.sqs_requests / ran,
         "consumer_polls": consumer_polls(stack.history_dir),
+        "slowest_5_percent": slow_tail(stack.history_dir, fed.run_at, by_task),
         "window_s": after.at - before.at,
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": _loadavg(),

@@ -114,9 +114,21 @@ def _lag(lag: dict[str, Any]) -> str:
             f"{_ms(q.get('p95'))} | {_ms(q.get('p99'))} | {_ms(q.get('max'))} | {run['late_submits']} | "
             f"{' '.join(str(x) for x in run['load'])} |"
         )
+    lines += _tails(lag)
     lines += ["", "![start-lag histogram](start_lag_histogram.png)", "",
               "![start-lag over time](start_lag_over_time.png)"]  # fmt: skip
     return "\n".join(lines)
+
+
+def _tails(lag: dict[str, Any]) -> list[str]:
+    lines = ["", "Where the slowest 5% of each run spent their time (medians, ms; before run_at is negative):", ""]
+    for name, run in lag.items():
+        tail = run.get("slowest_5_percent") or {}
+        if tail:
+            lines.append(f"- {name}: consumer's enqueue write {tail['enqueue_minus_run_at_ms']:+,.0f}; claim "
+                         f"{tail['claim_after_due_and_enqueue_ms']:,.0f} after the later of run_at and that write; "
+                         f"start {tail['start_minus_claim_ms']:,.0f} after the claim ({tail['tasks']} tasks)")
+    return lines
 
 
 def _throughput(run: dict[str, Any]) -> str:
