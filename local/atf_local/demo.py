@@ -86,9 +86,11 @@ def _port(preferred: int) -> int:
 
 def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
     console = Console(width=None if sys.stdout.isatty() else 140)
-    stack = LocalStack(config, aws_port=_port(aws_port), api_port=_port(api_port))
+    stack = LocalStack(config, aws_port=_port(aws_port), api_port=_port(api_port), console_port=_port(8081))
     console.print(f"[bold]Starting the local stack[/] (AWS on {stack.endpoint}, API on {stack.api_url})")
     stack.start()
+    if stack.console_url:
+        console.print(f"Web console: {stack.console_url}")
     log = Path(REPO / ".demo-worker.log")
     host = _start_worker_host(stack, log)
     _wait_for_line(log, "worker host ready", timeout_s=90)

@@ -9,8 +9,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from atf_core.definitions import Attr
-from atf_core.store.base import DueEntry
 from atf_core.schema import Gate, GateAction, Task, TaskError, TaskStatus, encode_payload, from_ms, maybe_from_ms, to_ms
+from atf_core.store.base import DueEntry
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()

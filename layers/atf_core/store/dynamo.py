@@ -36,7 +36,7 @@ class DynamoTaskStore(TaskStore):
     # -- tasks ---------------------------------------------------------------
     def create(self, task: Task, fingerprint: str) -> CreateResult:
         shard = codec.shard_of(task.id, self._config.shards_of(task.lambda_))
-        partition = codec.index_partition(codec.Assoc.NEW, task.lambda_, task.priority, shard)
+        partition: str | None = codec.index_partition(codec.Assoc.NEW, task.lambda_, task.priority, shard)
         if task.status is TaskStatus.WAITING:
             partition = None  # a chain link enters the index when its parents succeed
         try:

@@ -41,17 +41,20 @@ class ItemStore:
         item = {Attr.ID: item_id, "v": (version or 0) + 1, **fields}
         if index is not None:
             item[Attr.INDEX_PK], item[Attr.INDEX_SK] = index
-        condition = "attribute_not_exists(#id)" if version is None else "#v = :v"
-        values = {} if version is None else {":v": {"N": str(version)}}
-        names = {"#id": Attr.ID} if version is None else {"#v": "v"}
-        try:
-            self._db.put_item(
-                TableName=self._table,
-                Item={k: codec.to_attr(v) for k, v in item.items()},
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                **({"ExpressionAttributeValues": values} if values else {}),
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": {k: codec.to_attr(v) for k, v in item.items()},
+        }
+        if version is None:
+            request.update(ConditionExpression="attribute_not_exists(#id)", ExpressionAttributeNames={"#id": Attr.ID})
+        else:
+            request.update(
+                ConditionExpression="#v = :v",
+                ExpressionAttributeNames={"#v": "v"},
+                ExpressionAttributeValues={":v": {"N": str(version)}},
             )
+        try:
+            self._db.put_item(**request)
         except ClientError as error:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
