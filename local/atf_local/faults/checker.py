@@ -115,8 +115,10 @@ def _executor_exits(records: list[Record]) -> int:
     return sum(
         1
         for r in of_kind(records, "proc")
-        if r.get("event") == "gone" and r.get("role") == "executor"
-        and not r.get("teardown") and int(r["target"]) not in signalled
+        if r.get("event") == "gone"
+        and r.get("role") == "executor"
+        and not r.get("teardown")
+        and int(r["target"]) not in signalled
     )
 
 

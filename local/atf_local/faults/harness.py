@@ -3,6 +3,7 @@ the faults; then waits for the backlog to drain, stops everything and checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from botocore.config import Config
 
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
@@ -33,6 +36,7 @@ from atf_local.faults.workload import Workload
 from atf_local.stack import free_port, wait_for_port
 
 log = logging.getLogger("atf.faults")
+HARNESS_CONFIG = Config(retries={"mode": "standard", "max_attempts": 10}, connect_timeout=5, read_timeout=60)
 
 
 @dataclass
@@ -93,7 +97,9 @@ class Run:
         self.cluster.history.record("phase", name=f"disarmed {flag}")
 
 
-def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1) -> Outcome:
+def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1, recipe: dict[str, Any] | None = None) -> Outcome:
+    """Run one scenario in out_root/NN-key and judge it. `recipe` (how the scenario was
+    built) is kept in run.json with the bounds, so `check` can judge the run again."""
     began = time.monotonic()
     for key, value in DUMMY_CREDENTIALS.items():
         os.environ.setdefault(key, value)  # the harness's own clients talk to the embedded AWS too
@@ -116,13 +122,21 @@ def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1) -> Outcome:
         cluster.kill_leftovers()
     now = time.time()
     bounds = Bounds(healed_t or now, drained_t, now, scenario.drain_bound_s, scenario.watched)
+    seconds = time.monotonic() - began
+    run = {"recipe": recipe or {}, "bounds": dataclasses.asdict(bounds), "seconds": seconds}
+    (run_dir / "run.json").write_text(json.dumps(run, indent=2))
+    return judge(scenario, run_dir, bounds, seconds)
+
+
+def judge(scenario: Scenario, run_dir: Path, bounds: Bounds, seconds: float) -> Outcome:
+    """The checker's verdict on a run's history, with the scenario's own expectations."""
     result, records, final = check_run(run_dir, bounds)
     for expectation in scenario.expect:
         for message in expectation(result, records, final):
             result.violate(message)
     for target in scenario.targets:
         result.missed_targets += target(result, records, final)
-    return Outcome(scenario, result, time.monotonic() - began, run_dir)
+    return Outcome(scenario, result, seconds, run_dir)
 
 
 def _drive(
@@ -203,14 +217,15 @@ def _harness_clients(scenario: Scenario, clients: AwsClients, seed: int, window:
     if not scenario.harness_faults:
         return clients
     raw = {"seed": seed, "rules": [{**rule, "while_exists": str(window)} for rule in scenario.harness_faults]}
-    faulty = make_clients(clients.dynamodb.meta.endpoint_url)
+    faulty = make_clients(clients.dynamodb.meta.endpoint_url)  # the default config: faults must show
     install(faulty.dynamodb, "harness", Plan.from_json(json.dumps(raw)))
     return faulty
 
 
 def _ready(endpoint: str, port: int, config: StackConfig) -> AwsClients:
+    """The harness's own clients, patient: an overloaded embedded AWS must not end a run."""
     wait_for_port(port, timeout_s=60)
-    clients = make_clients(endpoint)
+    clients = make_clients(endpoint, config=HARNESS_CONFIG)
     wanted = 2 * sum(len(spec.priorities) for spec in config.lambdas.values())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -221,9 +236,18 @@ def _ready(endpoint: str, port: int, config: StackConfig) -> AwsClients:
 
 
 def _wait_drained(store: DynamoTaskStore, accepted: list[str], deadline: float) -> float | None:
+    """When every task has ended; None if some had not by the deadline. A task that
+    ended is not read again (the checker verifies that final states stay final), so
+    the harness adds little load to a busy embedded AWS."""
+    pending = set(accepted)
     while time.time() < deadline:
-        tasks = store.get_many(list(accepted))
-        if len(tasks) == len(set(accepted)) and all(t.status.value in TERMINAL for t in tasks):
+        try:
+            ended = {t.id for t in store.get_many(sorted(pending)) if t.status.value in TERMINAL}
+        except Exception:
+            log.warning("reading task states failed; trying again", exc_info=True)
+            ended = set()
+        pending -= ended
+        if not pending:
             return time.time()
         time.sleep(1.0)
     return None

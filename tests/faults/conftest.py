@@ -1,0 +1,48 @@
+"""The suite's embedded AWS (moto's server with atomic conditional writes) in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atf_core.aws import make_clients
+from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.stack import REPO, free_port, wait_for_port
+from tests.conftest import TEST_CONFIG
+
+
+@pytest.fixture
+def endpoint(tmp_path: Path) -> Iterator[str]:
+    config = tmp_path / "stack.json"
+    config.write_text(json.dumps(TEST_CONFIG))
+    port = free_port()
+    command = [sys.executable, "-m", "atf_local.faults.server", "--config", str(config), "--aws-port", str(port)]
+    env = {**os.environ, **DUMMY_CREDENTIALS}
+    server = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout_s=60)
+        _wait_for_table(f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _wait_for_table(endpoint: str) -> None:
+    tables = make_clients(endpoint).dynamodb
+    deadline = time.monotonic() + 60
+    while TEST_CONFIG["table_name"] not in tables.list_tables()["TableNames"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the embedded AWS did not create its table")
+        time.sleep(0.2)

@@ -1,0 +1,96 @@
+"""The fault hooks against the suite's embedded AWS: each kind does what botocore
+would see on AWS, and botocore's own retries (standard mode) take it from there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atf_core import lifecycle
+from atf_core.aws import AwsClients, make_clients
+from atf_core.config import StackConfig
+from atf_core.faults import EXIT_CODE, Plan, install
+from atf_core.scheduling import Scheduling
+from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
+from atf_core.store.base import Change, TaskRef
+from atf_core.store.dynamo import DynamoTaskStore
+from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.stack import REPO
+from tests.conftest import TEST_CONFIG
+
+CONFIG = StackConfig.model_validate(TEST_CONFIG)
+
+
+def faulty(endpoint: str, *rules: dict[str, object]) -> AwsClients:
+    clients = make_clients(endpoint)
+    plan = Plan.from_json(json.dumps({"seed": 7, "rules": list(rules)}))
+    install(clients.dynamodb, "dynamodb", plan)
+    install(clients.sqs, "sqs", plan)
+    return clients
+
+
+def recorded_faults(directory: Path) -> list[str]:
+    records = [json.loads(line) for path in directory.glob("faults-*.jsonl") for line in path.open()]
+    return [r["fault"] for r in records if r["kind"] == "fault"]
+
+
+@pytest.fixture(autouse=True)
+def history_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ATF_HISTORY_DIR", str(tmp_path / "history"))
+    return tmp_path / "history"
+
+
+def test_throttling_and_5xx_are_retried_by_botocore(endpoint: str, history_dir: Path) -> None:
+    clients = faulty(endpoint, {"kind": "throttle", "operations": ["GetItem"], "nth": 1},
+                     {"kind": "error5xx", "operations": ["GetItem"], "nth": 2})  # fmt: skip
+    reply = clients.dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": "nothing"}})
+    assert reply["ResponseMetadata"]["RetryAttempts"] == 2
+    assert sorted(recorded_faults(history_dir)) == ["error5xx", "throttle"]
+
+
+def test_a_lost_response_lands_and_the_retry_reconciles_through_the_writer_token(endpoint: str) -> None:
+    task = (
+        Scheduling(DynamoTaskStore(make_clients(endpoint).dynamodb, CONFIG), CONFIG)
+        .schedule(ScheduleRequest.model_validate({"lambda": "work"}))
+        .task
+    )
+    lost = faulty(endpoint, {"kind": "lost_response", "operations": ["UpdateItem"], "nth": 1})
+    store = DynamoTaskStore(lost.dynamodb, CONFIG)
+    outcome = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=utcnow()))
+    # botocore retried after the "timeout"; the retry failed its condition and found its own token
+    assert (outcome.applied, outcome.reconciled) == (True, True)
+    stored = store.get(task.id)
+    assert stored is not None and stored.status is TaskStatus.ENQUEUED
+
+
+def test_a_duplicated_send_delivers_the_message_twice(endpoint: str) -> None:
+    clients = faulty(endpoint, {"kind": "duplicate", "service": "sqs", "operations": ["SendMessage"], "nth": 1})
+    url = clients.sqs.create_queue(QueueName="duplicates")["QueueUrl"]
+    clients.sqs.send_message(QueueUrl=url, MessageBody="once")
+    depth = clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert depth["Attributes"]["ApproximateNumberOfMessages"] == "2"
+
+
+@pytest.mark.parametrize(("kind", "lands"), [("exit_before", False), ("exit_after", True)])
+def test_an_exit_ends_the_process_before_or_after_the_call(
+    endpoint: str, tmp_path: Path, kind: str, lands: bool
+) -> None:
+    rule = {"kind": kind, "operations": ["PutItem"], "nth": 1}
+    script = (
+        "from atf_core.aws import make_clients\n"
+        f"make_clients({endpoint!r}).dynamodb.put_item(TableName={CONFIG.table_name!r}, "
+        f"Item={{'id': {{'S': {kind!r}}}}})\n"
+        "print('the call returned')\n"
+    )
+    env = {**os.environ, **DUMMY_CREDENTIALS, "ATF_FAULTS": json.dumps({"rules": [rule]}),
+           "ATF_HISTORY_DIR": str(tmp_path / "exits")}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, timeout=60)
+    assert done.returncode == EXIT_CODE and b"the call returned" not in done.stdout
+    item = make_clients(endpoint).dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": kind}})
+    assert ("Item" in item) is lands
+    assert recorded_faults(tmp_path / "exits") == [kind]  # and an "exit" record for the checker
