@@ -39,7 +39,9 @@ class TaskStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
-TERMINAL_STATUSES = frozenset({TaskStatus.SUCCESS, TaskStatus.FATAL_FAILURE, TaskStatus.CANCELLED, TaskStatus.DROPPED})
+TERMINAL_STATUSES = frozenset(
+    {TaskStatus.SUCCESS, TaskStatus.FATAL_FAILURE, TaskStatus.CANCELLED, TaskStatus.DROPPED, TaskStatus.EXPIRED}
+)
 
 
 # Fault injection shifts one component's clock (ATF_CLOCK_OFFSET_S) to show
