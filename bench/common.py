@@ -91,9 +91,7 @@ def per_task_calls(bill: Bill, tasks: int) -> dict[str, float]:
 
 
 def sqs_by_call(bill: Bill, tasks: int) -> dict[str, float]:
-    return {
-        k.split("/")[0]: v / max(1, tasks) for k, v in sorted(bill.detail.items()) if k.endswith("/sqs_requests")
-    }
+    return {k.split("/")[0]: v / max(1, tasks) for k, v in sorted(bill.detail.items()) if k.endswith("/sqs_requests")}
 
 
 def summary(values: Sequence[float]) -> dict[str, Any]:

@@ -97,4 +97,3 @@ def run_lag(
 
 def _loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-

@@ -75,8 +75,11 @@ def _cost(cost: dict[str, Any]) -> str:
         )
     lines += ["", "| peer | $/M tasks | basis |", "| --- | ---: | --- |"]
     lines += [f"| {p['name']} | {p['dollars_per_million']:.2f} | {p['basis']} |" for p in cost["peers"]]
-    lines += ["", f"Fixed: {cost['fixed_dollars_per_million_at_rate']:.3f} $/M at {est['rate']:g} tasks/s "
-              f"({', '.join(f'{k} ${v * 2_592_000:.2f}/month' for k, v in cost['fixed_dollars_per_second'].items())})."]
+    lines += [
+        "",
+        f"Fixed: {cost['fixed_dollars_per_million_at_rate']:.3f} $/M at {est['rate']:g} tasks/s "
+        f"({', '.join(f'{k} ${v * 2_592_000:.2f}/month' for k, v in cost['fixed_dollars_per_second'].items())}).",
+    ]
     lines += ["", "![cost](cost.png)"]
     return "\n".join(lines)
 
@@ -90,8 +93,11 @@ def _sqs(results: dict[str, Any]) -> str:
         calls = ", ".join(f"{k.split('.')[1]} {v:.3f}" for k, v in run["sqs_per_task"].items())
         lines.append(f"| {name} | {run['sqs_requests_per_task']:.3f} | {calls} |")
     if "proposals" in results:
-        lines += ["", f"With the proposed savings the throughput run made {results['proposals']['tasks_per_s']:.1f} "
-                  f"tasks/s (without: {results['throughput']['tasks_per_s']:.1f})."]
+        lines += [
+            "",
+            f"With the proposed savings the throughput run made {results['proposals']['tasks_per_s']:.1f} "
+            f"tasks/s (without: {results['throughput']['tasks_per_s']:.1f}).",
+        ]
     return "\n".join(lines)
 
 
@@ -125,9 +131,11 @@ def _tails(lag: dict[str, Any]) -> list[str]:
     for name, run in lag.items():
         tail = run.get("slowest_5_percent") or {}
         if tail:
-            lines.append(f"- {name}: consumer's enqueue write {tail['enqueue_minus_run_at_ms']:+,.0f}; claim "
-                         f"{tail['claim_after_due_and_enqueue_ms']:,.0f} after the later of run_at and that write; "
-                         f"start {tail['start_minus_claim_ms']:,.0f} after the claim ({tail['tasks']} tasks)")
+            lines.append(
+                f"- {name}: consumer's enqueue write {tail['enqueue_minus_run_at_ms']:+,.0f}; claim "
+                f"{tail['claim_after_due_and_enqueue_ms']:,.0f} after the later of run_at and that write; "
+                f"start {tail['start_minus_claim_ms']:,.0f} after the claim ({tail['tasks']} tasks)"
+            )
     return lines
 
 
@@ -158,18 +166,22 @@ def _polls(run: dict[str, Any]) -> str:
     polls = run.get("consumer_polls") or {}
     if not polls.get("polls"):
         return "The consumer reported no polls that sent anything."
-    return (f"The consumer's polls that enqueued tasks ({polls['polls']}, from its history): up to "
-            f"{polls['max_tasks']:.0f} tasks and {polls['max_seconds']:.1f} s of writes in one poll, "
-            f"{polls['seconds_per_task'] * 1000:.0f} ms per enqueue write (each due task is written, one at a time, "
-            "before any of the poll's messages is sent)." + _refused(polls, run["tasks"]))
+    return (
+        f"The consumer's polls that enqueued tasks ({polls['polls']}, from its history): up to "
+        f"{polls['max_tasks']:.0f} tasks and {polls['max_seconds']:.1f} s of writes in one poll, "
+        f"{polls['seconds_per_task'] * 1000:.0f} ms per enqueue write (each due task is written, one at a time, "
+        "before any of the poll's messages is sent)." + _refused(polls, run["tasks"])
+    )
 
 
 def _refused(polls: dict[str, Any], tasks: int) -> str:
     if "rejected_enqueues" not in polls:
         return ""
     refused = polls["rejected_enqueues"]
-    return (f" Enqueue writes refused because the task had moved on (billed all the same): {refused}, "
-            f"{refused / max(1, tasks):.2f} per task.")
+    return (
+        f" Enqueue writes refused because the task had moved on (billed all the same): {refused}, "
+        f"{refused / max(1, tasks):.2f} per task."
+    )
 
 
 def _call_ms(run: dict[str, Any]) -> list[str]:

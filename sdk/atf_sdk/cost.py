@@ -190,8 +190,10 @@ class Lifecycles:
         next_at = self.now + timedelta(seconds=delay)
         with self.step(transition.name):
             for task in tasks:
-                error = None if transition is lifecycle.SUCCEED else TaskError(
-                    type="Retry", message="attempt fails on purpose", attempt=task.attempt, at=self.now
+                error = (
+                    None
+                    if transition is lifecycle.SUCCEED
+                    else TaskError(type="Retry", message="attempt fails on purpose", attempt=task.attempt, at=self.now)
                 )
                 change = Change(now=self.now, attempt=task.attempt, next_at=next_at, error=error)
                 self.store.transition(TaskRef.of(task), transition, change)
@@ -219,7 +221,6 @@ class Lifecycles:
             chunk = handles[start : start + 10]
             entries = [{"Id": str(i), "ReceiptHandle": receipt} for i, (_, receipt) in enumerate(chunk)]
             self.sqs.delete_message_batch(QueueUrl=chunk[0][0], Entries=entries)  # type: ignore[arg-type]
-
 
 
 def happy_path(run: Lifecycles) -> None:
@@ -372,8 +373,14 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
     verb.add_argument("--config", help="stack configuration file (default: $ATF_CONFIG, else the defaults)")
     verb.add_argument("--payload-bytes", type=int, default=Estimate.payload_bytes)
     verb.add_argument("--rate", type=float, default=Estimate.rate, help="tasks/s, to spread fixed costs over")
-    verb.add_argument("--tasks-per-request", type=int, default=Estimate.tasks_per_request, choices=range(1, 101),
-                      metavar="1..100", help="tasks per API request (the batch route takes 100)")
+    verb.add_argument(
+        "--tasks-per-request",
+        type=int,
+        default=Estimate.tasks_per_request,
+        choices=range(1, 101),
+        metavar="1..100",
+        help="tasks per API request (the batch route takes 100)",
+    )
     verb.add_argument("--frontend-ms", type=float, default=Estimate.frontend_ms, help="assumed frontend duration")
     verb.add_argument("--consumer-groups", type=int, default=Estimate.consumer_groups)
     verb.add_argument("--batch", type=int, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)")
@@ -418,16 +425,32 @@ def render(report: CostReport, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     est = report.estimate
     table = Table(title=f"AWS cost per task, stack {report.config_name!r}, {est.payload_bytes}-byte payload")
-    for column in ("lifecycle", "write units", "of which index", "read units", "SQS requests",
-                   "DynamoDB+SQS $/M", "all-in $/M"):
+    for column in (
+        "lifecycle",
+        "write units",
+        "of which index",
+        "read units",
+        "SQS requests",
+        "DynamoDB+SQS $/M",
+        "all-in $/M",
+    ):
         table.add_column(column, justify="left" if column == "lifecycle" else "right")
     for s in report.scenarios:
-        table.add_row(s.name, f"{s.write_units:.2f}", f"{s.index_units:.2f}", f"{s.read_units:.2f}",
-                      f"{s.sqs_requests:.2f}", f"{s.dollars_per_million:.2f}", f"{report.all_in_per_million(s):.2f}")
+        table.add_row(
+            s.name,
+            f"{s.write_units:.2f}",
+            f"{s.index_units:.2f}",
+            f"{s.read_units:.2f}",
+            f"{s.sqs_requests:.2f}",
+            f"{s.dollars_per_million:.2f}",
+            f"{report.all_in_per_million(s):.2f}",
+        )
     console.print(table)
     front = ", ".join(f"{k} ${v:.3f}/M" for k, v in report.frontend_per_million.items())
-    console.print(f"all-in adds the frontend ({est.tasks_per_request} task(s) per request: {front}) and fixed "
-                  f"costs at {est.rate:g} tasks/s (${report.fixed_per_million():.3f}/M):")
+    console.print(
+        f"all-in adds the frontend ({est.tasks_per_request} task(s) per request: {front}) and fixed "
+        f"costs at {est.rate:g} tasks/s (${report.fixed_per_million():.3f}/M):"
+    )
     for name, per_s in report.fixed_per_second.items():
         console.print(f"  {name}: ${per_s * 86400 * 30:.2f} a month")
     peers = Table("peer", "$/M tasks", "basis", title="The same million tasks elsewhere")
