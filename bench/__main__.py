@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
             results[step] = RUNNERS[step](args, work / step, results)
             print(f"bench: {step} done in {time.monotonic() - started:.0f}s", flush=True)
     _write(results, args.out)
-    print(f"bench: wrote {args.out / 'report.md'} (logs of the stacks in {work})")
+    written = "report.md, results.json" if (args.out / "report.md").exists() else "results.json"
+    print(f"bench: wrote {written} and figures to {args.out} (logs of the stacks in {work})")
 
 
 def _parser() -> argparse.ArgumentParser:
