@@ -338,6 +338,8 @@ def _add_optional_verbs(verbs: Any) -> None:
     """Verbs of modules that may not be installed: `atf top` (atf_sdk.top, with the console work)."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
         importlib.import_module("atf_sdk.top").add_top_command(verbs)
+    if importlib.util.find_spec("moto") is not None:  # atf cost measures on an embedded AWS
+        importlib.import_module("atf_sdk.cost").add_cost_command(verbs)
 
 
 def main(argv: list[str] | None = None) -> None:

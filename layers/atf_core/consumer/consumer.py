@@ -134,8 +134,14 @@ class Consumer:
             report.skipped_full += 1
             return False
         due = fair_share(self._due_entries(lambda_name, priority, gates, now, seen), window=min(4 * room, 2000))
-        outgoing = self._enqueue(due, gates, now, room, report)
-        sent = self._send(lambda_name, priority, outgoing, now, report)
+        # Each batch of ten goes out as soon as its writes are done: the first tasks of a
+        # long poll do not wait for the last ones to be recorded.
+        sent, batch = 0, []
+        for item in self._enqueue(due, gates, now, room, report):
+            batch.append(item)
+            if len(batch) == 10:
+                sent, batch = sent + self._send(lambda_name, priority, batch, now, report), []
+        sent += self._send(lambda_name, priority, batch, now, report)
         self._budget.spent(key, sent)
         report.by_queue[key] = sent
         report.saturated |= sent >= room
@@ -161,11 +167,12 @@ class Consumer:
 
     def _enqueue(
         self, entries: Iterator[DueEntry], gates: GateView, now: datetime, room: int, report: PollReport
-    ) -> list[Outgoing]:
-        outgoing: list[Outgoing] = []
+    ) -> Iterator[Outgoing]:
+        """Record due tasks as enqueued (or gate, expire, recover them), at most `room` to send."""
+        count = 0
         for entry in entries:
-            if len(outgoing) >= room:
-                break
+            if count >= room:
+                return
             gate = gates.decide(entry.lambda_name, entry.collection)
             ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
             if entry.expire_ms is not None and entry.expire_ms <= to_ms(now):
@@ -185,13 +192,13 @@ class Consumer:
                 due_by = now + timedelta(seconds=self._config.lookahead)
                 outcome = self._store.transition(ref, lifecycle.ENQUEUE, Change(now=now, due_by=due_by))
                 if outcome.applied and outcome.task is not None:
-                    message = TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection)
-                    outgoing.append(Outgoing(message, entry))
+                    count += 1
+                    yield Outgoing(TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection), entry)
                     continue
             recovered = self._recover(entry, outcome, now, report)
             if recovered is not None:
-                outgoing.append(Outgoing(recovered, entry))
-        return outgoing
+                count += 1
+                yield Outgoing(recovered, entry)
 
     def _recover(self, entry: DueEntry, outcome: Outcome, now: datetime, report: PollReport) -> TaskMessage | None:
         """An entry whose task was not waiting to be enqueued: in flight, finished, or stuck."""

@@ -33,6 +33,10 @@ class WorkBuffer:
         self._seq = itertools.count()
         self._cond = threading.Condition()
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
     def room(self) -> int:
         with self._cond:
             return max(0, self._capacity - len(self._due) - len(self._held))

@@ -101,7 +101,9 @@ class Controller:
         url = self._queues.url(lambda_name, priority)
         buffer = self._buffers[lambda_name]
         while not self._draining.is_set():
-            room = min(10, buffer.room())
+            # Ask only when a full batch of ten fits (or the buffer is empty): fewer, fuller receives.
+            room = buffer.room()
+            room = min(10, room) if room >= min(10, buffer.capacity) else 0
             if room == 0 or self._lambda_paused(lambda_name):
                 time.sleep(0.05)
                 continue

@@ -1,8 +1,9 @@
 """Deletes of handled messages, sent ten at a time.
 
 A message is done once its claim is written (the store, not SQS, holds the
-task from then on), so its delete can wait a few milliseconds for others to
-share one DeleteMessageBatch call: fewer SQS requests per task.
+task from then on), so its delete can wait up to a second for others to
+share one DeleteMessageBatch call: fewer SQS requests per task. A message
+redelivered meanwhile (visibility timeout 60 s) would only fail its claim.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ log = logging.getLogger("atf.controller")
 
 
 class DeleteBatcher:
-    def __init__(self, sqs: SQSClient, linger_s: float = 0.05) -> None:
+    def __init__(self, sqs: SQSClient, linger_s: float = 1.0) -> None:
         self._sqs = sqs
         self._linger_s = linger_s
         self._pending: dict[str, list[str]] = defaultdict(list)
