@@ -13,6 +13,7 @@ from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_local import environment
 from atf_local.api_server import ApiServer
+from atf_local.atomic import atomic_dynamodb
 from atf_local.console import ConsoleServer
 from atf_local.provision import provision
 
@@ -67,6 +68,7 @@ class LocalStack:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
         environment.apply(self.endpoint, self.config.model_dump_json())
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.aws_port, verbose=False)
         server.start()

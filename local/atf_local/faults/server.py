@@ -1,15 +1,6 @@
 """The embedded AWS for the guarantees suite: the local stack (moto's server on
-loopback, the table and queues), with DynamoDB's atomic conditional writes.
-
-moto checks a write's condition and then applies it in separate Python steps,
-with no lock, and its server answers requests on many threads: two writes on
-one item can both pass their conditions. A heartbeat in flight as its task's
-result lands then turns a finished task back into a running one, which
-DynamoDB, where a conditional write is atomic per item, never does. The suite
-tests the framework, not moto, so here DynamoDB's writes run one at a time.
-Reads are left free: a read that overlaps a write may see part of it, as a
-reader of an item being written never does on DynamoDB, but every decision
-the framework takes on a read is itself a conditional write.
+loopback, the table and queues, DynamoDB's writes made atomic as in
+atf_local.atomic) without a consumer, which the suite runs itself.
 
     python -m atf_local.faults.server --config stack.json --aws-port 4566
 """
@@ -17,38 +8,13 @@ the framework takes on a read is itself a conditional write.
 from __future__ import annotations
 
 import argparse
-import functools
 import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from atf_core.config import StackConfig
+from atf_local.atomic import atomic_dynamodb
 from atf_local.stack import LocalStack
-
-_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
-
-
-def atomic_dynamodb() -> None:
-    """Serialise moto's DynamoDB writes, as DynamoDB serialises the writes on one item."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    lock = threading.RLock()
-    for name in _WRITES:
-        original = getattr(DynamoDBBackend, name)
-        if not getattr(original, "_atf_locked", False):
-            setattr(DynamoDBBackend, name, _locked(original, lock))
-
-
-def _locked(method: Callable[..., Any], lock: threading.RLock) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return method(*args, **kwargs)
-
-    call._atf_locked = True  # type: ignore[attr-defined]
-    return call
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,41 @@
+"""Make moto's DynamoDB writes atomic, as DynamoDB's are.
+
+moto checks a write's condition and then applies it in separate Python steps,
+with no lock, and its server answers requests on many threads: two writes on
+one item can both pass their conditions. A heartbeat in flight as its task's
+result lands could then turn a finished task back into a running one, which
+DynamoDB, where a conditional write is atomic per item, never does. The
+embedded AWS is there to behave like AWS, so its DynamoDB writes run one at a
+time. Reads are left free: every decision the framework takes on a read is
+itself a conditional write.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+
+
+def atomic_dynamodb() -> None:
+    """Serialise moto's DynamoDB writes in this process (idempotent)."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    for name in _WRITES:
+        original = getattr(DynamoDBBackend, name)
+        if not getattr(original, "_atf_locked", False):
+            setattr(DynamoDBBackend, name, _locked(original, lock))
+
+
+def _locked(method: Callable[..., Any], lock: threading.RLock) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return method(*args, **kwargs)
+
+    call._atf_locked = True  # type: ignore[attr-defined]
+    return call
