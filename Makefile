@@ -31,9 +31,11 @@ $(CDK): infra/package.json infra/package-lock.json
 
 # Debian's Chromium for the console's browser tests: Playwright drives it and never downloads a browser
 chromium:
-	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 test: setup infra-cli chromium
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 run: setup
