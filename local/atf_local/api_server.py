@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -167,26 +168,8 @@ def frontend_handler() -> Handler:
     return lambda_handler
 
 
-class ApiServer:
+class ApiServer(BackgroundServer):
     """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process."""
 
     def __init__(self, port: int = 8080, handler: Handler | None = None) -> None:
-        self._server = _Server(port, handler or frontend_handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, name="atf-api", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ApiServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(_Server(port, handler or frontend_handler()), "atf-api")

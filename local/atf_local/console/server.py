@@ -14,7 +14,6 @@ otherwise post to a console on loopback.
 from __future__ import annotations
 
 import logging
-import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +24,7 @@ from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError
 from atf_core.schema import GateAction
+from atf_local.background import BackgroundServer
 from atf_local.console import pages
 from atf_local.console.data import ConsoleData
 
@@ -165,22 +165,8 @@ class _Server(ThreadingHTTPServer):
         self.data = data
 
 
-class ConsoleServer:
+class ConsoleServer(BackgroundServer):
     """The console on http://127.0.0.1:<port> (0: any free port)."""
 
     def __init__(self, config: StackConfig, endpoint: str, port: int = 8081) -> None:
-        self._server = _Server(port, config, ConsoleData(make_clients(endpoint), config))
-        self._thread = threading.Thread(target=self._server.serve_forever, name="atf-console", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> ConsoleServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(_Server(port, config, ConsoleData(make_clients(endpoint), config)), "atf-console")

@@ -1,0 +1,30 @@
+"""An HTTP server on 127.0.0.1 running in a daemon thread of this process."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+from typing import Self
+
+
+class BackgroundServer:
+    def __init__(self, server: ThreadingHTTPServer, name: str) -> None:
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
