@@ -2,7 +2,7 @@
 # make test - install what is needed and run the tests
 # make serve - the local stack alone, until interrupted
 # make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
-# make faults - the fault-injection suite (about half an hour, soak included): local/atf_local/faults/results.md
+# make faults - the fault-injection suite (about twenty minutes, soak included): local/atf_local/faults/results.md
 
 PYTHON ?= python3
 VENV := .venv

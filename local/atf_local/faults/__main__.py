@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     checking = args.command == "check"
     outcomes = [_recheck(run_dir) for run_dir in args.run_dirs] if checking else _run(args, console)
     print_table(outcomes, console)
-    out = None if checking else args.out or (None if args.ci or args.scenario else DEFAULT_OUT)
+    out = args.out or (None if checking or args.ci or args.scenario else DEFAULT_OUT)
     if out is not None:
         write_markdown(outcomes, out, "python -m atf_local.faults " + " ".join(sys.argv[1:] if argv is None else argv))
         console.print(f"written to {out}")
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--runs", type=Path, help="where run directories (histories, logs) go (default: a temp dir)")
     check = commands.add_parser("check", help="check the histories of earlier runs again and print their table")
     check.add_argument("run_dirs", type=Path, nargs="+")
+    check.add_argument("--out", type=Path, help="write the Markdown table there too")
     return parser
 
 

@@ -93,7 +93,11 @@ def check(records: list[Record], final: dict[str, FinalTask], bounds: Bounds) ->
     result = Result()
     accepted = {r["task"]: r for r in of_kind(records, "accepted")}
     result.tasks = len(accepted)
-    result.faults = len(of_kind(records, "fault")) + sum(1 for r in of_kind(records, "signal") if r.get("injected"))
+    result.faults = (
+        len(of_kind(records, "fault"))
+        + sum(1 for r in of_kind(records, "signal") if r.get("injected"))
+        + sum(1 for r in of_kind(records, "exit") if r.get("reason") == "poison")  # a callback that kills its process
+    )
     runs = executions(records)
     result.executions = len(runs)
     life = lives(records, bounds.ended_t)
