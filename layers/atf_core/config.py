@@ -96,6 +96,9 @@ class StackConfig(BaseModel):
     poll_interval: float = Field(default=1.0, gt=0)
     lookahead: float = Field(default=1.0, ge=0, description="Enqueue tasks this early; workers hold them.")
     max_in_flight_per_queue: int = Field(default=200, ge=10)
+    enqueue_per_poll: int = Field(
+        default=50, ge=10, description="Most tasks one queue gets per pass: a backlog cannot hold up other queues."
+    )
     page_size: int = Field(default=200, ge=10, le=1000)
     retention_days: int = Field(default=30, ge=1)
     timeouts: Timeouts = Field(default_factory=Timeouts)

@@ -14,6 +14,9 @@ from tests.api.live import LiveStack
 def test_a_task_held_past_its_expire_at_ends_expired_not_late(live: LiveStack) -> None:
     client, collection = live.client, f"held-{uuid.uuid4().hex[:8]}"
     client.pause("tick", collection, reason="hold until the deadline passes")
+    # A gate takes effect within a consumer poll and a controller's gate refresh (2 s);
+    # a task scheduled in that window may still be enqueued before the gate is seen.
+    time.sleep(2.5)
     expire_at = datetime.now(UTC) + timedelta(seconds=1.5)
     late = client.schedule("tick", {"late": True}, collection=collection, expire_at=expire_at).id
     punctual = client.schedule("tick", collection=f"{collection}-free", expire_at=expire_at + timedelta(minutes=5)).id

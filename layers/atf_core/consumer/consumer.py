@@ -129,7 +129,9 @@ class Consumer:
     ) -> bool:
         """Enqueue what is due for one queue; False if its queue was full and nothing was read."""
         key = (lambda_name, priority)
-        room = self._budget.available(key)
+        # A pass gives each queue at most enqueue_per_poll tasks, then moves on; a queue
+        # that took its share makes the loop come back at once (saturated).
+        room = min(self._budget.available(key), self._config.enqueue_per_poll)
         if room == 0:
             report.skipped_full += 1
             return False
