@@ -8,6 +8,7 @@ their routes in routers of their own, included here.
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -27,6 +28,8 @@ from functions.frontend.openapi_doc import JSON, document, error_responses, ok
 from functions.frontend.params import Collection, LambdaName, TaskId
 from functions.frontend.services import services
 
+# Reads and refused requests emit no metric; Powertools would warn about each of them.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-frontend")
 metrics = Metrics(namespace=NAMESPACE, service="frontend")
 tracer = Tracer(service="atf-frontend")
