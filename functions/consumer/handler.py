@@ -52,7 +52,8 @@ def _consumer(index: int, of: int) -> Consumer:
     items = ItemStore(clients.dynamodb, config.table_name)
     chores: list[Housekeeping] = []
     if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
-        chores = [Schedules(store, items, config).fire_due, lambda now, _: Chains(store, items, config).sweep(now)]
+        chains = Chains(store, items, config)
+        chores = [Schedules(store, items, config).fire_due, lambda now, _: chains.sweep(now)]
     return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores)
 
 

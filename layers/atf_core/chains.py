@@ -132,60 +132,62 @@ class Chains:
         now = now or utcnow()
         chain = StoredChain(task_id_for("#chain", spec.key), spec, now, 0)
         tasks = [self._link_task(chain, link, now) for link in spec.links]  # every link checked first
-        fields = {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(now), "fp": spec.fingerprint()}
-        if not self._items.put(_chain_item(chain.id), fields, (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)), None):
+        if not self._items.put(
+            _chain_item(chain.id), _fields(chain), (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)), None
+        ):
             existing = self._load(chain.id)
             if existing.spec.fingerprint() != spec.fingerprint():
                 raise Conflict(f"key {spec.key!r} was used for a different chain", "key")
             chain = existing
         for task in tasks:  # idempotent: a retried request finds the links it already made
             self._store.create(task, f"chain:{chain.id}")
-        return self.get(chain.id)
+        return self._view(chain)
 
     def get(self, chain_id: str) -> ChainView:
-        chain = self._load(chain_id)
-        tasks = {t.id: t for t in self._store.get_many([chain.task_id(link.name) for link in chain.spec.links])}
-        links = [_link_view(chain, link, tasks.get(chain.task_id(link.name))) for link in chain.spec.links]
-        return ChainView(id=chain.id, status=_status(links), created_at=chain.created_at, links=links)
+        return self._view(self._load(chain_id))
 
     def advance(self, chain_id: str, now: datetime | None = None) -> int:
         """Release every waiting link whose parents have all succeeded; returns how many."""
         now = now or utcnow()
-        view = self.get(chain_id)
+        chain = self._load(chain_id)
+        view = self._view(chain)
         done = {link.name for link in view.links if link.status is TaskStatus.SUCCESS}
         released = 0
         for link in view.links:
             if link.status is TaskStatus.WAITING and all(p in done for p in link.after):
-                ref = TaskRef(link.task_id, *self._lambda_and_priority(chain_id, link.name))
                 change = Change(now=now, next_at=now)
-                released += int(self._store.transition(ref, lifecycle.RELEASE_LINK, change).applied)
-        self._reindex(chain_id, view if not released else self.get(chain_id), now)
+                released += int(
+                    self._store.transition(self._ref(chain, link.name), lifecycle.RELEASE_LINK, change).applied
+                )
+        self._reindex(chain, view if not released else self._view(chain), now)
         return released
 
     def cancel(self, chain_id: str) -> ChainView:
         """Cancel every link that has not started; running links finish."""
-        view = self.get(chain_id)
+        chain = self._load(chain_id)
         now = utcnow()
-        for link in view.links:
+        for link in self._view(chain).links:
             if lifecycle.CANCEL.allows(link.status):
-                ref = TaskRef(link.task_id, *self._lambda_and_priority(chain_id, link.name))
-                self._store.transition(ref, lifecycle.CANCEL, Change(now=now, reason=f"chain {chain_id} cancelled"))
-        return self.get(chain_id)
+                change = Change(now=now, reason=f"chain {chain_id} cancelled")
+                self._store.transition(self._ref(chain, link.name), lifecycle.CANCEL, change)
+        return self._view(chain)
 
     def retry(self, chain_id: str, link_name: str, budget: int | None = None) -> ChainView:
         """Send a failed (dead-letter) link back to run, with a fresh attempt budget."""
-        view = self.get(chain_id)
-        link = next((lk for lk in view.links if lk.name == link_name), None)
+        chain = self._load(chain_id)
+        link = next((lk for lk in self._view(chain).links if lk.name == link_name), None)
         if link is None:
             raise NotFound(f"chain {chain_id} has no link {link_name!r}", "link")
         if link.status is not TaskStatus.DEAD_LETTER:
             raise Conflict(f"link {link_name!r} is {link.status.value}; only a dead letter can be retried", "link")
-        lambda_name, priority = self._lambda_and_priority(chain_id, link_name)
-        attempts = budget or self._config.lambdas[lambda_name].max_attempts
-        change = Change(now=utcnow(), next_at=utcnow(), max_attempts=attempts, reason="retried in its chain")
-        self._store.transition(TaskRef(link.task_id, lambda_name, priority), lifecycle.REDRIVE, change)
-        self._reindex(chain_id, self.get(chain_id), utcnow())
-        return self.get(chain_id)
+        ref = self._ref(chain, link_name)
+        now = utcnow()
+        attempts = budget or self._config.lambdas[ref.lambda_name].max_attempts
+        change = Change(now=now, next_at=now, max_attempts=attempts, reason="retried in its chain")
+        self._store.transition(ref, lifecycle.REDRIVE, change)
+        view = self._view(chain)
+        self._reindex(chain, view, now)
+        return view
 
     def sweep(self, now: datetime) -> int:
         """The consumer's safety net: advance running chains that are due a look."""
@@ -202,9 +204,15 @@ class Chains:
         status = TaskStatus.NEW if not link.after else TaskStatus.WAITING
         return task.model_copy(update={"id": chain.task_id(link.name), "status": status, "chain": chain.id})
 
-    def _lambda_and_priority(self, chain_id: str, link_name: str) -> tuple[str, str]:
-        link = next(lk for lk in self._load(chain_id).spec.links if lk.name == link_name)
-        return link.lambda_, link.priority or self._config.lambdas[link.lambda_].default_priority
+    def _view(self, chain: StoredChain) -> ChainView:
+        tasks = {t.id: t for t in self._store.get_many([chain.task_id(link.name) for link in chain.spec.links])}
+        links = [_link_view(chain, link, tasks.get(chain.task_id(link.name))) for link in chain.spec.links]
+        return ChainView(id=chain.id, status=_status(links), created_at=chain.created_at, links=links)
+
+    def _ref(self, chain: StoredChain, link_name: str) -> TaskRef:
+        link = next(lk for lk in chain.spec.links if lk.name == link_name)
+        priority = link.priority or self._config.lambdas[link.lambda_].default_priority
+        return TaskRef(chain.task_id(link_name), link.lambda_, priority)
 
     def _load(self, chain_id: str) -> StoredChain:
         raw = self._items.get(_chain_item(chain_id))
@@ -213,15 +221,16 @@ class Chains:
         spec = ChainSpec.model_validate_json(raw["cspec"])
         return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)))
 
-    def _reindex(self, chain_id: str, view: ChainView, now: datetime) -> None:
+    def _reindex(self, chain: StoredChain, view: ChainView, now: datetime) -> None:
         """A running chain stays in the sweep partition; a finished one leaves it."""
-        raw = self._items.get(_chain_item(chain_id))
-        if raw is None:
-            return
-        fields = {k: v for k, v in raw.items() if k not in ("id", "v", "gs", "nt")}
         running = view.status is ChainStatus.RUNNING
         index = (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)) if running else None
-        self._items.put(_chain_item(chain_id), fields, index, int(raw.get("v", 0)))
+        self._items.put(_chain_item(chain.id), _fields(chain), index, chain.version)
+
+
+def _fields(chain: StoredChain) -> dict[str, Any]:
+    spec = chain.spec
+    return {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(chain.created_at), "fp": spec.fingerprint()}
 
 
 def _chain_item(chain_id: str) -> str:

@@ -331,7 +331,3 @@ def _rejected(error: ClientError, transition: Transition, change: Change) -> Out
     if ours and task.status is transition.target:
         return Outcome(applied=True, task=task, reconciled=True)
     return Outcome(applied=False, task=task)
-
-
-def status_of(outcome: Outcome) -> TaskStatus | None:
-    return outcome.task.status if outcome.task else None

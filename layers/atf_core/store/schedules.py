@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -121,7 +120,3 @@ def schedule_from(raw: dict[str, Any]) -> Schedule:
         skipped=int(raw.get("skipped", 0)),
         version=int(raw.get("v", 0)),
     )
-
-
-def all_due_before(moment: datetime) -> int:
-    return to_ms(moment)
