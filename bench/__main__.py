@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-STEPS = ("cost", "throughput", "proposals", "lag", "capacity")
+STEPS = ("cost", "throughput", "lag", "capacity")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -78,16 +78,6 @@ def _throughput(args: argparse.Namespace, work: Path, results: dict[str, Any]) -
     return run_throughput(work, tasks=args.tasks, raw_processes=(2, 4), raw_seconds=15)
 
 
-def _proposals(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
-    """The throughput run again with the proposed SQS savings patched into the worker host (bench only)."""
-    from bench.throughput import run_throughput
-
-    work.mkdir(parents=True, exist_ok=True)
-    return run_throughput(
-        work, tasks=100 if args.quick else args.tasks, raw_processes=(), extra_env={"BENCH_PROPOSALS": "1"}
-    )
-
-
 def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     """At the issue's rate, and, if the throughput run found that more than this machine sustains
     end to end, again at half the end-to-end throughput it measured."""
@@ -124,14 +114,14 @@ def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     return model(a=assumptions)
 
 
-RUNNERS = {"cost": _cost, "throughput": _throughput, "proposals": _proposals, "lag": _lag, "capacity": _capacity}
+RUNNERS = {"cost": _cost, "throughput": _throughput, "lag": _lag, "capacity": _capacity}
 
 
 def _write(results: dict[str, Any], out: Path) -> None:
     from bench import plots, report
 
     (out / "results.json").write_text(json.dumps(_slim(results), indent=1, default=str))
-    if {"cost", "throughput", "lag", "capacity"} <= results.keys():  # proposals are optional
+    if {"cost", "throughput", "lag", "capacity"} <= results.keys():
         (out / "report.md").write_text(report.render(results))
     # A reused results.json has no per-task series: its figures stay as they were.
     if "lag" in results and all("lags_ms" in run for run in results["lag"].values()):
@@ -149,7 +139,7 @@ def _slim(results: dict[str, Any]) -> dict[str, Any]:
     for run in (slim.get("lag") or {}).values():
         run.pop("lags_ms", None)
         run.pop("run_at_lags", None)
-    for run in (slim.get("throughput"), slim.get("proposals")):
+    for run in (slim.get("throughput"),):
         for key in ("submitted", "completed_at", "started_at"):
             (run or {}).pop(key, None)
     return slim

@@ -1,9 +1,10 @@
 """The embedded backend's ceiling: the calls one task makes, in a raw loop, with no framework around them.
 
 The mix (calls per task by API) comes from the metered end-to-end run; each
-loop turn is one group of ten tasks: their puts, enqueue writes, the send,
-receives, claims, deletes and success writes, plus the polling calls
-(queries, gate reads, queue depths) in the measured proportion. Several
+loop turn is one group of ten tasks: their puts, the consumer's batch reads
+(or its enqueue writes, with record_enqueued), the send, receives, claims,
+deletes and success writes, plus the polling calls (queries, gate reads, queue
+depths) in the measured proportion. Several
 processes run the loop at once against the same moto server, as the
 framework's components do.
 """
@@ -59,8 +60,10 @@ class RawLoop:
         now = datetime.now(UTC)
         tasks = [self.store.create(build_task(self.config, self.request, now), "f").task for _ in range(GROUP)]
         refs = [TaskRef.of(t) for t in tasks]
-        for ref in refs:
-            self.store.transition(ref, lifecycle.ENQUEUE, Change(now=now))
+        if self.config.record_enqueued:
+            for ref in refs:
+                self.store.transition(ref, lifecycle.ENQUEUE, Change(now=now))
+        self._repeat("dynamodb.BatchGetItem", lambda: self.store.get_many([r.id for r in refs], consistent=False))
         self._repeat("sqs.SendMessageBatch", self._send, minimum=1)
         handles = self._receive()
         for ref in refs:
@@ -143,6 +146,7 @@ def call_latencies(endpoint: str, config: StackConfig, repeat: int = 30) -> dict
     partition = index_partition(Assoc.NEW, "noop", "normal", 0)
     probes: dict[str, Callable[[int], Any]] = {
         "PutItem (create)": lambda i: loop.store.create(build_task(config, loop.request, now), "f"),
+        "BatchGetItem (10, consumer)": lambda i: loop.store.get_many([r.id for r in refs[:10]], consistent=False),
         "UpdateItem (enqueue)": lambda i: loop.store.transition(refs[i], lifecycle.ENQUEUE, Change(now=now)),
         "UpdateItem (claim)": lambda i: loop.store.transition(refs[i], lifecycle.CLAIM, Change(now=now, attempt=0)),
         "UpdateItem (succeed)": lambda i: loop.store.transition(refs[i], lifecycle.SUCCEED, Change(now=now, attempt=1)),

@@ -87,17 +87,9 @@ def _cost(cost: dict[str, Any]) -> str:
 def _sqs(results: dict[str, Any]) -> str:
     lines = ["## SQS requests per task under load", "", "| run | total | by call |", "| --- | ---: | --- |"]
     runs = {"throughput (backlog)": results["throughput"], **{f"start-lag {k}": v for k, v in results["lag"].items()}}
-    if "proposals" in results:
-        runs["throughput, proposed SQS savings patched in (bench only)"] = results["proposals"]
     for name, run in runs.items():
         calls = ", ".join(f"{k.split('.')[1]} {v:.3f}" for k, v in run["sqs_per_task"].items())
         lines.append(f"| {name} | {run['sqs_requests_per_task']:.3f} | {calls} |")
-    if "proposals" in results:
-        lines += [
-            "",
-            f"With the proposed savings the throughput run made {results['proposals']['tasks_per_s']:.1f} "
-            f"tasks/s (without: {results['throughput']['tasks_per_s']:.1f}).",
-        ]
     return "\n".join(lines)
 
 
@@ -132,8 +124,8 @@ def _tails(lag: dict[str, Any]) -> list[str]:
         tail = run.get("slowest_5_percent") or {}
         if tail:
             lines.append(
-                f"- {name}: consumer's enqueue write {tail['enqueue_minus_run_at_ms']:+,.0f}; claim "
-                f"{tail['claim_after_due_and_enqueue_ms']:,.0f} after the later of run_at and that write; "
+                f"- {name}: consumer's send {tail['sent_minus_run_at_ms']:+,.0f}; claim "
+                f"{tail['claim_after_due_and_send_ms']:,.0f} after the later of run_at and that send; "
                 f"start {tail['start_minus_claim_ms']:,.0f} after the claim ({tail['tasks']} tasks)"
             )
     return lines
@@ -204,7 +196,7 @@ def _capacity(capacity: dict[str, Any]) -> str:
         for plan in plans:
             lines += [f"- at {plan['rate']:,.0f}/s: {note}" for note in plan["notes"]]
         lines.append("")
-    lines += ["Assumptions (as built; the proposals change the fields named in docs/benchmarks.md):", ""]
+    lines += ["Assumptions (as built; the other designs change the fields named in docs/benchmarks.md):", ""]
     lines += [f"- {k} = {v}" for k, v in capacity["designs"]["as built"].items()]
     lines += ["", "Limits:", ""] + [f"- {k} = {v}" for k, v in capacity["limits"].items()]
     return "\n".join(lines)

@@ -51,27 +51,6 @@ if os.environ.get("BENCH_METER_DIR"):
             except OSError:
                 return
 
-    def _apply_proposals() -> None:
-        """BENCH_PROPOSALS=1: the SQS savings docs/benchmarks.md proposes, patched into this process only.
-        Deletes wait up to a second for nine others (a claimed message's delete is not urgent: the store
-        holds the task, and a redelivered message fails its claim); receives wait until ten fit in the buffer."""
-        from atf_sdk.worker import buffers, deletes
-
-        batcher_init = deletes.DeleteBatcher.__init__
-        room = buffers.WorkBuffer.room
-
-        def linger_a_second(self, sqs, linger_s=1.0):  # type: ignore[no-untyped-def]
-            batcher_init(self, sqs, linger_s=1.0)
-
-        def room_for_ten(self):  # type: ignore[no-untyped-def]
-            free = room(self)
-            return free if free >= min(10, self._capacity) else 0
-
-        deletes.DeleteBatcher.__init__ = linger_a_second  # type: ignore[method-assign]
-        buffers.WorkBuffer.room = room_for_ten  # type: ignore[method-assign]
-
-    if os.environ.get("BENCH_PROPOSALS"):
-        _apply_proposals()
     botocore.session.Session.create_client = _metered_create_client  # type: ignore[method-assign]
     threading.Thread(target=_dump_every_half_second, daemon=True, name="bench-meter").start()
     atexit.register(_dump)

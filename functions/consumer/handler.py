@@ -48,13 +48,14 @@ def _consumer(index: int, of: int) -> Consumer:
     for client in (clients.dynamodb, clients.sqs):
         watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
     config = _config()
-    store = recorded(DynamoTaskStore(clients.dynamodb, config), History.from_env("consumer"))
+    history = History.from_env("consumer")
+    store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     items = ItemStore(clients.dynamodb, config.table_name)
     chores: list[Housekeeping] = []
     if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
         chains = Chains(store, items, config)
         chores = [Schedules(store, items, config).fire_due, lambda now, _: chains.sweep(now)]
-    return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores)
+    return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores, history=history)
 
 
 def record(report: PollReport, seconds: float) -> None:

@@ -262,7 +262,11 @@ def _read_units(name: str, parsed: dict[str, Any], params: dict[str, Any]) -> fl
         units = max(1, math.ceil(item_size(parsed.get("Item")) / (4 * KB)))
         return units if params.get("ConsistentRead") else units / 2
     if name == "BatchGetItem":
-        items = [i for table in parsed.get("Responses", {}).values() for i in table]
-        return sum(max(1, math.ceil(item_size(i) / (4 * KB))) for i in items)
+        batch = 0.0
+        for table, items in parsed.get("Responses", {}).items():
+            consistent = params.get("RequestItems", {}).get(table, {}).get("ConsistentRead", False)
+            full = sum(max(1, math.ceil(item_size(i) / (4 * KB))) for i in items)
+            batch += full if consistent else full / 2
+        return batch
     read = sum(item_size(i) for i in parsed.get("Items", []))
     return max(1, math.ceil(read / (4 * KB))) / 2

@@ -99,6 +99,13 @@ class StackConfig(BaseModel):
     enqueue_per_poll: int = Field(
         default=50, ge=10, description="Most tasks one queue gets per pass: a backlog cannot hold up other queues."
     )
+    record_enqueued: bool = Field(
+        default=False,
+        description=(
+            "Write status enqueued when the consumer sends a task (ATF's literal table): one more write unit a task"
+            " and a conditional write per task in the consumer. Off, the claim is the first write after scheduling."
+        ),
+    )
     page_size: int = Field(default=200, ge=10, le=1000)
     retention_days: int = Field(default=30, ge=1)
     timeouts: Timeouts = Field(default_factory=Timeouts)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.errors import InputError, NotFound, UnknownLambda
 from atf_core.schema import Gate, GateAction, utcnow
-from atf_core.store.base import TaskStore
+from atf_core.store.base import Change, TaskRef, TaskStore
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,16 @@ class Gating:
 
     def view(self, now: datetime | None = None) -> GateView:
         return GateView.of(self._store.gates(), now or utcnow())
+
+
+def hand_back(store: TaskStore, config: StackConfig, ref: TaskRef, attempt: int, now: datetime) -> None:
+    """A controller received a task its gate now pauses, and deletes the message.
+
+    A task the consumer sent without writing is still waiting in the index: the consumer
+    sends it again once the gate lifts, and nothing needs writing. One recorded as
+    enqueued goes back to new, its entry moved to now so the consumer sees it at once.
+    (A re-enqueued stuck task is recorded in either mode; without a consumer that records,
+    it waits for its enqueue timeout instead, a rare and bounded delay.)
+    """
+    if config.record_enqueued:
+        store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=attempt, next_at=now))

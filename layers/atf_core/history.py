@@ -84,8 +84,8 @@ class RecordingStore(TaskStore):
     def get(self, task_id: str) -> Task | None:
         return self._inner.get(task_id)
 
-    def get_many(self, task_ids: Sequence[str]) -> list[Task]:
-        return self._inner.get_many(task_ids)
+    def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
+        return self._inner.get_many(task_ids, consistent)
 
     def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
         return self._inner.due(partition, up_to, skip_collections)

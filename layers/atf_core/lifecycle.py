@@ -6,7 +6,7 @@ the attempt), so a stale writer can never overwrite newer state.
 
 How the scheduling index follows ATF's table, at fewer write units:
 - new: next_timestamp = the scheduled time.
-- enqueued / claimed: the index entry is left where it was (the consumer
+- enqueued (written only with record_enqueued) / claimed: the index entry is left where it was (the consumer
   knows the deadline, enqueued + enqueue_timeout or claimed + claim_timeout,
   from the item itself). Moving it would cost two index writes per step.
 - processing: each heartbeat moves next_timestamp to heartbeat + timeout.
@@ -64,8 +64,10 @@ REQUEUE = _t("requeue", IN_FLIGHT, S.ENQUEUED)
 # ...and when that task has used all its attempts, it ends (or waits as a dead letter).
 EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
 EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
-# A controller took the task off its queue for an executor: a new execution.
-CLAIM = _t("claim", {S.ENQUEUED}, S.CLAIMED, bumps_attempt=True)
+# A controller took the task off its queue for an executor: a new execution. By default the
+# consumer sends without writing, so the claim starts from new or retriable_failure; the
+# attempt in the message and the entry's timestamp fence out stale and early messages.
+CLAIM = _t("claim", NOT_STARTED, S.CLAIMED, bumps_attempt=True)
 # A controller found the task gated after it was enqueued (or a send failed): back to
 # the consumer. The entry moves to "now" so the consumer sees it afresh at once.
 RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=IndexEffect.MOVE, assoc="n")

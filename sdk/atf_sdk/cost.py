@@ -35,6 +35,7 @@ from atf_core.aws import AwsClients, make_clients
 from atf_core.billing import Bill, CostMeter, Price, lambda_dollars, peer_costs
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer
+from atf_core.gating import hand_back
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.scheduling import Scheduling
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
@@ -165,10 +166,10 @@ class Lifecycles:
             for message, _, _ in received:
                 ref = TaskRef(message.task_id, self.lambda_name, self.priority)
                 if gate is GateAction.PAUSE:
-                    change = Change(now=self.now, attempt=message.attempt, next_at=self.now)
-                    self.store.transition(ref, lifecycle.RELEASE, change)
+                    hand_back(self.store, self.config, ref, message.attempt, self.now)
                     continue
-                outcome = self.store.transition(ref, lifecycle.CLAIM, Change(now=self.now, attempt=message.attempt))
+                change = Change(now=self.now, attempt=message.attempt, entry_ms=message.due_ms)
+                outcome = self.store.transition(ref, lifecycle.CLAIM, change)
                 if outcome.applied and outcome.task is not None:
                     claimed.append(outcome.task)
             self._delete([(url, receipt) for _, url, receipt in received])

@@ -16,13 +16,21 @@ CONFIG = StackConfig.model_validate({"name": "cost", "shards": 1, "lambdas": {"w
 def test_the_happy_path_and_a_dropped_task_bill_as_the_state_machine_says() -> None:
     report = measure(CONFIG, Estimate(batch=2), only=("happy path", "dropped by a gate"))
     happy, dropped = report.scenarios
-    # put + index add, enqueue, claim, success + index removal
-    assert happy.steps == {"schedule": 2, "enqueue": 1, "claim": 1, "succeed": 2}
-    assert (happy.write_units, happy.index_units, happy.read_units) == (6, 2, 0)
+    # put + index add, a send with no write, claim, success + index removal
+    assert happy.steps == {"schedule": 2, "claim": 1, "succeed": 2}  # steps that write nothing are left out
+    # the consumer read each task it sent, eventually consistent: half a unit
+    assert (happy.write_units, happy.index_units, happy.read_units) == (5, 2, 0.5)
     # one send, one receive, one delete for the two tasks
     assert happy.sqs_requests == pytest.approx(1.5)
     # put + index add, then a drop that removes the index entry
     assert dropped.steps == {"schedule": 2, "drop": 2} and dropped.sqs_requests == 0
+
+
+def test_a_consumer_that_records_enqueued_pays_one_write_more() -> None:
+    config = CONFIG.model_copy(update={"record_enqueued": True})
+    [happy] = measure(config, Estimate(batch=2), only=("happy path",)).scenarios
+    assert happy.steps == {"schedule": 2, "enqueue": 1, "claim": 1, "succeed": 2}
+    assert (happy.write_units, happy.read_units) == (6, 0)
 
 
 def test_the_verb_prints_json_for_a_stack_config(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

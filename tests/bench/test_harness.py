@@ -35,6 +35,13 @@ def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
     assert polls["seconds_per_task"] == pytest.approx(0.25 / 3)
 
 
+def test_polls_are_runs_of_sends_when_the_consumer_does_not_write(tmp_path: Path) -> None:
+    lines = [{"kind": "sent", "task": str(i), "attempt": 0, "t": t} for i, t in enumerate([0.0, 0.1, 3.0])]
+    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    polls = consumer_polls(tmp_path)
+    assert polls["polls"] == 2 and polls["max_tasks"] == 2 and polls["rejected_enqueues"] == 0
+
+
 def test_the_hook_meters_every_client_of_a_process_it_is_loaded_into(tmp_path: Path) -> None:
     program = (
         "from moto import mock_aws\n"

@@ -58,10 +58,17 @@ class World:
     def gate(self, action: GateAction, collection: str | None = None, until: datetime | None = None) -> None:
         Gating(self.store, self.config).set("work", collection, action, until)
 
+    def claim_all(self) -> int:
+        """Claim every queued message as a controller would; how many claims were applied."""
+        return self.claim_all_of(self.drain())
 
-@pytest.fixture
-def world(aws: Any, config: StackConfig) -> World:
-    return World(aws, config)
+    def claim_all_of(self, messages: list[TaskMessage]) -> int:
+        applied = 0
+        for message in messages:
+            ref = TaskRef(message.task_id, "work", "normal")
+            change = Change(now=self.now, attempt=message.attempt, entry_ms=message.due_ms)
+            applied += self.store.transition(ref, lifecycle.CLAIM, change).applied
+        return applied
 
 
 def test_due_tasks_are_enqueued_with_their_attempt_and_delayed_ones_wait(world: World) -> None:
@@ -90,13 +97,60 @@ def test_a_second_poll_does_not_send_again(world: World) -> None:
     assert len(world.drain()) == 1
 
 
-def test_two_consumers_at_once_send_each_task_once(world: World) -> None:
+@pytest.fixture
+def world(aws: Any, config: StackConfig) -> World:
+    return World(aws, config)
+
+
+@pytest.fixture
+def recording(aws: Any, config: StackConfig) -> World:
+    """A consumer configured to write each task as enqueued before it sends it."""
+    return World(aws, config.model_copy(update={"record_enqueued": True}))
+
+
+def test_two_consumers_at_once_run_each_task_once(world: World) -> None:
     for _ in range(6):
         world.schedule()
     other = world.new_consumer()
-    sent = world.consumer.poll().enqueued + other.poll().enqueued
-    assert sent == 6
-    assert len(world.drain()) == 6
+    # Both send every task (neither writes), and one claim of each wins
+    assert world.consumer.poll().enqueued + other.poll().enqueued == 12
+    assert world.claim_all() == 6
+
+
+def test_two_recording_consumers_at_once_send_each_task_once(recording: World) -> None:
+    for _ in range(6):
+        recording.schedule()
+    other = recording.new_consumer()
+    assert recording.consumer.poll().enqueued + other.poll().enqueued == 6
+    assert recording.claim_all() == 6
+
+
+def test_a_restarted_consumer_sends_waiting_tasks_again_but_not_running_ones(world: World) -> None:
+    running, waiting = world.schedule(), world.schedule()
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    claim = Change(now=world.now, attempt=0, entry_ms=messages[running.id].due_ms)
+    assert world.store.transition(TaskRef.of(running), lifecycle.CLAIM, claim).applied
+    world.advance(1)
+    assert world.new_consumer().poll().enqueued == 1  # it knows nothing it sent before
+    assert [m.task_id for m in world.drain()] == [waiting.id]
+
+
+def test_a_message_sent_before_a_retry_cannot_claim_the_retry_early(world: World) -> None:
+    task = world.schedule()
+    world.consumer.poll()
+    [first] = world.drain()
+    assert world.claim_all_of([first, first]) == 1  # a duplicate of the message fails its claim
+    backoff = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=60), error=None)
+    assert world.store.transition(TaskRef.of(task), lifecycle.FAIL_RETRIABLE, backoff).applied
+    # A message for attempt 1 sent as if the entry were still due (a stale index read) fails its claim
+    stale = TaskMessage(task.id, 1, first.due_ms, first.collection)
+    assert world.claim_all_of([stale]) == 0
+    world.advance(61)
+    world.consumer.poll()
+    [retry] = world.drain()
+    assert (retry.attempt, retry.due_ms > first.due_ms) == (1, True)
+    assert world.claim_all_of([retry]) == 1
 
 
 def test_backpressure_bounds_messages_in_flight_per_queue(aws: Any, config: StackConfig) -> None:
@@ -149,18 +203,32 @@ def test_a_drop_gate_ends_due_tasks_as_dropped_with_the_reason(world: World) -> 
     dropped = world.store.get(spam.id)
     assert dropped is not None and dropped.status is TaskStatus.DROPPED
     assert dropped.reason is not None and "campaign cancelled" in dropped.reason
-    assert world.status(ham) is TaskStatus.ENQUEUED
+    assert [m.task_id for m in world.drain()] == [ham.id]
 
 
-def test_an_enqueued_task_whose_message_was_lost_is_enqueued_again(world: World) -> None:
+def test_a_task_whose_message_was_lost_is_sent_again_after_the_enqueue_timeout(world: World) -> None:
     task = world.schedule()
     world.consumer.poll()
     world.drain()  # the message is lost
     world.advance(world.config.timeouts.enqueue - 1)
-    assert world.consumer.poll().requeued == 0
+    assert world.consumer.poll().enqueued == 0  # it may still be queued behind others
     world.advance(2)
-    assert world.consumer.poll().requeued == 1
+    assert world.consumer.poll().enqueued == 1
     [message] = world.drain()
+    assert (message.task_id, message.attempt) == (task.id, 0)
+    assert world.status(task) is TaskStatus.NEW  # nothing was written
+
+
+def test_a_recorded_task_whose_message_was_lost_is_enqueued_again(recording: World) -> None:
+    task = recording.schedule()
+    recording.consumer.poll()
+    assert recording.status(task) is TaskStatus.ENQUEUED
+    recording.drain()  # the message is lost
+    recording.advance(recording.config.timeouts.enqueue - 1)
+    assert recording.consumer.poll().requeued == 0
+    recording.advance(2)
+    assert recording.consumer.poll().requeued == 1
+    [message] = recording.drain()
     assert (message.task_id, message.attempt) == (task.id, 0)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from atf_core import lifecycle
 from atf_core.aws import make_clients
 from atf_core.billing import CostMeter, index_write_units, item_size, write_units
@@ -29,15 +31,23 @@ def test_billing_rules_follow_the_developer_guide() -> None:
     assert index_write_units(small, {"id": {"S": "x"}}) == 1  # removed
 
 
-def test_the_happy_path_costs_six_write_units(aws, config: StackConfig) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("record_enqueued", "units", "updates"),
+    [(False, 5, 2), (True, 6, 3)],
+    ids=["send-without-writing", "record-enqueued"],
+)
+def test_the_happy_path_write_units(  # type: ignore[no-untyped-def]
+    aws, config: StackConfig, record_enqueued: bool, units: int, updates: int
+) -> None:
     # Given every call of the framework metered, the item read before each write by an unmetered client
+    config = config.model_copy(update={"record_enqueued": record_enqueued})
     metered = make_clients(endpoint_url=None)
     meter = CostMeter(reader=aws.dynamodb)
     for client in (metered.dynamodb, metered.sqs):
         meter.attach(client)
     store = DynamoTaskStore(metered.dynamodb, config)
     now = T0
-    # When a task is scheduled, enqueued by the consumer, claimed and succeeds
+    # When a task is scheduled, sent by the consumer, claimed and succeeds
     task = (
         Scheduling(store, config)
         .schedule(ScheduleRequest.model_validate({"lambda": "work", "payload": {"to": "a@b.c"}}), now)
@@ -47,9 +57,13 @@ def test_the_happy_path_costs_six_write_units(aws, config: StackConfig) -> None:
     url = QueueDirectory(metered.sqs, config).url("work", "normal")
     [raw] = metered.sqs.receive_message(QueueUrl=url)["Messages"]
     message = TaskMessage.decode(raw["Body"])
-    claimed = store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=now, attempt=message.attempt))
-    assert claimed.applied
+    change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms)
+    assert store.transition(TaskRef.of(task), lifecycle.CLAIM, change).applied
     assert store.transition(TaskRef.of(task), lifecycle.SUCCEED, Change(now=now, attempt=1)).applied
-    # Then the writes cost 2 (put + index add) + 1 (enqueue) + 1 (claim) + 2 (success + index removal)
-    assert meter.bill.write_units == 6
-    assert meter.bill.calls["dynamodb.UpdateItem"] == 3
+    # Then the writes cost 2 (put + index add) + 1 (claim) + 2 (success + index removal),
+    # and 1 more when the consumer records the task as enqueued instead of reading it
+    assert meter.bill.write_units == units
+    assert meter.bill.calls["dynamodb.UpdateItem"] == updates
+    # the unrecording consumer's read of the task: eventually consistent, half a unit
+    assert meter.bill.calls.get("dynamodb.BatchGetItem", 0) == (0 if record_enqueued else 1)
+    assert meter.bill.detail.get("dynamodb.BatchGetItem/read_units", 0) == (0 if record_enqueued else 0.5)

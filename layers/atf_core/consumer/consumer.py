@@ -1,10 +1,13 @@
 """One poll of the store consumer.
 
 For every (lambda, priority) whose queue has room, query each shard of the
-index for entries due by now + lookahead, apply gates, record the due tasks
-as enqueued (one conditional write each) and send them in batches of 10.
-Entries whose task is already in flight are checked against the deadline of
-their state, and re-enqueued once it has passed.
+index for entries due by now + lookahead, apply gates, and send the due tasks
+in batches of 10. By default the consumer reads the due tasks (one batch read,
+at half price) and sends them without writing: the controller's claim is the
+task's first write after scheduling. With `record_enqueued` it writes each one
+as enqueued first, as in ATF's table. Entries whose task is already in flight
+are checked against the deadline of their state, and re-enqueued once it has
+passed.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from atf_core.consumer.budget import QueueBudget
 from atf_core.consumer.deadlines import deadline_of, lease_floor, observed_stamp
 from atf_core.consumer.tracker import EntryKey, InFlightTracker
 from atf_core.gating import GateView
+from atf_core.history import History
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, TaskError, TaskStatus, to_ms, utcnow
-from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import Assoc, index_partition
 
 if TYPE_CHECKING:
@@ -60,6 +64,7 @@ Housekeeping = Callable[[datetime, float], object]
 class Outgoing:
     message: TaskMessage
     entry: DueEntry
+    recorded: bool = True  # the store holds it as enqueued: a failed send must hand it back
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Consumer:
         group: ConsumerGroup | None = None,
         clock: Callable[[], datetime] = utcnow,
         housekeeping: Sequence[Housekeeping] = (),
+        history: History | None = None,
     ) -> None:
         self._store = store
         self._sqs = sqs
@@ -94,8 +100,10 @@ class Consumer:
         )
         self._tracker = InFlightTracker()
         self._first_seen: dict[tuple[object, ...], int] = {}
+        self._sent_ms: dict[EntryKey, int] = {}  # unrecorded sends: when each entry last went out
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
+        self._history = history or History(None, "consumer")  # records each send, for benchmarks and checkers
 
     def poll(self) -> PollReport:
         now = self._clock()
@@ -170,41 +178,68 @@ class Consumer:
     def _enqueue(
         self, entries: Iterator[DueEntry], gates: GateView, now: datetime, room: int, report: PollReport
     ) -> Iterator[Outgoing]:
-        """Record due tasks as enqueued (or gate, expire, recover them), at most `room` to send."""
+        """Decide each due entry (send, drop, expire, recover), at most `room` to send."""
         count = 0
-        for entry in entries:
+        for entry, task in self._with_tasks(entries, min(room, 100)):
             if count >= room:
                 return
-            gate = gates.decide(entry.lambda_name, entry.collection)
-            ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
-            if entry.expire_ms is not None and entry.expire_ms <= to_ms(now):
-                outcome = self._store.transition(ref, lifecycle.EXPIRE, Change(now=now, expired_by=now))
-                if outcome.applied:
-                    report.expired += 1
-                    report.per_queue["expired", ref.lambda_name, ref.priority] += 1
-                    continue
-            elif gate is not None and gate.action is GateAction.DROP:
-                reason = f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else "")
-                outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
-                if outcome.applied:
-                    report.dropped += 1
-                    report.per_queue["dropped", ref.lambda_name, ref.priority] += 1
-                    continue
-            else:
-                due_by = now + timedelta(seconds=self._config.lookahead)
-                outcome = self._store.transition(ref, lifecycle.ENQUEUE, Change(now=now, due_by=due_by))
-                if outcome.applied and outcome.task is not None:
-                    count += 1
-                    yield Outgoing(TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection), entry)
-                    continue
-            recovered = self._recover(entry, outcome, now, report)
-            if recovered is not None:
+            outgoing = self._decide(entry, task, gates, now, report)
+            if outgoing is not None:
                 count += 1
-                yield Outgoing(recovered, entry)
+                yield outgoing
 
-    def _recover(self, entry: DueEntry, outcome: Outcome, now: datetime, report: PollReport) -> TaskMessage | None:
-        """An entry whose task was not waiting to be enqueued: in flight, finished, or stuck."""
-        task = outcome.task
+    def _with_tasks(self, entries: Iterator[DueEntry], chunk: int) -> Iterator[tuple[DueEntry, Task | None]]:
+        """Pair entries with their tasks, read in batches; recording consumers learn them from their writes."""
+        if self._config.record_enqueued:
+            yield from ((entry, None) for entry in entries)
+            return
+        while batch := list(itertools.islice(entries, chunk)):
+            tasks = {t.id: t for t in self._store.get_many([e.id for e in batch], consistent=False)}
+            yield from ((entry, tasks.get(entry.id)) for entry in batch)
+
+    def _decide(
+        self, entry: DueEntry, task: Task | None, gates: GateView, now: datetime, report: PollReport
+    ) -> Outgoing | None:
+        gate = gates.decide(entry.lambda_name, entry.collection)
+        ref = TaskRef(entry.id, entry.lambda_name, entry.priority)
+        if entry.expire_ms is not None and entry.expire_ms <= to_ms(now):
+            outcome = self._store.transition(ref, lifecycle.EXPIRE, Change(now=now, expired_by=now))
+            if outcome.applied:
+                report.expired += 1
+                report.per_queue["expired", ref.lambda_name, ref.priority] += 1
+                return None
+        elif gate is not None and gate.action is GateAction.DROP:
+            reason = f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else "")
+            outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
+            if outcome.applied:
+                report.dropped += 1
+                report.per_queue["dropped", ref.lambda_name, ref.priority] += 1
+                return None
+        elif self._config.record_enqueued:
+            due_by = now + timedelta(seconds=self._config.lookahead)
+            outcome = self._store.transition(ref, lifecycle.ENQUEUE, Change(now=now, due_by=due_by))
+            if outcome.applied and outcome.task is not None:
+                return Outgoing(TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection), entry)
+        else:
+            return self._unrecorded(entry, task, now, report)
+        return self._recover(entry, outcome.task, now, report)
+
+    def _unrecorded(self, entry: DueEntry, task: Task | None, now: datetime, report: PollReport) -> Outgoing | None:
+        """Send a waiting task without writing, unless this consumer sent it less than an enqueue timeout ago."""
+        key, queue = (entry.id, entry.next_ms), (entry.lambda_name, entry.priority)
+        if task is None:  # not yet visible to an eventually consistent read: look again next poll
+            self._tracker.wait(key, to_ms(now) + int(self._config.poll_interval * 1000), queue)
+            return None
+        if task.status not in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
+            return self._recover(entry, task, now, report)
+        resend_ms = self._sent_ms.get(key, 0) + int(self._config.timeouts.enqueue * 1000)
+        if resend_ms > to_ms(now):  # the message may still be queued behind others
+            self._tracker.wait(key, resend_ms, queue)
+            return None
+        return Outgoing(TaskMessage(entry.id, task.attempt, entry.next_ms, entry.collection), entry, recorded=False)
+
+    def _recover(self, entry: DueEntry, task: Task | None, now: datetime, report: PollReport) -> Outgoing | None:
+        """An entry whose task was not waiting to be sent: in flight, finished, or stuck."""
         now_ms = to_ms(now)
         key, queue = (entry.id, entry.next_ms), (entry.lambda_name, entry.priority)
         if task is None or task.status.terminal or task.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
@@ -214,7 +249,8 @@ class Consumer:
         if wake_ms > now_ms:
             self._tracker.wait(key, wake_ms, queue)
             return None
-        return self._requeue(TaskRef(entry.id, entry.lambda_name, entry.priority), task, now, report)
+        message = self._requeue(TaskRef(entry.id, entry.lambda_name, entry.priority), task, now, report)
+        return None if message is None else Outgoing(message, entry)
 
     def _stuck_after_ms(self, task: Task, now_ms: int) -> int:
         deadline = deadline_of(task, self._config.timeouts)
@@ -264,19 +300,21 @@ class Consumer:
             failed = _failed_ids(self._sqs.send_message_batch(QueueUrl=url, Entries=entries))  # type: ignore[arg-type]
             for i, item in enumerate(batch):
                 if str(i) in failed:
-                    self._release(item.message, lambda_name, priority, now, report)
+                    report.send_failures += 1
+                    if item.recorded:
+                        self._release(item.message, lambda_name, priority, now)
                     continue
-                self._tracker.wait((item.entry.id, item.entry.next_ms), deadline_ms, (lambda_name, priority))
+                key = (item.entry.id, item.entry.next_ms)
+                self._tracker.wait(key, deadline_ms, (lambda_name, priority))
+                self._sent_ms[key] = to_ms(now)
+                self._history.record("sent", task=item.message.task_id, attempt=item.message.attempt)
                 sent += 1
         report.enqueued += sent
         return sent
 
-    def _release(
-        self, message: TaskMessage, lambda_name: str, priority: str, now: datetime, report: PollReport
-    ) -> None:
+    def _release(self, message: TaskMessage, lambda_name: str, priority: str, now: datetime) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
         (if this write fails too, the enqueue timeout still recovers the task)."""
-        report.send_failures += 1
         ref = TaskRef(message.task_id, lambda_name, priority)
         self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
 
@@ -284,11 +322,15 @@ class Consumer:
         horizon = now_ms - int(4 * max(self._config.timeouts.heartbeat, self._config.timeouts.claim) * 1000)
         for stamp in [s for s, seen in self._first_seen.items() if seen < horizon]:
             del self._first_seen[stamp]
+        resent_before = now_ms - int(self._config.timeouts.enqueue * 1000)
+        for key in [k for k, sent in self._sent_ms.items() if sent < resent_before]:
+            del self._sent_ms[key]
 
     def _release_lifted(self, gates: GateView) -> None:
         """Tasks a controller handed back under a gate are waiting as new: look again once it lifts."""
         if self._last_gates is not None and set(self._last_gates.gates) - set(gates.gates):
             self._tracker = InFlightTracker()
+            self._sent_ms.clear()
         self._last_gates = gates
 
 

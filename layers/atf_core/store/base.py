@@ -50,6 +50,9 @@ class Change:
     expired_by: datetime | None = None  # EXPIRE: only if expire_at has passed by then
     max_attempts: int | None = None  # REDRIVE: a fresh budget of attempts on top of those used
     observed: dict[str, int] = field(default_factory=dict)
+    # CLAIM of a task the consumer sent without writing: the index timestamp it was sent for.
+    # An entry that has moved later since (a retry's backoff) is not due: the claim fails.
+    entry_ms: int | None = None
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -71,7 +74,9 @@ class TaskStore(ABC):
     def get(self, task_id: str) -> Task | None: ...
 
     @abstractmethod
-    def get_many(self, task_ids: Sequence[str]) -> list[Task]: ...
+    def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
+        """The tasks that exist, in no particular order; `consistent=False` reads at half price
+        and may return a state up to about a second old."""
 
     @abstractmethod
     def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome: ...

@@ -61,11 +61,11 @@ class DynamoTaskStore(TaskStore):
         found = item.get("Item")
         return codec.item_to_task(found) if found and Attr.STATUS in found else None
 
-    def get_many(self, task_ids: Sequence[str]) -> list[Task]:
+    def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         tasks: list[Task] = []
         for start in range(0, len(task_ids), 100):
             keys: list[dict[str, Any]] = [{Attr.ID: {"S": i}} for i in dict.fromkeys(task_ids[start : start + 100])]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": consistent}}
             while request:
                 reply = self._db.batch_get_item(RequestItems=request)
                 tasks.extend(codec.item_to_task(i) for i in reply["Responses"].get(self._table, []))
@@ -287,13 +287,17 @@ class _UpdateBuilder:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":due"] = {"N": str(to_ms(self._c.due_by))}
             clauses.append("#sk <= :due")
+        if self._c.entry_ms is not None:
+            self._names["#sk"] = Attr.INDEX_SK
+            self._values[":entry"] = {"N": str(self._c.entry_ms)}
+            self._values[":recorded"] = {"S": TaskStatus.ENQUEUED.value}
+            clauses.append("(#s = :recorded OR #sk <= :entry)")
         clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr
             self._values[f":o_{attr}"] = {"N": str(observed)}
             clauses.append(f"#o_{attr} = :o_{attr}")
         return " AND ".join(clauses)
-
 
     def _expiry_clauses(self) -> list[str]:
         """Claims and enqueues skip an expired task; EXPIRE applies only to one."""

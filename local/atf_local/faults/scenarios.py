@@ -127,7 +127,7 @@ def consumer_kill(ci: bool) -> Scenario:
     if not ci:
         lives += (_exit_around_send("exit_before", 4), _exit_around_send("exit_after", 4))
     return Scenario(
-        4, "consumer", "a consumer killed after recording a task enqueued and before / after sending it", ("steady",),
+        4, "consumer", "a consumer killed just before / just after sending a batch", ("steady",),
         loads=(Load("steady", count, over, {"seconds": 0.2}),),
         hosts=(HostSpec("host-a", executors=1, threads=2),),
         consumers=(ConsumerSpec(faults=Faults(lives=lives)),),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
-from atf_core.gating import GateView
+from atf_core.gating import GateView, hand_back
 from atf_core.limits import Grant, Limiter
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, utcnow
@@ -145,7 +145,8 @@ class Controller:
             grant = self._limits(lambda_name, item)
             if grant is False:
                 return None
-            outcome = self._store.transition(ref, lifecycle.CLAIM, Change(now=now, attempt=message.attempt))
+            change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms)
+            outcome = self._store.transition(ref, lifecycle.CLAIM, change)
         except Exception:
             log.exception("claim of %s failed", message.task_id)
             return None
@@ -193,7 +194,7 @@ class Controller:
             if outcome.applied:
                 self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
         else:
-            self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
+            hand_back(self._store, self._config, ref, message.attempt, now)
 
     def _delete(self, item: Buffered) -> None:
         self._deletes.delete(item.queue_url, item.receipt)
