@@ -9,7 +9,9 @@ How the scheduling index follows ATF's table, at fewer write units:
 - enqueued (written only with record_enqueued) / claimed: the index entry is left where it was (the consumer
   knows the deadline, enqueued + enqueue_timeout or claimed + claim_timeout,
   from the item itself). Moving it would cost two index writes per step.
-- processing: each heartbeat moves next_timestamp to heartbeat + timeout.
+- processing: a heartbeat moves next_timestamp to heartbeat + timeout only when
+  the entry would otherwise come due within half a timeout; the other beats
+  write just the heartbeat stamp, which is what the consumer's lease check reads.
 - retriable_failure: next_timestamp = now + backoff (or the callback's retry-after).
 - terminal: the entry leaves the index.
 - dead_letter: the entry moves to the lambda's dead-letter partition, keyed by
@@ -20,6 +22,7 @@ How the scheduling index follows ATF's table, at fewer write units:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from atf_core.schema import TaskStatus
@@ -72,6 +75,8 @@ CLAIM = _t("claim", NOT_STARTED, S.CLAIMED, bumps_attempt=True)
 # the consumer. The entry moves to "now" so the consumer sees it afresh at once.
 RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=IndexEffect.MOVE, assoc="n")
 HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=IndexEffect.MOVE)
+# ...and between those moves, a beat that only stamps the lease (one write unit instead of three).
+HEARTBEAT_STAMP = _t("heartbeat_stamp", RUNNING, S.PROCESSING)
 SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=IndexEffect.REMOVE)
 FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=IndexEffect.MOVE)
 FAIL_FATAL = _t("fail_fatal", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
@@ -99,6 +104,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     CLAIM,
     RELEASE,
     HEARTBEAT,
+    HEARTBEAT_STAMP,
     SUCCEED,
     FAIL_RETRIABLE,
     FAIL_FATAL,
@@ -111,3 +117,14 @@ def backoff_seconds(attempt: int, base: float, cap: float, jitter: float) -> flo
     """Exponential backoff with full jitter; `jitter` is a uniform draw in [0, 1)."""
     ceiling = min(cap, base * 2.0 ** max(0, attempt - 1))
     return ceiling / 2 + (ceiling / 2) * jitter
+
+
+def heartbeat_moves_entry(entry_due: datetime | None, now: datetime, timeout_s: float) -> bool:
+    """Whether this beat moves the index entry (HEARTBEAT) or only stamps the lease (HEARTBEAT_STAMP).
+
+    The entry only tells the consumer when to look; the lease is the item's heartbeat stamp. Moving
+    it once it is less than half a timeout away keeps it ahead of a live executor (so the consumer
+    does not read the task at all), at one move every few beats: with the default 5 s beats and a
+    30 s timeout, one beat in four. `entry_due` is where this executor last put it (None: not yet).
+    """
+    return entry_due is None or entry_due - now < timedelta(seconds=timeout_s / 2)

@@ -175,14 +175,18 @@ class Lifecycles:
             self._delete([(url, receipt) for _, url, receipt in received])
         return claimed
 
-    def heartbeat(self, tasks: list[Task]) -> None:
+    def heartbeat(self, tasks: list[Task], entry_due: dict[str, datetime]) -> None:
+        """Heartbeats._beat: a stamp, and a move of the index entry when it is due within half a timeout."""
         timeouts = self.config.timeouts
         self.advance(timeouts.heartbeat_interval)
         next_at = self.now + timedelta(seconds=timeouts.heartbeat)
         with self.step("heartbeat"):
             for task in tasks:
+                moves = lifecycle.heartbeat_moves_entry(entry_due.get(task.id), self.now, timeouts.heartbeat)
+                transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP
                 change = Change(now=self.now, attempt=task.attempt, next_at=next_at)
-                self.store.transition(TaskRef.of(task), lifecycle.HEARTBEAT, change)
+                if self.store.transition(TaskRef.of(task), transition, change).applied and moves:
+                    entry_due[task.id] = next_at
 
     def finish(self, tasks: list[Task], transition: lifecycle.Transition, delay: float = 0.0) -> None:
         """TaskRunner._finish: one write fenced by the attempt."""
@@ -245,8 +249,9 @@ def heartbeating(run: Lifecycles) -> None:
     run.schedule("long")
     run.poll()
     claimed = run.claim(run.receive())
+    entry_due: dict[str, datetime] = {}
     for _ in range(int(run.estimate.task_seconds // run.config.timeouts.heartbeat_interval)):
-        run.heartbeat(claimed)
+        run.heartbeat(claimed, entry_due)
     run.finish(claimed, lifecycle.SUCCEED)
 
 

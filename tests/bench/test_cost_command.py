@@ -26,6 +26,12 @@ def test_the_happy_path_and_a_dropped_task_bill_as_the_state_machine_says() -> N
     assert dropped.steps == {"schedule": 2, "drop": 2} and dropped.sqs_requests == 0
 
 
+def test_a_minute_of_heartbeats_moves_the_index_entry_one_beat_in_four() -> None:
+    [long] = measure(CONFIG, Estimate(batch=2), only=("60 s with heartbeats",)).scenarios
+    # 12 beats at 5 s with a 30 s timeout: 3 move the entry (3 units), 9 only stamp (1 unit)
+    assert long.steps["heartbeat"] == 3 * 3 + 9 * 1
+
+
 def test_a_consumer_that_records_enqueued_pays_one_write_more() -> None:
     config = CONFIG.model_copy(update={"record_enqueued": True})
     [happy] = measure(config, Estimate(batch=2), only=("happy path",)).scenarios

@@ -175,6 +175,31 @@ def test_a_paused_lambda_waits_and_resume_releases_it(world: World) -> None:
     assert {m.task_id for m in world.drain()} == {task.id, delayed.id}
 
 
+def test_a_task_handed_back_under_a_pause_is_sent_again_when_it_lifts(world: World) -> None:
+    task = world.schedule()
+    world.consumer.poll()
+    world.gate(GateAction.PAUSE)
+    world.drain()  # the controller finds the gate and deletes the message: nothing was written
+    world.advance(1)
+    assert world.consumer.poll().enqueued == 0
+    Gating(world.store, world.config).lift("work", None)
+    world.advance(1)
+    assert world.consumer.poll().enqueued == 1
+    assert [m.task_id for m in world.drain()] == [task.id]
+
+
+def test_lifting_a_gate_on_one_lambda_sends_nothing_of_another_again(world: World) -> None:
+    world.schedule()
+    world.consumer.poll()
+    assert len(world.drain()) == 1  # sent, and (say) still queued for a worker
+    Gating(world.store, world.config).set("sleepy", None, GateAction.PAUSE, None)
+    world.advance(1)
+    world.consumer.poll()
+    Gating(world.store, world.config).lift("sleepy", None)
+    world.advance(1)
+    assert world.consumer.poll().enqueued == 0
+
+
 def test_a_paused_collection_waits_while_others_run(world: World) -> None:
     world.gate(GateAction.PAUSE, collection="slow")
     slow = world.schedule(collection="slow")
@@ -243,17 +268,23 @@ def poll_until_requeued(world: World, limit_s: float) -> float:
     raise AssertionError(f"not re-enqueued within {limit_s}s")
 
 
-@pytest.mark.parametrize("heartbeat", [False, True], ids=["claimed", "processing"])
-def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: World, heartbeat: bool) -> None:
+@pytest.mark.parametrize(
+    "heartbeat",
+    [None, lifecycle.HEARTBEAT, lifecycle.HEARTBEAT_STAMP],
+    ids=["claimed", "processing", "processing, entry not moved"],
+)
+def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(
+    world: World, heartbeat: lifecycle.Transition | None
+) -> None:
     task = world.schedule()
     world.consumer.poll()
     [message] = world.drain()
     ref = TaskRef.of(task)
     assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=message.attempt)).applied
     timeout = world.config.timeouts.claim
-    if heartbeat:
+    if heartbeat is not None:
         beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=world.config.timeouts.heartbeat))
-        assert world.store.transition(ref, lifecycle.HEARTBEAT, beat).applied
+        assert world.store.transition(ref, heartbeat, beat).applied
         timeout = world.config.timeouts.heartbeat
     took = poll_until_requeued(world, limit_s=timeout + lease_floor(world.config.timeouts) + 2)
     # never before the timeout; at most one lease floor later, the consumer's own watch of the stamp
@@ -261,6 +292,27 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(world: Wor
     [again] = world.drain()
     assert (again.task_id, again.attempt) == (task.id, 1)  # the next claim makes it attempt 2
     assert world.status(task) is TaskStatus.ENQUEUED
+
+
+def test_a_live_task_whose_beats_only_stamp_its_lease_is_never_enqueued_again(world: World) -> None:
+    # Given a running task whose heartbeats never move its (long due) index entry
+    task = world.schedule()
+    world.consumer.poll()
+    [message] = world.drain()
+    ref = TaskRef.of(task)
+    assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=0)).applied
+    timeouts = world.config.timeouts
+    # When the consumer polls every second for three heartbeat timeouts while the stamps land
+    requeued = 0
+    for second in range(int(3 * timeouts.heartbeat)):
+        if second % int(timeouts.heartbeat_interval) == 0:
+            beat = Change(now=world.now, attempt=1)
+            assert world.store.transition(ref, lifecycle.HEARTBEAT_STAMP, beat).applied
+        requeued += world.consumer.poll().requeued
+        world.advance(1)
+    # Then it never hands the task on
+    assert requeued == 0 and world.status(task) is TaskStatus.PROCESSING
+    assert world.drain() == []
 
 
 def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World) -> None:

@@ -104,19 +104,22 @@ class Interleavings(RuleBasedStateMachine):
     def controller_claims(self, data: st.DataObject) -> None:
         message = self.mailbox.pop(data.draw(st.integers(0, len(self.mailbox) - 1)))
         ref = next(t for t in self.tasks if t.id == message.task_id)
-        outcome = self.store.transition(ref, lifecycle.CLAIM, Change(now=self.now, attempt=message.attempt))
+        change = Change(now=self.now, attempt=message.attempt, entry_ms=message.due_ms)
+        outcome = self.store.transition(ref, lifecycle.CLAIM, change)
         if outcome.applied:
             assert outcome.task is not None
             self.live.append(Execution(ref, outcome.task.attempt, self.now))
 
     @precondition(lambda self: self.live)
-    @rule(data=st.data())
-    def executor_heartbeats(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), moves=st.booleans())
+    def executor_heartbeats(self, data: st.DataObject, moves: bool) -> None:
+        """A beat that moves the index entry, or one that only stamps the lease (the entry stays put)."""
         run = data.draw(st.sampled_from(self.live))
         change = Change(
             now=self.now, attempt=run.attempt, next_at=self.now + timedelta(seconds=CONFIG.timeouts.heartbeat)
         )
-        if self.store.transition(run.ref, lifecycle.HEARTBEAT, change).applied:
+        transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP
+        if self.store.transition(run.ref, transition, change).applied:
             run.last_ok = self.now
 
     @precondition(lambda self: self.live)
@@ -200,7 +203,8 @@ class Interleavings(RuleBasedStateMachine):
             self.controller_receives()
             for message in self.mailbox:
                 ref = next(t for t in self.tasks if t.id == message.task_id)
-                outcome = self.store.transition(ref, lifecycle.CLAIM, Change(now=self.now, attempt=message.attempt))
+                change = Change(now=self.now, attempt=message.attempt, entry_ms=message.due_ms)
+                outcome = self.store.transition(ref, lifecycle.CLAIM, change)
                 if outcome.applied and outcome.task is not None:
                     self._report(Execution(ref, outcome.task.attempt, self.now), "succeed")
             if all(TaskStatus(raw_item(self.store, t.id)[Attr.STATUS]).terminal for t in self.tasks):

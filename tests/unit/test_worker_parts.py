@@ -35,9 +35,11 @@ class ScriptedStore:
     def __init__(self, script: list[str]) -> None:
         self.script = script
         self.calls: list[Change] = []
+        self.transitions: list[str] = []
 
     def transition(self, ref: TaskRef, transition: Transition, change: Change) -> Outcome:
         self.calls.append(change)
+        self.transitions.append(transition.name)
         answer = self.script.pop(0) if self.script else "ok"
         if answer == "error":
             raise ConnectionError("throttled")
@@ -67,6 +69,27 @@ def test_a_refused_heartbeat_means_the_lease_is_lost() -> None:
     beats.beat_all()
     assert store.calls[0].attempt == 2  # fenced by the attempt
     assert reasons and "lost" in reasons[0]
+
+
+def test_a_heartbeat_moves_the_index_entry_only_when_it_would_soon_come_due() -> None:
+    # Given beats one after another (the entry, once moved, stays a whole timeout ahead)
+    beats, reasons, store = heartbeats(["error", "ok", "ok", "ok"])
+    beats.track(task())
+    for _ in range(4):
+        beats.beat_all()
+    # Then the first beat that lands moves it (a failed one does not count), the rest only stamp
+    assert store.transitions == ["heartbeat", "heartbeat", "heartbeat_stamp", "heartbeat_stamp"]
+    assert reasons == []
+
+
+def test_the_move_rule_keeps_the_entry_more_than_half_a_timeout_ahead() -> None:
+    from datetime import timedelta
+
+    from atf_core.lifecycle import heartbeat_moves_entry
+
+    assert heartbeat_moves_entry(None, NOW, 30)  # never moved: still at the scheduled time
+    assert not heartbeat_moves_entry(NOW + timedelta(seconds=15), NOW, 30)
+    assert heartbeat_moves_entry(NOW + timedelta(seconds=14.9), NOW, 30)
 
 
 def test_a_refusal_after_the_task_finished_is_not_a_lost_lease() -> None:

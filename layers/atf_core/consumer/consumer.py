@@ -100,7 +100,6 @@ class Consumer:
         )
         self._tracker = InFlightTracker()
         self._first_seen: dict[tuple[object, ...], int] = {}
-        self._sent_ms: dict[EntryKey, int] = {}  # unrecorded sends: when each entry last went out
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
         self._history = history or History(None, "consumer")  # records each send, for benchmarks and checkers
@@ -232,7 +231,7 @@ class Consumer:
             return None
         if task.status not in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
             return self._recover(entry, task, now, report)
-        resend_ms = self._sent_ms.get(key, 0) + int(self._config.timeouts.enqueue * 1000)
+        resend_ms = (self._tracker.sent_at(key) or 0) + int(self._config.timeouts.enqueue * 1000)
         if resend_ms > to_ms(now):  # the message may still be queued behind others
             self._tracker.wait(key, resend_ms, queue)
             return None
@@ -306,7 +305,7 @@ class Consumer:
                     continue
                 key = (item.entry.id, item.entry.next_ms)
                 self._tracker.wait(key, deadline_ms, (lambda_name, priority))
-                self._sent_ms[key] = to_ms(now)
+                self._tracker.sent(key, to_ms(now), (lambda_name, priority))
                 self._history.record("sent", task=item.message.task_id, attempt=item.message.attempt)
                 sent += 1
         report.enqueued += sent
@@ -322,15 +321,13 @@ class Consumer:
         horizon = now_ms - int(4 * max(self._config.timeouts.heartbeat, self._config.timeouts.claim) * 1000)
         for stamp in [s for s, seen in self._first_seen.items() if seen < horizon]:
             del self._first_seen[stamp]
-        resent_before = now_ms - int(self._config.timeouts.enqueue * 1000)
-        for key in [k for k, sent in self._sent_ms.items() if sent < resent_before]:
-            del self._sent_ms[key]
+        self._tracker.forget_sends_before(now_ms - int(self._config.timeouts.enqueue * 1000))
 
     def _release_lifted(self, gates: GateView) -> None:
         """Tasks a controller handed back under a gate are waiting as new: look again once it lifts."""
-        if self._last_gates is not None and set(self._last_gates.gates) - set(gates.gates):
-            self._tracker = InFlightTracker()
-            self._sent_ms.clear()
+        if self._last_gates is not None:
+            lifted = set(self._last_gates.gates) - set(gates.gates)
+            self._tracker.forget_lambdas({gate.lambda_ for gate in lifted})
         self._last_gates = gates
 
 

@@ -1,10 +1,11 @@
-"""What this consumer already knows is in flight, so it does not write again.
+"""What this consumer already knows is in flight, so it does not send or write again.
 
-Enqueue and claim leave a task's index entry where it was (that saves two
-index writes each), so an in-flight task stays "due" in the index until its
-first heartbeat. The tracker remembers when each such task next needs a look;
-a consumer that starts empty relearns the same from one conditional write per
-entry, so the memory is an optimisation, never the source of truth.
+Sends and claims leave a task's index entry where it was (that saves two
+index writes each), so a sent or running task stays "due" in the index until
+its first heartbeat. The tracker remembers when each such task next needs a
+look, and when it sent each task it did not record as enqueued; a consumer
+that starts empty relearns the state from the items (and sends waiting tasks
+once more), so the memory is an optimisation, never the source of truth.
 """
 
 from __future__ import annotations
@@ -16,6 +17,24 @@ QueueKey = tuple[str, str]  # (lambda, priority)
 class InFlightTracker:
     def __init__(self) -> None:
         self._wake_ms: dict[EntryKey, tuple[int, QueueKey]] = {}
+        self._sent_ms: dict[EntryKey, tuple[int, QueueKey]] = {}  # sends not recorded in the store
+
+    def sent(self, entry: EntryKey, at_ms: int, queue: QueueKey) -> None:
+        self._sent_ms[entry] = (at_ms, queue)
+
+    def sent_at(self, entry: EntryKey) -> int | None:
+        found = self._sent_ms.get(entry)
+        return None if found is None else found[0]
+
+    def forget_sends_before(self, ms: int) -> None:
+        for entry in [e for e, (at, _) in self._sent_ms.items() if at < ms]:
+            del self._sent_ms[entry]
+
+    def forget_lambdas(self, names: set[str]) -> None:
+        """A gate on these lambdas lifted: what their controllers handed back is waiting again."""
+        for table in (self._wake_ms, self._sent_ms):
+            for entry in [e for e, (_, queue) in table.items() if queue[0] in names]:
+                del table[entry]
 
     def wait(self, entry: EntryKey, until_ms: int, queue: QueueKey) -> None:
         self._wake_ms[entry] = (until_ms, queue)

@@ -24,6 +24,7 @@ _STAMP = {
     lifecycle.REQUEUE.name: Attr.ENQUEUED,
     lifecycle.CLAIM.name: Attr.CLAIMED,
     lifecycle.HEARTBEAT.name: Attr.HEARTBEAT,
+    lifecycle.HEARTBEAT_STAMP.name: Attr.HEARTBEAT,
 }
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from atf_core import lifecycle
 from atf_core.config import Timeouts
@@ -43,6 +43,7 @@ class _Running:
     attempt: int
     last_ok: float  # monotonic time the claim, or the last heartbeat that landed, was sent
     misses: int = 0
+    entry_due: datetime | None = None  # where this process last moved the task's index entry
 
 
 def _die(reason: str) -> None:
@@ -118,15 +119,18 @@ class Heartbeats:
             self._terminate(f"no successful heartbeat for {silent_for:.1f}s on task {entry.ref.id}")
             return
         now = utcnow()
-        change = Change(now=now, attempt=entry.attempt, next_at=now + timedelta(seconds=self._timeouts.heartbeat))
+        next_at = now + timedelta(seconds=self._timeouts.heartbeat)
+        moves = lifecycle.heartbeat_moves_entry(entry.entry_due, now, self._timeouts.heartbeat)
+        transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP
         sent = time.monotonic()
         try:
-            outcome = self._store.transition(entry.ref, lifecycle.HEARTBEAT, change)
+            outcome = self._store.transition(entry.ref, transition, Change(now=now, attempt=entry.attempt, next_at=next_at))
         except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
             self._missed(entry, f"{type(error).__name__}: {error}")
             return
         if outcome.applied:
             entry.last_ok, entry.misses = sent, 0
+            entry.entry_due = next_at if moves else entry.entry_due
             if self._on_beat is not None:
                 self._renew(entry)
         elif self._still_running(entry):
