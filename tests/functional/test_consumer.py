@@ -298,7 +298,7 @@ def test_a_live_task_whose_beats_only_stamp_its_lease_is_never_enqueued_again(wo
     # Given a running task whose heartbeats never move its (long due) index entry
     task = world.schedule()
     world.consumer.poll()
-    [message] = world.drain()
+    assert len(world.drain()) == 1
     ref = TaskRef.of(task)
     assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=0)).applied
     timeouts = world.config.timeouts

@@ -122,9 +122,10 @@ class Heartbeats:
         next_at = now + timedelta(seconds=self._timeouts.heartbeat)
         moves = lifecycle.heartbeat_moves_entry(entry.entry_due, now, self._timeouts.heartbeat)
         transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP
+        change = Change(now=now, attempt=entry.attempt, next_at=next_at)
         sent = time.monotonic()
         try:
-            outcome = self._store.transition(entry.ref, transition, Change(now=now, attempt=entry.attempt, next_at=next_at))
+            outcome = self._store.transition(entry.ref, transition, change)
         except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
             self._missed(entry, f"{type(error).__name__}: {error}")
             return
