@@ -9,7 +9,7 @@ TARGETS = {
     "SQS requests per task at load": ("<= 0.35", lambda r: r["throughput"]["sqs_requests_per_task"] <= 0.35),
     "start-lag p95 at 50 tasks/s": ("<= 250 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p95", 250)),
     "start-lag p99 at 50 tasks/s": ("<= 1,000 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p99", 1000)),
-    "throughput / backend ceiling": (">= 0.7", lambda r: (r["throughput"]["ratio"] or 0) >= 0.7),
+    "throughput / backend ceiling (steady rate)": (">= 0.7", lambda r: (r["throughput"]["ratio"] or 0) >= 0.7),
 }
 
 
@@ -138,10 +138,13 @@ def _throughput(run: dict[str, Any]) -> str:
     lines = [
         "## Throughput",
         "",
-        f"{run['tasks']} no-op tasks due now, sent in batches of 100: **{run['tasks_per_s']:.1f} tasks/s** end to "
-        f"end ({run['seconds']:.1f} s; scheduling alone {run['scheduling_per_s']:.1f}/s). The same calls per task in "
-        f"a raw loop against the same moto server: {ceilings}; "
-        f"ratio **{run['ratio']:.2f}**. Load average at the end {' '.join(str(x) for x in run['load'])}.",
+        f"{run['tasks']} no-op tasks due now, sent in batches of 100: {run['tasks_per_s']:.1f} tasks/s end to "
+        f"end from the first request to the last callback ({run['seconds']:.1f} s; scheduling alone "
+        f"{run['scheduling_per_s']:.1f}/s), **{run.get('steady_per_s', run['tasks_per_s']):.1f} tasks/s** once the "
+        f"pipeline is full (between the 10th and the 90th percentile of completions). The same calls per task in "
+        f"a raw loop against the same moto server: {ceilings}; ratio **{run['ratio']:.2f}** at the steady rate, "
+        f"{run.get('ratio_whole_run', run['ratio']):.2f} over the whole run. "
+        f"Load average at the end {' '.join(str(x) for x in run['load'])}.",
         "",
         "| component | CPU ms per task |",
         "| --- | ---: |",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.common import percentile, summary
-from bench.throughput import consumer_polls
+from bench.throughput import consumer_polls, steady_rate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,6 +40,13 @@ def test_polls_are_runs_of_sends_when_the_consumer_does_not_write(tmp_path: Path
     (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     polls = consumer_polls(tmp_path)
     assert polls["polls"] == 2 and polls["max_tasks"] == 2 and polls["rejected_enqueues"] == 0
+
+
+def test_the_steady_rate_leaves_out_filling_and_draining_the_pipeline() -> None:
+    # a slow start (10 s for the first 10), then 80 tasks at 20/s, then a slow tail
+    ends = [i * 1.0 for i in range(10)] + [10 + i / 20 for i in range(80)] + [15 + i for i in range(10)]
+    assert steady_rate(ends) == pytest.approx(20, rel=0.05)
+    assert steady_rate([1.0]) == 0.0
 
 
 def test_the_hook_meters_every_client_of_a_process_it_is_loaded_into(tmp_path: Path) -> None:
