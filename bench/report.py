@@ -162,10 +162,10 @@ def _polls(run: dict[str, Any]) -> str:
     if not polls.get("polls"):
         return "The consumer reported no polls that sent anything."
     return (
-        f"The consumer's polls that enqueued tasks ({polls['polls']}, from its history): up to "
-        f"{polls['max_tasks']:.0f} tasks and {polls['max_seconds']:.1f} s of writes in one poll, "
-        f"{polls['seconds_per_task'] * 1000:.0f} ms per enqueue write (each due task is written, one at a time, "
-        "before any of the poll's messages is sent)." + _refused(polls, run["tasks"])
+        f"The consumer's polls that sent tasks ({polls['polls']}, from its history): up to "
+        f"{polls['max_tasks']:.0f} tasks sent over {polls['max_seconds']:.1f} s in one poll, "
+        f"{polls['seconds_per_task'] * 1000:.0f} ms per task (its batch read, the sends of ten, and any "
+        "enqueue writes with record_enqueued)." + _refused(polls, run["tasks"])
     )
 
 
