@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from atf_core.billing import Bill
+from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench.procs import Stack
 
@@ -43,15 +43,9 @@ def executions(history_dir: Path, kinds: Iterable[str] = ("start", "end")) -> di
     """The first time each task's callback started and ended, by task id."""
     wanted = set(kinds)
     found: dict[str, dict[str, float]] = {}
-    for path in history_dir.glob("executor-*.jsonl"):
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a line still being written
-            if record.get("kind") in wanted:
-                times = found.setdefault(record["task"], {})
-                times.setdefault(record["kind"], record["t"])
+    for record in load_records(history_dir, "executor-*.jsonl"):
+        if record.get("kind") in wanted:
+            found.setdefault(record["task"], {}).setdefault(record["kind"], record["t"])
     return found
 
 
@@ -117,17 +111,12 @@ def stage_times(history_dir: Path) -> dict[str, dict[str, float]]:
     """When each task was first sent (consumer), claimed (controller) and started (executor).
     A consumer that records enqueued writes before it sends: its write stands for the send."""
     found: dict[str, dict[str, float]] = {}
-    for path in history_dir.glob("*.jsonl"):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            stage = record.get("transition") if record.get("kind") == "write" else record.get("kind")
-            stage = "sent" if stage == "enqueue" else stage
-            applied = record.get("result", "applied") == "applied"
-            if stage in ("sent", "claim", "start") and applied:
-                found.setdefault(record["task"], {}).setdefault(stage, record["t"])
+    for record in load_records(history_dir):
+        stage = record.get("transition") if record.get("kind") == "write" else record.get("kind")
+        stage = "sent" if stage == "enqueue" else stage
+        applied = record.get("result", "applied") == "applied"
+        if stage in ("sent", "claim", "start") and applied:
+            found.setdefault(record["task"], {}).setdefault(stage, record["t"])
     return found
 
 

@@ -3,13 +3,13 @@ then the embedded backend's ceiling for the same calls per task on the same serv
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
+from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench import raw
 from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, wait_for_ends, warm_up
@@ -89,19 +89,14 @@ def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
     enqueue writes) with no gap over gap_s."""
     times: list[float] = []
     rejected = 0  # enqueue writes that found the task already further on: each is billed a write unit
-    for path in history_dir.glob("consumer-*.jsonl"):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if record.get("kind") == "sent":
+    for record in load_records(history_dir, "consumer-*.jsonl"):
+        if record.get("kind") == "sent":
+            times.append(record["t"])
+        elif record.get("transition") == "enqueue":
+            if record.get("result") == "applied":
                 times.append(record["t"])
-            elif record.get("transition") == "enqueue":
-                if record.get("result") == "applied":
-                    times.append(record["t"])
-                else:
-                    rejected += 1
+            else:
+                rejected += 1
     times.sort()
     polls: list[list[float]] = []
     for moment in times:

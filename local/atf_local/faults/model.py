@@ -66,10 +66,11 @@ RESULT_TRANSITIONS = frozenset({"succeed", "fail_retriable", "fail_fatal", "fail
 STOP, CONT, KILL = int(signal.SIGSTOP), int(signal.SIGCONT), int(signal.SIGKILL)
 
 
-def load_records(directory: Path) -> list[Record]:
+def load_records(directory: Path, pattern: str = "*.jsonl") -> list[Record]:
+    """Every history record of the files matching `pattern`, oldest first."""
     records: list[Record] = []
-    for path in sorted(directory.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
+    for path in sorted(directory.glob(pattern)):
+        for line in path.read_text(errors="replace").splitlines():
             if line.strip():
                 try:
                     records.append(json.loads(line))

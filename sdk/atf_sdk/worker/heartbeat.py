@@ -131,7 +131,8 @@ class Heartbeats:
             return
         if outcome.applied:
             entry.last_ok, entry.misses = sent, 0
-            entry.entry_due = next_at if moves else entry.entry_due
+            if moves:
+                entry.entry_due = next_at
             if self._on_beat is not None:
                 self._renew(entry)
         elif self._still_running(entry):
