@@ -14,18 +14,22 @@ import importlib.util
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atf_core.api import BatchItem
 from atf_core.config import StackConfig
-from atf_core.schema import Gate, ScheduleRequest, Task
+from atf_core.schema import Gate, ScheduleRequest, Task, TaskStatus
 from atf_core.stats import LambdaStats
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
+
+if TYPE_CHECKING:
+    from atf_sdk.client import AtfClient
 
 
 def _stack_config(path: Path | None) -> StackConfig:
@@ -52,6 +56,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _schedule(args: argparse.Namespace) -> int:
+    from atf_sdk.operations import checked
+
     if args.file is not None:
         return _schedule_file(args)
     if args.lambda_name is None:
@@ -67,10 +73,12 @@ def _schedule(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "expire_at": args.expire_at,
     }
-    request = ScheduleRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
         task = atf.submit(request)
-    if args.json:
+    if args.quiet:
+        print(task.id)
+    elif args.json:
         json_out(task)
     else:
         verb = "scheduled" if task.created else "already scheduled"
@@ -82,6 +90,8 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     """Every line of a JSON-lines file as a request, all checked before any is sent."""
     from pydantic import ValidationError
 
+    from atf_core.errors import input_error
+
     handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
     requests = []
     try:
@@ -91,9 +101,8 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
             try:
                 requests.append(ScheduleRequest.model_validate_json(line))
             except ValidationError as error:
-                problem = error.errors()[0]
-                where = ".".join(str(part) for part in problem["loc"]) or "line"
-                raise SystemExit(f"atf schedule: {path}:{number}: {where}: {problem['msg']}") from None
+                problem = input_error(error)
+                raise SystemExit(f"atf schedule: {path}:{number}: {problem.code}: {problem.message}") from None
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -108,12 +117,27 @@ def _schedule_file(args: argparse.Namespace) -> int:
     with client(args) as atf, Progress(*columns, console=console(stderr=True), transient=True) as progress:
         bar = progress.add_task("schedule", total=len(requests))
         results = atf.schedule_many(requests, on_progress=lambda n: progress.advance(bar, n))
-    if args.json:
+    if args.quiet:
+        _print_batch_ids(results)
+    elif args.json:
         for item in results:
             print(item.model_dump_json())
     else:
         _print_batch_summary(results)
     return 0 if all(item.status in (200, 201) for item in results) else 1
+
+
+def _print_batch_ids(results: list[BatchItem]) -> None:
+    """One task id a line, in the file's order; a task not scheduled is a line on stderr."""
+    for item in results:
+        if item.task is not None:
+            print(item.task.id)
+        else:
+            error = item.error
+            print(
+                f"atf: task {item.index + 1}: {error.code + ': ' + error.message if error else item.status}",
+                file=sys.stderr,
+            )
 
 
 def _print_batch_summary(results: list[BatchItem]) -> None:
@@ -156,14 +180,33 @@ def _task_table(tasks: list[Task]) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        tasks = [atf.get(task_id) for task_id in args.ids]
+        tasks = _finished(atf, args.ids, args.wait) if args.wait is not None else [atf.get(i) for i in args.ids]
     if args.json:
         json_out(tasks if len(tasks) > 1 else tasks[0])
-        return 0
-    _task_table(tasks)
-    if len(tasks) == 1 and tasks[0].errors:
-        _error_history(tasks[0])
+    else:
+        _task_table(tasks)
+        if len(tasks) == 1 and tasks[0].errors:
+            _error_history(tasks[0])
+    waiting = [t for t in tasks if not _done(t)] if args.wait is not None else []
+    if waiting:
+        names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
+        print(f"atf: not finished after {args.wait:g} s: {names}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _done(task: Task) -> bool:
+    return task.status.terminal or task.status is TaskStatus.DEAD_LETTER
+
+
+def _finished(atf: AtfClient, ids: list[str], wait_s: float) -> list[Task]:
+    """The tasks once every one has finished (a dead letter counts), or as they stand after wait_s."""
+    deadline = time.monotonic() + wait_s
+    tasks = [atf.get(task_id) for task_id in ids]
+    while not all(_done(t) for t in tasks) and time.monotonic() < deadline:
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        tasks = [t if _done(t) else atf.get(t.id) for t in tasks]
+    return tasks
 
 
 def _error_history(task: Task) -> None:
@@ -287,6 +330,7 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
+    verb.add_argument("-q", "--quiet", action="store_true", help="print only the task id (one a line with --file)")
     verb.set_defaults(run=guarded(_schedule))
 
 
@@ -297,10 +341,18 @@ def _add_api_verbs(verbs: Any) -> None:
         verb = verbs.add_parser(name, parents=[parent], help=text)
         verb.add_argument("ids", nargs="+", metavar="ID")
         verb.set_defaults(run=guarded(run))
+        if name == "status":
+            verb.add_argument(
+                "--wait",
+                type=float,
+                metavar="SECONDS",
+                help="until every task has finished, at most SECONDS (exit 1 after)",
+            )
     gate = verbs.add_parser("gate", parents=[parent], help="pause, drop or resume a lambda or collection; list gates")
     gate.add_argument("action", choices=["pause", "drop", "resume", "list"])
     gate.add_argument("lambda_name", nargs="?", metavar="LAMBDA")
-    gate.add_argument("collection", nargs="?", metavar="COLLECTION")
+    gate.add_argument("--collection", help="gate one collection of the lambda (default: all of them)")
+    gate.add_argument("collection_word", nargs="?", metavar="COLLECTION", help=argparse.SUPPRESS)  # the older form
     gate.add_argument("--until", type=moment, help="RFC 3339 time the gate lifts itself")
     gate.add_argument("--reason", default="")
     gate.set_defaults(run=guarded(_gate_checked))
@@ -310,8 +362,16 @@ def _add_api_verbs(verbs: Any) -> None:
 
 
 def _gate_checked(args: argparse.Namespace) -> int:
+    from atf_core.errors import InputError
+
     if args.action != "list" and not args.lambda_name:
         raise SystemExit(f"atf gate {args.action}: name a LAMBDA")
+    if args.collection_word is not None:  # `atf gate pause LAMBDA COLLECTION`, before --collection
+        if args.collection is not None and args.collection != args.collection_word:
+            raise InputError(
+                f"two collections given: {args.collection_word} and --collection {args.collection}", "collection"
+            )
+        args.collection = args.collection_word
     return _gate(args)
 
 
