@@ -40,6 +40,11 @@ class TaskStatus(StrEnum):
     def terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
+    @property
+    def settled(self) -> bool:
+        """Nothing will run it again unless someone acts: it ended, or waits as a dead letter."""
+        return self in TERMINAL_STATUSES or self is TaskStatus.DEAD_LETTER
+
 
 TERMINAL_STATUSES = frozenset(
     {TaskStatus.SUCCESS, TaskStatus.FATAL_FAILURE, TaskStatus.CANCELLED, TaskStatus.DROPPED, TaskStatus.EXPIRED}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from atf_core.api import BatchItem
 from atf_core.config import StackConfig
-from atf_core.schema import Gate, ScheduleRequest, Task, TaskStatus
+from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
@@ -92,7 +92,10 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
 
     from atf_core.errors import input_error
 
-    handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
+    except OSError as error:
+        raise SystemExit(f"atf schedule: cannot read {path}: {error.strerror}") from None
     requests = []
     try:
         for number, line in enumerate(handle, start=1):
@@ -187,7 +190,7 @@ def _status(args: argparse.Namespace) -> int:
         _task_table(tasks)
         if len(tasks) == 1 and tasks[0].errors:
             _error_history(tasks[0])
-    waiting = [t for t in tasks if not _done(t)] if args.wait is not None else []
+    waiting = [t for t in tasks if not t.status.settled] if args.wait is not None else []
     if waiting:
         names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
         print(f"atf: not finished after {args.wait:g} s: {names}", file=sys.stderr)
@@ -195,17 +198,15 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _done(task: Task) -> bool:
-    return task.status.terminal or task.status is TaskStatus.DEAD_LETTER
-
-
 def _finished(atf: AtfClient, ids: list[str], wait_s: float) -> list[Task]:
-    """The tasks once every one has finished (a dead letter counts), or as they stand after wait_s."""
+    """The tasks once every one has settled (ended, or a dead letter), or as they stand after wait_s."""
     deadline = time.monotonic() + wait_s
-    tasks = [atf.get(task_id) for task_id in ids]
-    while not all(_done(t) for t in tasks) and time.monotonic() < deadline:
-        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-        tasks = [t if _done(t) else atf.get(t.id) for t in tasks]
+    tasks = []
+    for task_id in ids:
+        try:
+            tasks.append(atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            tasks.append(atf.get(task_id))
     return tasks
 
 
@@ -346,7 +347,7 @@ def _add_api_verbs(verbs: Any) -> None:
                 "--wait",
                 type=float,
                 metavar="SECONDS",
-                help="until every task has finished, at most SECONDS (exit 1 after)",
+                help="until every task has ended or is a dead letter, at most SECONDS (then exit 1)",
             )
     gate = verbs.add_parser("gate", parents=[parent], help="pause, drop or resume a lambda or collection; list gates")
     gate.add_argument("action", choices=["pause", "drop", "resume", "list"])

@@ -161,6 +161,16 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     def get(self, task_id: str) -> Task:
         return Task.model_validate(self._call("GET", f"/v1/tasks/{_segment(task_id)}"))
 
+    def wait(self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> Task:
+        """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while not (task := self.get(task_id)).status.settled:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"task {task_id} is still {task.status.value} after {timeout_s:g} s")
+            self._sleep(min(poll_s, left))
+        return task
+
     def cancel(self, task_id: str) -> Task:
         """Cancel a task that has not started (Conflict once it has)."""
         return Task.model_validate(self._call("DELETE", f"/v1/tasks/{_segment(task_id)}"))

@@ -74,6 +74,11 @@ def test_gates(atf: Any) -> None:
     assert code == 1 and "not_found" in err
 
 
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"^atf schedule: cannot read .*nowhere.jsonl: No such file or directory$"):
+        main(["schedule", "--file", str(tmp_path / "nowhere.jsonl"), "--api-url", "http://127.0.0.1:9"])
+
+
 def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
     """The documented form (README, docs/api.md) is --collection, as on every other verb; the older
     positional form still works, and the two cannot disagree."""
