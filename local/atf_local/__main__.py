@@ -14,12 +14,12 @@ from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_local.stack import REPO, LocalStack
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
-CONFIG_PRECEDENCE = f"--config, else ${CONFIG_ENV} (JSON), else ${CONFIG_FILE_ENV} (a path), else {DEFAULT_CONFIG}"
+WITHOUT_CONFIG = f"${CONFIG_ENV} (JSON), else ${CONFIG_FILE_ENV} (a path), else {DEFAULT_CONFIG.relative_to(REPO)}"
 
 
 def serve_config(given: Path | None) -> tuple[StackConfig, Path | None]:
-    """The configuration `serve` runs, by CONFIG_PRECEDENCE (the worker's: an option, then the
-    environment), and the file it came from (None: inline ATF_CONFIG). A bad one is one line, no traceback."""
+    """The configuration `serve` runs: --config, else WITHOUT_CONFIG (a worker host's order: the option,
+    then the environment); and the file it came from (None: inline ATF_CONFIG). A bad one is one line."""
     inline, named = os.environ.get(CONFIG_ENV), os.environ.get(CONFIG_FILE_ENV)
     path = given or (None if inline else Path(named) if named else DEFAULT_CONFIG)
     source = str(path) if path is not None else f"${CONFIG_ENV}"
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atf_local", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="start the local stack and serve until interrupted")
-    serve.add_argument("--config", type=Path, help=f"stack configuration (JSON) file; default: {CONFIG_PRECEDENCE}")
+    serve.add_argument("--config", type=Path, help=f"stack configuration (JSON) file; without it: {WITHOUT_CONFIG}")
     serve.add_argument("--aws-port", type=int, default=4566)
     serve.add_argument("--consumers", type=int, default=1)
     serve.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1 (0: none)")
