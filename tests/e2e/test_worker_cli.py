@@ -66,6 +66,12 @@ def test_atf_lambda_is_the_default_of_only_and_named_when_wrong(config_file: Pat
     assert line.startswith("atf worker: ATF_LAMBDA nope: not registered"), line
 
 
+def test_only_wins_over_atf_lambda(config_file: Path) -> None:
+    # (the host gets past choosing its lambdas, and stops at the next check: the endpoint)
+    line = one_line_error(worker("--config", str(config_file), "--only", "work", ATF_LAMBDA="nope"))
+    assert "ATF_LAMBDA" not in line and "cannot reach table" in line, line
+
+
 def test_a_host_without_an_endpoint_says_what_it_cannot_reach_instead_of_ready(config_file: Path) -> None:
     # Nothing answers here: AWS's endpoints are out of reach (or refuse the dummy credentials)
     line = one_line_error(worker("--config", str(config_file), "--executors", "1", "--threads", "1"))

@@ -14,7 +14,11 @@ in SQS. So
   something in, or it has not been read yet) and its receiver has room to fetch
   it, lower-priority messages are neither received nor handed out. What ends the
   wait is that receiver's next receive, a short one (WaitTimeSeconds 0): it
-  brings the rest in, or finds the queue empty.
+  brings the rest in, or finds the queue empty. (SQS answers a short receive
+  from a sample of its servers, so on AWS an empty answer can come early and
+  the order is kept nearly rather than strictly; moto's answer is exact.)
+- a lambda's pause leaves what its queues hold unknown: after it, each higher
+  priority is read first again.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from atf_core.aws import AwsClients, make_clients
+from atf_core.aws import ENDPOINT_ENV, AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
 from atf_core.history import History, recorded
@@ -60,16 +60,15 @@ class WorkerHost:
     def __init__(self, config: StackConfig, settings: HostSettings, clients: AwsClients | None = None) -> None:
         self._config = config
         self._settings = settings
-        self._endpoint = os.environ.get("ATF_AWS_ENDPOINT")
+        self._endpoint = os.environ.get(ENDPOINT_ENV)
         self._clients = clients or make_clients(self._endpoint)
         self.lambda_names = served_lambdas(settings, config)
-        store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
-        self._store = store
+        self._store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
         self.metrics = MetricBuffer(service=service_name())  # the controller's; each executor has its own
         for client in (self._clients.dynamodb, self._clients.sqs, self._clients.sqs_long_poll):
             watch_throttles(client, lambda _: self.metrics.count(Metric.THROTTLES))
         self.controller = Controller(
-            store,
+            self._store,
             self._clients.sqs,
             self._clients.sqs_long_poll,
             config,
@@ -113,7 +112,7 @@ class WorkerHost:
 
     def check_reach(self) -> None:
         """Raise HostError naming the table or queue this host cannot reach (and where it looked)."""
-        where = self._endpoint or "AWS's endpoints (ATF_AWS_ENDPOINT is not set)"
+        where = self._endpoint or f"AWS's endpoints ({ENDPOINT_ENV} is not set)"
         try:
             self._store.gates()
         except Exception as error:
@@ -157,8 +156,8 @@ class WorkerHost:
 
     def drain(self) -> None:
         log.info("draining: no new claims; waiting for running tasks")
+        deadline = time.monotonic() + self._settings.drain_timeout_s  # the executors finish meanwhile
         self.controller.drain()
-        deadline = time.monotonic() + self._settings.drain_timeout_s
         for process in self._executors.values():
             process.join(max(0.0, deadline - time.monotonic()))
         for process in self._executors.values():
