@@ -156,6 +156,7 @@ class Task(BaseModel):
     created_at: datetime
     enqueued_at: datetime | None = None
     claimed_at: datetime | None = None
+    claimed_by: str | None = Field(default=None, description="The executor (host:pid) that claimed the attempt.")
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     last_error: TaskError | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import os
 import sys
 import time
@@ -31,25 +30,54 @@ from atf_sdk.commands.support import client, common, console, guarded, json_obje
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
 
+LAMBDA_ENV = "ATF_LAMBDA"  # the lambda a worker serves by default (the CDK app sets it on each worker service)
+
 
 def _stack_config(path: Path | None) -> StackConfig:
-    return StackConfig.from_file(path) if path else StackConfig.from_env()
+    """The stack configuration from --config or the environment; a one-line SystemExit if there is none
+    or it does not read."""
+    from pydantic import ValidationError
+
+    where = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE"
+    try:
+        return StackConfig.from_file(path) if path else StackConfig.from_env()
+    except RuntimeError:
+        raise SystemExit(
+            "atf worker: no stack configuration: pass --config FILE, or set ATF_CONFIG (JSON) or ATF_CONFIG_FILE"
+        ) from None
+    except OSError as error:
+        raise SystemExit(f"atf worker: cannot read the configuration {where}: {error.strerror or error}") from None
+    except ValueError as error:  # invalid JSON, or a field pydantic refuses
+        if isinstance(error, ValidationError):
+            problem = error.errors()[0]
+            field = ".".join(str(part) for part in problem["loc"]) or "configuration"
+            raise SystemExit(f"atf worker: configuration {where}: {field}: {problem['msg']}") from None
+        raise SystemExit(f"atf worker: configuration {where} is not valid JSON: {error}") from None
 
 
 def _worker(args: argparse.Namespace) -> None:
     from atf_sdk.worker.controller import ControllerSettings
-    from atf_sdk.worker.host import HostSettings, WorkerHost
+    from atf_sdk.worker.host import HostError, HostSettings, WorkerHost
+    from atf_sdk.worker.observe import setup_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    setup_logging()  # JSON lines on stdout from the start; errors that stop the host are one line on stderr
     sys.path.insert(0, os.getcwd())  # so "examples.lambdas:lambdas" resolves from where the host starts
+    # The CDK app sets ATF_LAMBDA on each worker service: a host started from the image serves that lambda.
+    from_env = [n.strip() for n in os.environ.get(LAMBDA_ENV, "").split(",") if n.strip()]
     settings = HostSettings(
         lambdas_spec=args.lambdas,
         executors_per_lambda=args.executors,
         threads_per_executor=args.threads,
-        only=tuple(args.only or ()),
+        only=tuple(args.only or from_env),
+        only_from="--only" if args.only else LAMBDA_ENV,
+        metrics=args.metrics,
         controller=ControllerSettings(receive_wait_s=args.receive_wait),
     )
-    WorkerHost(_stack_config(args.config), settings).serve()
+    config = _stack_config(args.config)
+    try:
+        WorkerHost(config, settings).serve()
+    except HostError as error:
+        raise SystemExit(f"atf worker: {error}") from None
 
 
 # -- the API verbs ---------------------------------------------------------------
@@ -384,8 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--config", type=Path, help="stack configuration file (default: $ATF_CONFIG)")
     worker.add_argument("--executors", type=int, default=2, help="executor processes per lambda")
     worker.add_argument("--threads", type=int, default=4, help="threads per executor")
-    worker.add_argument("--only", action="append", help="serve only this lambda (repeatable)")
-    worker.add_argument("--receive-wait", type=int, default=10, help="SQS long-poll seconds")
+    worker.add_argument(
+        "--only", action="append", help=f"serve only this lambda (repeatable; default: ${LAMBDA_ENV} if set, else all)"
+    )
+    worker.add_argument("--receive-wait", type=int, default=10, choices=range(1, 21), metavar="1-20",
+                        help="SQS long-poll seconds (a stopping host waits for its polls in flight)")  # fmt: skip
+    worker.add_argument(
+        "--metrics", choices=["auto", "emf", "off"], default="auto",
+        help="CloudWatch EMF on stdout: auto (unless stdout is a terminal), emf (always) or off",
+    )  # fmt: skip
     worker.set_defaults(run=_worker)
     _add_api_verbs(verbs)
     add_dead_letters_command(verbs)
