@@ -13,34 +13,24 @@ credentials, which may refresh them from AWS, happens in a worker thread. Instal
 
 from __future__ import annotations
 
-import boto3
-
 try:
     import anyio.to_thread
     import httpx
-except ImportError as missing:  # pragma: no cover - depends on what is installed
+except ImportError as missing:  # atf-sdk installed without its extra
     raise ImportError(f"AsyncAtfClient needs httpx ({missing}): pip install 'atf-sdk[async]'") from missing
 
 from atf_sdk.operations import Calls
-from atf_sdk.transport import CONNECT_TIMEOUT_S, Asynchronous, Lost, Reply, RetryPolicy, Send
+from atf_sdk.transport import CONNECT_TIMEOUT_S, Asynchronous, Lost, Reply, Send
 
 
 class AsyncAtfClient(Asynchronous, Calls):
     """AtfClient's calls, each a coroutine. Use one client for many concurrent calls (it pools
     connections) inside one event loop, and close it there: `async with`, or `await aclose()`."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        region: str | None = None,
-        *,
-        session: boto3.Session | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(endpoint, region, session=session, retry=retry)
-        timeout = httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
-        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+    def _open(self) -> None:
+        timeout = httpx.Timeout(self.timeout_s, connect=CONNECT_TIMEOUT_S)
+        # trust_env=False: as AtfClient, no proxy or .netrc from the environment (a .netrc login would replace SigV4)
+        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
 
     async def aclose(self) -> None:
         await self._http.aclose()

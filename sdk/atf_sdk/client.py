@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import boto3
 import urllib3
 
 from atf_core.api import BatchItem, ScheduledTask
@@ -24,17 +23,8 @@ class AtfClient(Blocking, Calls):
     """Schedule, inspect, cancel and gate tasks through the frontend API; redrive or discard dead
     letters, manage periodic schedules and run chains (every call is in atf_sdk.operations)."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        region: str | None = None,
-        *,
-        session: boto3.Session | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(endpoint, region, session=session, retry=retry)
-        self._timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout_s)
+    def _open(self) -> None:
+        self._timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=self.timeout_s)
         self._pool = urllib3.PoolManager(maxsize=4)
 
     def close(self) -> None:

@@ -138,7 +138,10 @@ def _retry_after(reply: Reply) -> float | None:
 
 
 class ApiClient:
-    """The endpoint, the region and the credentials requests are signed with (boto3's usual chain)."""
+    """The endpoint, the region and the credentials requests are signed with (boto3's usual chain).
+
+    AtfClient(endpoint, region=None, *, session=None, timeout_s=30.0, retry=None), and AsyncAtfClient
+    alike: the region defaults to the one in an execute-api URL, else the session's."""
 
     def __init__(
         self,
@@ -146,12 +149,18 @@ class ApiClient:
         region: str | None = None,
         *,
         session: boto3.Session | None = None,
+        timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._session = session or boto3.Session()
         self.region = region or _region_of(self.endpoint) or self._session.region_name or "us-east-1"
+        self.timeout_s = timeout_s  # to read an answer; connecting has CONNECT_TIMEOUT_S
         self._retry = retry or RetryPolicy()
+        self._open()
+
+    def _open(self) -> None:
+        """Set up the HTTP library's connection pool (each driver its own)."""
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> Self:
@@ -190,14 +199,10 @@ class Blocking(ApiClient, ABC):
     def _sleep(self, seconds: float) -> None: ...
 
     def _drive(self, plan: Plan[T]) -> T:
-        answer: Answer = None
-        while True:
-            try:
-                step = plan.send(answer)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-            answer = self._send(step) if isinstance(step, Send) else self._sleep(step.seconds)
+        step, result = _advance(plan, None)
+        while step is not None:
+            step, result = _advance(plan, self._send(step) if isinstance(step, Send) else self._sleep(step.seconds))
+        return result
 
 
 class Asynchronous(ApiClient, ABC):
@@ -210,14 +215,19 @@ class Asynchronous(ApiClient, ABC):
     async def _sleep(self, seconds: float) -> None: ...
 
     async def _drive(self, plan: Plan[T]) -> T:
-        answer: Answer = None
-        while True:
-            try:
-                step = plan.send(answer)
-            except StopIteration as done:
-                result: T = done.value
-                return result
+        step, result = _advance(plan, None)
+        while step is not None:
             answer = await (self._send(step) if isinstance(step, Send) else self._sleep(step.seconds))
+            step, result = _advance(plan, answer)
+        return result
+
+
+def _advance(plan: Plan[T], answer: Answer) -> tuple[Step | None, T]:
+    """The plan's next step for this answer; or no step, and what the plan returned."""
+    try:
+        return plan.send(answer), cast(T, None)
+    except StopIteration as done:
+        return None, cast(T, done.value)
 
 
 class api_call(Generic[P, T]):  # noqa: N801 - a decorator, named as functions are

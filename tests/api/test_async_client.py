@@ -17,7 +17,7 @@ from atf_core.errors import AtfError, Conflict, NotFound, Throttled, Unavailable
 from atf_core.schema import TaskStatus
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.async_client import AsyncAtfClient
-from atf_sdk.client import AtfClient, RetryPolicy
+from atf_sdk.client import API_URL_ENV, AtfClient, RetryPolicy
 from functions.frontend.handler import lambda_handler
 from tests.api import test_client
 from tests.api.live import LiveStack
@@ -45,36 +45,34 @@ async def aclient(stack: LocalStack) -> Any:
 def counted(serve: Any) -> Iterator[tuple[str, list[Event]]]:
     """The real frontend behind a stand-in that counts the requests reaching it."""
     seen: list[Event] = []
-
-    def forward(event: Event, context: Any) -> Event:
-        seen.append(event)
-        return lambda_handler(event, context)
-
-    yield serve(forward), seen
+    yield serve(scripted(["real"], seen)), seen
 
 
 def _methods(client: object) -> dict[str, Any]:
-    return {name: getattr(client, name) for name in dir(client) if not name.startswith("_") and name != "endpoint"}
+    public = {name: getattr(client, name) for name in dir(client) if not name.startswith("_")}
+    return {name: value for name, value in public.items() if callable(value)}
 
 
 def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_signature() -> None:
     sync = _methods(AtfClient("http://127.0.0.1:9", region="us-east-1"))
     not_sync = _methods(AsyncAtfClient("http://127.0.0.1:9", region="us-east-1"))
     assert set(sync) - {"close"} == set(not_sync) - {"aclose"}
-    calls = [name for name in sync if name not in ("close", "from_env", "region")]
+    calls = [name for name in sync if name not in ("close", "from_env")]
     assert len(calls) == 25
     for name in calls:
         assert inspect.iscoroutinefunction(not_sync[name]) and not inspect.iscoroutinefunction(sync[name]), name
         assert inspect.signature(sync[name]) == inspect.signature(not_sync[name]), name
         assert sync[name].__doc__ == not_sync[name].__doc__ and sync[name].__name__ == name
     assert str(inspect.signature(sync["get"])) == "(task_id: str) -> atf_core.schema.Task"
+    assert sync["get"].__doc__ and "as it stands now" in sync["get"].__doc__
     assert inspect.signature(AtfClient.get).parameters.keys() == {"self", "task_id"}
 
 
 async def test_tasks_gates_and_stats_through_the_async_client(aclient: AsyncAtfClient, client: AtfClient) -> None:
     scheduled = await aclient.schedule("work", {"to": "ann"}, collection="async", priority="high", delay_seconds=600)
     task = await aclient.get(scheduled.id)
-    assert scheduled.created and task == client.get(scheduled.id)
+    assert scheduled.created and task == client.get(scheduled.id) == AtfClient.get(client, scheduled.id)
+    assert task == await AsyncAtfClient.get(aclient, scheduled.id)  # called on the class, as methods can be
     assert (task.lambda_, task.payload, task.priority, task.status) == ("work", {"to": "ann"}, "high", TaskStatus.NEW)
     assert (await aclient.cancel(task.id)).status is TaskStatus.CANCELLED
     gate = await aclient.pause("report", "async", reason="maintenance")
@@ -175,6 +173,13 @@ async def test_bad_input_raises_what_the_sync_client_raises_and_sends_nothing(
     assert seen == [], "nothing was sent"
 
 
+async def test_from_env_reads_the_api_url(monkeypatch: pytest.MonkeyPatch, stack: LocalStack) -> None:
+    monkeypatch.setenv(API_URL_ENV, stack.api_url + "/")
+    async with AsyncAtfClient.from_env(retry=FAST) as atf:
+        assert isinstance(atf, AsyncAtfClient) and atf.endpoint == stack.api_url and atf.region == "us-east-1"
+        assert await atf.gates() is not None
+
+
 async def test_requests_are_signed_for_execute_api(counted: tuple[str, list[Event]]) -> None:
     url, seen = counted
     async with AsyncAtfClient(url, region="eu-west-1") as atf:
@@ -184,37 +189,41 @@ async def test_requests_are_signed_for_execute_api(counted: tuple[str, list[Even
     assert "/eu-west-1/execute-api/aws4_request" in authorization and "X-Amz-Date" in seen[0]["headers"]
 
 
-async def test_throttling_and_server_errors_are_retried_with_the_same_key(serve: Any) -> None:
-    bodies: list[dict[str, Any]] = []
+def scripted(script: list[int | str], seen: list[Event]) -> Callable[[Event, Any], Event]:
+    """A stand-in answering the n-th request as script[n] says (its last entry repeats): "real" for the
+    real frontend, "lost" for the real frontend's write with a 502 instead of its answer, or a status
+    with the error API Gateway or the handler would send."""
 
-    def flaky(event: Event, context: Any) -> Event:
-        bodies.append(json.loads(event["body"]))
-        if len(bodies) == 1:
-            return _reply(429, {"message": "Too Many Requests"}, {"Retry-After": "0"})
-        if len(bodies) == 2:
-            lambda_handler(event, context)  # written, but the answer is lost
+    def answer(event: Event, context: Any) -> Event:
+        seen.append(event)
+        step = script[min(len(seen), len(script)) - 1]
+        if step == "real":
+            return lambda_handler(event, context)
+        if step == "lost":
+            lambda_handler(event, context)
             return _reply(502, {"message": "Internal server error"})
-        return lambda_handler(event, context)
+        code = {429: "throttled", 500: "error"}.get(int(step), "unavailable")
+        return _reply(int(step), {"code": code, "message": "not now"}, {"Retry-After": "0"})
 
-    async with AsyncAtfClient(serve(flaky), retry=FAST) as atf:
+    return answer
+
+
+async def test_throttling_and_server_errors_are_retried_with_the_same_key(serve: Any) -> None:
+    seen: list[Event] = []
+    async with AsyncAtfClient(serve(scripted([429, "lost", "real"], seen)), retry=FAST) as atf:
         task = await atf.schedule("work", {"order": 7}, delay_seconds=600)
+    bodies = [json.loads(event["body"]) for event in seen]
     assert len(bodies) == 3 and bodies[0] == bodies[1] == bodies[2] and bodies[0]["key"]
     assert not task.created, "the retry found the task its lost answer had made"
 
 
-@pytest.mark.parametrize("status", [429, 500, 503])
-async def test_retries_give_up_with_the_last_error(serve: Any, status: int) -> None:
-    calls: list[int] = []
-
-    def failing(event: Event, context: Any) -> Event:
-        calls.append(1)
-        code = "throttled" if status == 429 else "unavailable"
-        return _reply(status, {"code": code, "message": "not now"})
-
-    async with AsyncAtfClient(serve(failing), retry=FAST) as atf:
-        with pytest.raises(Throttled if status == 429 else Unavailable) as caught:
+@pytest.mark.parametrize(("status", "error"), [(429, Throttled), (500, AtfError), (503, Unavailable)])
+async def test_retries_give_up_with_the_last_error(serve: Any, status: int, error: type[AtfError]) -> None:
+    seen: list[Event] = []
+    async with AsyncAtfClient(serve(scripted([status], seen)), retry=FAST) as atf:
+        with pytest.raises(error) as caught:
             await atf.get("a" * 32)
-    assert len(calls) == FAST.attempts and caught.value.status == status
+    assert len(seen) == FAST.attempts and caught.value.status == status
 
 
 async def test_a_dead_endpoint_is_unavailable_after_the_retries() -> None:
@@ -224,19 +233,19 @@ async def test_a_dead_endpoint_is_unavailable_after_the_retries() -> None:
 
 
 async def test_batch_items_the_store_throttled_are_resent_alone(serve: Any) -> None:
-    sent: list[list[dict[str, Any]]] = []
+    seen: list[Event] = []
 
-    def throttle_second_item_once(event: Event, context: Any) -> Event:
-        sent.append(json.loads(event["body"])["tasks"])
-        reply = lambda_handler(event, context)
-        if len(sent) == 1:
+    def throttle_the_second_item_once(event: Event, context: Any) -> Event:
+        reply = scripted(["real"], seen)(event, context)
+        if len(seen) == 1:  # as if the store had throttled item 1 and written nothing for it
             body = json.loads(reply["body"])
             body["results"][1] = {"index": 1, "status": 503, "error": {"code": "unavailable", "message": "retry"}}
             reply["body"] = json.dumps(body)
         return reply
 
-    async with AsyncAtfClient(serve(throttle_second_item_once), retry=FAST) as atf:
+    async with AsyncAtfClient(serve(throttle_the_second_item_once), retry=FAST) as atf:
         results = await atf.schedule_many([{"lambda": "work", "payload": {"i": i}} for i in range(3)])
+    sent = [json.loads(event["body"])["tasks"] for event in seen]
     assert [len(batch) for batch in sent] == [3, 1] and sent[1][0] == sent[0][1]
     assert [(r.index, r.status) for r in results] == [(0, 201), (1, 200), (2, 201)]
 
