@@ -1,36 +1,49 @@
-"""The client's calls for dead letters, periodic schedules and chains, mixed into AtfClient.
+"""Every call of the frontend API, defined once: what it sends where, what it checks first, what it returns.
 
-Results are the core's own types (DeadLetter, Selection, Schedule, ChainView,
-...), read back from JSON with pydantic, so a caller holds exactly what the
-server's core returned. Input checked here before sending is refused with the
-errors the API would answer (atf_core.errors, naming the field), never
-pydantic's own ValidationError.
+Each is a plan (atf_sdk.transport): AtfClient runs it blocking, AsyncAtfClient awaited, so the two have
+the same methods. Results are the core's own types (Task, Gate, DeadLetter, Selection, Schedule,
+ChainView, ...), read back from JSON with pydantic, so a caller holds exactly what the server's core
+returned. Input checked here before sending is refused with the errors the API would answer
+(atf_core.errors, naming the field), never pydantic's own ValidationError, and nothing is sent.
 """
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from atf_core.api import (
     MAX_DEAD_LETTER_ACTION,
+    BatchItem,
+    BatchResult,
     DeadLetterList,
     DeadLetterSelection,
+    GateList,
+    GateRequest,
     RedriveRequest,
+    ScheduledTask,
     ScheduleList,
     ScheduleView,
 )
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import DeadLetter, Selection
-from atf_core.errors import input_error
+from atf_core.errors import AtfError, input_error
 from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
+from atf_core.stats import LambdaStats
+from atf_sdk import routes
+from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
 
-_SELECTION = TypeAdapter(Selection)
+BATCH_SIZE = 100
+Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
+_SELECTION = TypeAdapter(Selection)
 
 
 def checked(model: type[Model], value: Model | Any, within: str | None = None) -> Model:
@@ -44,25 +57,151 @@ def checked(model: type[Model], value: Model | Any, within: str | None = None) -
         raise input_error(error, within) from None
 
 
-def segment(value: str) -> str:
-    # Valid ids, lambdas and collections need no escaping (":" is allowed in a path segment);
-    # anything else is escaped so it stays one segment and the server refuses it, naming it.
-    return quote(str(value), safe=":")
+def keyed(request: ScheduleRequest) -> ScheduleRequest:
+    """The request with an idempotency key, so resending it cannot schedule it twice."""
+    return request if request.key is not None else request.model_copy(update={"key": uuid.uuid4().hex})
 
 
-def with_query(path: str, params: dict[str, Any]) -> str:
-    given = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in params.items() if v is not None}
-    return f"{path}?{urlencode(given)}" if given else path
+class TaskCalls(ApiClient):
+    @api_call
+    def schedule(
+        self,
+        lambda_name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        collection: str | None = None,
+        priority: str | None = None,
+        run_at: datetime | None = None,
+        delay_seconds: float | None = None,
+        key: str | None = None,
+        max_attempts: int | None = None,
+        expire_at: datetime | None = None,
+    ) -> Plan[ScheduledTask]:
+        """Schedule a task of `lambda_name` (a key is generated when none is given)."""
+        fields = {
+            "lambda": lambda_name,
+            "payload": {} if payload is None else payload,  # anything else given is checked, never replaced
+            "collection": collection,
+            "priority": priority,
+            "run_at": run_at,
+            "delay_seconds": delay_seconds,
+            "key": key,
+            "max_attempts": max_attempts,
+            "expire_at": expire_at,
+        }
+        request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
+        return (yield from self._submitted(request))
+
+    @api_call
+    def submit(self, request: ScheduleRequest | dict[str, Any]) -> Plan[ScheduledTask]:
+        """Schedule a task described by a ScheduleRequest (a key is added when it has none)."""
+        return (yield from self._submitted(checked(ScheduleRequest, request)))
+
+    def _submitted(self, request: ScheduleRequest) -> Plan[ScheduledTask]:
+        return ScheduledTask.model_validate((yield from self._request("POST", routes.TASKS, _wire(keyed(request)))))
+
+    @api_call
+    def schedule_many(
+        self, requests: Iterable[ScheduleRequest | dict[str, Any]], on_progress: Progress | None = None
+    ) -> Plan[list[BatchItem]]:
+        """Schedule tasks in batches of 100; one result per task, in order. Each task is
+        checked here first, so a malformed one fails before anything is sent."""
+        tasks = [keyed(checked(ScheduleRequest, r, f"tasks[{i}]")) for i, r in enumerate(requests)]
+        results: list[BatchItem] = []
+        for start in range(0, len(tasks), BATCH_SIZE):
+            chunk = tasks[start : start + BATCH_SIZE]
+            batch = yield from self._batch(chunk, start)
+            results += [item.model_copy(update={"index": start + item.index}) for item in batch]
+            if on_progress:
+                on_progress(len(chunk))
+        return results
+
+    def _batch(self, tasks: Sequence[ScheduleRequest], offset: int) -> Plan[list[BatchItem]]:
+        """One batch, resending the items the store throttled until they are written or attempts run out."""
+        done: dict[int, BatchItem] = {}
+        pending = list(range(len(tasks)))
+        for attempt in range(1, self._retry.attempts + 1):
+            body = {"tasks": [_wire(tasks[i]) for i in pending]}
+            try:
+                reply = BatchResult.model_validate((yield from self._request("POST", routes.BATCH, body)))
+            except AtfError as error:
+                raise _renumbered(error, [offset + i for i in pending]) from None
+            for item in reply.results:
+                done[pending[item.index]] = item.model_copy(update={"index": pending[item.index]})
+            pending = [i for i in pending if done[i].retriable]
+            if not pending or attempt == self._retry.attempts:
+                break
+            yield Sleep(self._retry.delay(attempt))
+        return [done[i] for i in range(len(tasks))]
+
+    @api_call
+    def get(self, task_id: str) -> Plan[Task]:
+        """The task as it stands now: status, attempts, timestamps, every failed attempt's error."""
+        return (yield from self._task("GET", task_id))
+
+    def _task(self, method: str, task_id: str) -> Plan[Task]:
+        return Task.model_validate((yield from self._request(method, routes.task(task_id))))
+
+    @api_call
+    def wait(self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> Plan[Task]:
+        """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while not (task := (yield from self._task("GET", task_id))).status.settled:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"task {task_id} is still {task.status.value} after {timeout_s:g} s")
+            yield Sleep(min(poll_s, left))
+        return task
+
+    @api_call
+    def cancel(self, task_id: str) -> Plan[Task]:
+        """Cancel a task that has not started (Conflict once it has)."""
+        return (yield from self._task("DELETE", task_id))
 
 
-class Calls:
-    """What the mixins need of the client: one signed call, retried as the client retries."""
+class GateCalls(ApiClient):
+    @api_call
+    def pause(
+        self, lambda_name: str, collection: str | None = None, *, until: datetime | None = None, reason: str = ""
+    ) -> Plan[Gate]:
+        """Hold a lambda's tasks (one collection's, when named) until resumed, or until `until`."""
+        fields = {"action": GateAction.PAUSE, "until": until, "reason": reason}
+        return (yield from self._gate(lambda_name, collection, fields))
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        raise NotImplementedError
+    @api_call
+    def drop(
+        self, lambda_name: str, collection: str | None = None, *, until: datetime | None = None, reason: str = ""
+    ) -> Plan[Gate]:
+        """Drop a lambda's tasks (one collection's, when named) instead of running them, until resumed."""
+        fields = {"action": GateAction.DROP, "until": until, "reason": reason}
+        return (yield from self._gate(lambda_name, collection, fields))
+
+    def _gate(self, lambda_name: str, collection: str | None, fields: dict[str, Any]) -> Plan[Gate]:
+        body = checked(GateRequest, fields).model_dump(mode="json", exclude_none=True)
+        return Gate.model_validate((yield from self._request("PUT", routes.gate(lambda_name, collection), body)))
+
+    @api_call
+    def resume(self, lambda_name: str, collection: str | None = None) -> Plan[None]:
+        """Lift a gate (NotFound when there is none)."""
+        yield from self._request("DELETE", routes.gate(lambda_name, collection))
+
+    @api_call
+    def gates(self) -> Plan[list[Gate]]:
+        return GateList.model_validate((yield from self._request("GET", routes.GATES))).gates
+
+    @api_call
+    def stats(self, lambda_name: str) -> Plan[LambdaStats]:
+        """Tasks by state and priority, the oldest due, the start lag, limits and dead letters of a lambda."""
+        return LambdaStats.model_validate((yield from self._request("GET", routes.stats(lambda_name))))
+
+    @api_call
+    def openapi(self) -> Plan[dict[str, Any]]:
+        document: dict[str, Any] = yield from self._request("GET", routes.OPENAPI)
+        return document
 
 
-class DeadLetterCalls(Calls):
+class DeadLetterCalls(ApiClient):
+    @api_call
     def dead_letters(
         self,
         lambda_name: str,
@@ -72,12 +211,13 @@ class DeadLetterCalls(Calls):
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 100,
-    ) -> list[DeadLetter]:
+    ) -> Plan[list[DeadLetter]]:
         """A lambda's dead letters, oldest first; each task's errors are on client.get(id).errors."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        path = with_query(f"/v1/lambdas/{segment(lambda_name)}/dead-letters", filters)
-        return DeadLetterList.model_validate(self._call("GET", path)).dead_letters
+        path = routes.with_query(routes.dead_letters(lambda_name), filters)
+        return DeadLetterList.model_validate((yield from self._request("GET", path))).dead_letters
 
+    @api_call
     def redrive(
         self,
         lambda_name: str,
@@ -90,13 +230,14 @@ class DeadLetterCalls(Calls):
         dry_run: bool = False,
         per_second: float | None = None,
         budget: int | None = None,
-    ) -> Selection:
+    ) -> Plan[Selection]:
         """Back to new with `budget` more attempts each (default: the lambda's max_attempts), the n-th
         starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
         fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget}
-        return self._select(lambda_name, "redrive", checked(RedriveRequest, fields))
+        return (yield from self._select(lambda_name, "redrive", checked(RedriveRequest, fields)))
 
+    @api_call
     def discard(
         self,
         lambda_name: str,
@@ -107,63 +248,89 @@ class DeadLetterCalls(Calls):
         until: datetime | None = None,
         limit: int = MAX_DEAD_LETTER_ACTION,
         dry_run: bool = False,
-    ) -> Selection:
+    ) -> Plan[Selection]:
         """End the selected dead letters as fatal_failure."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        return self._select(lambda_name, "discard", checked(DeadLetterSelection, {**filters, "dry_run": dry_run}))
+        request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run})
+        return (yield from self._select(lambda_name, "discard", request))
 
-    def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Selection:
+    def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Plan[Selection]:
         body = request.model_dump(mode="json", exclude_none=True)
-        return _SELECTION.validate_python(
-            self._call("POST", f"/v1/lambdas/{segment(lambda_name)}/dead-letters/{action}", body)
-        )
+        reply = yield from self._request("POST", routes.dead_letters(lambda_name, action), body)
+        return _SELECTION.validate_python(reply)
 
 
-class ScheduleCalls(Calls):
-    def put_schedule(self, name: str, spec: ScheduleSpec | dict[str, Any]) -> Schedule:
+class ScheduleCalls(ApiClient):
+    @api_call
+    def put_schedule(self, name: str, spec: ScheduleSpec | dict[str, Any]) -> Plan[Schedule]:
         """Create or replace a schedule (a dict is checked as a ScheduleSpec first)."""
         body = checked(ScheduleSpec, spec).model_dump(mode="json", by_alias=True, exclude_none=True)
-        return Schedule.model_validate(self._call("PUT", f"/v1/schedules/{segment(name)}", body))
+        return Schedule.model_validate((yield from self._request("PUT", routes.schedule(name), body)))
 
-    def schedules(self, lambda_name: str | None = None) -> list[Schedule]:
-        reply = self._call("GET", with_query("/v1/schedules", {"lambda": lambda_name}))
+    @api_call
+    def schedules(self, lambda_name: str | None = None) -> Plan[list[Schedule]]:
+        reply = yield from self._request("GET", routes.with_query(routes.SCHEDULES, {"lambda": lambda_name}))
         return ScheduleList.model_validate(reply).schedules
 
-    def get_schedule(self, name: str, upcoming: int = 5) -> ScheduleView:
+    @api_call
+    def get_schedule(self, name: str, upcoming: int = 5) -> Plan[ScheduleView]:
         """The schedule with its next `upcoming` occurrences (none while paused)."""
-        path = with_query(f"/v1/schedules/{segment(name)}", {"upcoming": upcoming})
-        return ScheduleView.model_validate(self._call("GET", path))
+        path = routes.with_query(routes.schedule(name), {"upcoming": upcoming})
+        return ScheduleView.model_validate((yield from self._request("GET", path)))
 
-    def delete_schedule(self, name: str) -> None:
-        self._call("DELETE", f"/v1/schedules/{segment(name)}")
+    @api_call
+    def delete_schedule(self, name: str) -> Plan[None]:
+        yield from self._request("DELETE", routes.schedule(name))
 
     # Pausing takes no fields, but an empty object keeps the POST acceptable to API
     # Gateway's body validation (every POST there is checked as a JSON object).
-    def pause_schedule(self, name: str) -> Schedule:
-        return Schedule.model_validate(self._call("POST", f"/v1/schedules/{segment(name)}/pause", {}))
+    @api_call
+    def pause_schedule(self, name: str) -> Plan[Schedule]:
+        return Schedule.model_validate((yield from self._request("POST", routes.schedule(name, "pause"), {})))
 
-    def resume_schedule(self, name: str) -> Schedule:
+    @api_call
+    def resume_schedule(self, name: str) -> Plan[Schedule]:
         """Resume from the next occurrence; what fell due while paused follows the catch-up policy."""
-        return Schedule.model_validate(self._call("POST", f"/v1/schedules/{segment(name)}/resume", {}))
+        return Schedule.model_validate((yield from self._request("POST", routes.schedule(name, "resume"), {})))
 
 
-class ChainCalls(Calls):
-    def create_chain(self, spec: ChainSpec | dict[str, Any]) -> ChainView:
+class ChainCalls(ApiClient):
+    @api_call
+    def create_chain(self, spec: ChainSpec | dict[str, Any]) -> Plan[ChainView]:
         """Create a chain; one without a key gets one here, so a retried request finds its chain."""
         chain = checked(ChainSpec, spec)
         if chain.key is None:
             chain = chain.model_copy(update={"key": uuid.uuid4().hex})
         body = chain.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return ChainView.model_validate(self._call("POST", "/v1/chains", body))
+        return ChainView.model_validate((yield from self._request("POST", routes.CHAINS, body)))
 
-    def get_chain(self, chain_id: str) -> ChainView:
-        return ChainView.model_validate(self._call("GET", f"/v1/chains/{segment(chain_id)}"))
+    @api_call
+    def get_chain(self, chain_id: str) -> Plan[ChainView]:
+        return ChainView.model_validate((yield from self._request("GET", routes.chain(chain_id))))
 
-    def cancel_chain(self, chain_id: str) -> ChainView:
+    @api_call
+    def cancel_chain(self, chain_id: str) -> Plan[ChainView]:
         """Cancel the links not started; running links finish."""
-        return ChainView.model_validate(self._call("DELETE", f"/v1/chains/{segment(chain_id)}"))
+        return ChainView.model_validate((yield from self._request("DELETE", routes.chain(chain_id))))
 
-    def retry_link(self, chain_id: str, link: str, budget: int | None = None) -> ChainView:
+    @api_call
+    def retry_link(self, chain_id: str, link: str, budget: int | None = None) -> Plan[ChainView]:
         """Run a dead-letter link again (Conflict for a link in any other state); its chain then carries on."""
-        path = f"/v1/chains/{segment(chain_id)}/links/{segment(link)}/retry"
-        return ChainView.model_validate(self._call("POST", path, {} if budget is None else {"budget": budget}))
+        body = {} if budget is None else {"budget": budget}
+        return ChainView.model_validate((yield from self._request("POST", routes.link_retry(chain_id, link), body)))
+
+
+class Calls(TaskCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):
+    """Every call of the API; a client is these plus a driver (Blocking or Asynchronous)."""
+
+
+def _wire(request: ScheduleRequest) -> dict[str, Any]:
+    return request.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _renumbered(error: AtfError, indices: list[int]) -> AtfError:
+    """A batch error names tasks[i] of what was sent; name the caller's index instead."""
+    match = re.match(r"tasks\[(\d+)\](.*)", error.field or "")
+    if match and int(match.group(1)) < len(indices):
+        error.field = f"tasks[{indices[int(match.group(1))]}]{match.group(2)}"
+    return error
