@@ -42,6 +42,9 @@ def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(
         scheduling.schedule(ScheduleRequest.model_validate({"lambda": lambda_name, "priority": priority}))
     Gating(consumer_env, config).set("sleepy", None, GateAction.DROP, None, "test")
 
+    # A warm container: building the clients is not part of this invocation's time, which on a loaded
+    # machine could otherwise leave no poll at all.
+    handler._consumer(0, 1)
     # poll_interval is 0.5 s and the loop stops 2 s before the end: one or two polls
     result = handler.lambda_handler({}, FakeLambdaContext(timeout_s=3.2))
 
