@@ -10,9 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from atf_infra.account import ACCOUNT_STACK_NAME
 from atf_infra.constructs.layer import BUNDLING_CONTEXT
 
-from tests.infra.conftest import ROOT, Synthesized
+from tests.infra.conftest import ROOT, Synthesized, flatten
 
 CDK = ROOT / "infra" / "node_modules" / ".bin" / "cdk"
 
@@ -49,9 +50,13 @@ def test_cdk_synth_offline_matches_the_tested_template(tmp_path: Path, synthesiz
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     synth = synthesized["dev"]
-    template = json.loads((tmp_path / synth.template_path.name).read_text())
+    # The environment's stack with its lambdas' nested stacks, and the account's stack.
+    template = flatten(tmp_path, synth.stack)
     assert _comparable(template) == _comparable(synth.json)
     assert template["Outputs"].keys() == synth.json["Outputs"].keys()
+    account = f"{ACCOUNT_STACK_NAME}.template.json"
+    cli, tested = (json.loads((outdir / account).read_text()) for outdir in (tmp_path, synth.outdir))
+    assert _comparable(cli) == _comparable(tested)
 
 
 def test_cli_is_pinned_to_a_2x_release_that_reads_this_assembly() -> None:

@@ -1,4 +1,7 @@
-"""One SQS queue per (lambda, priority), each with its dead-letter queue, from atf_core.definitions."""
+"""One SQS queue per (lambda, priority), each with its dead-letter queue, from atf_core.definitions.
+
+A lambda's queues live in that lambda's nested stack (lambda_stack.py); the consumer,
+in the environment's stack, is granted every lambda's."""
 
 from __future__ import annotations
 
@@ -10,8 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from atf_core.config import StackConfig
-from atf_core.definitions import QueueSpec, queue_specs
+from atf_core.definitions import QueueSpec
 from atf_infra.builders import grant_key, secure_queue
 
 # Dead letters are kept as long as SQS allows, so someone has time to look at them.
@@ -33,11 +35,11 @@ def _construct_id(spec: QueueSpec) -> str:
 
 
 class TaskQueues(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: StackConfig, key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, id: str, *, specs: list[QueueSpec], key: kms.IKey) -> None:
         super().__init__(scope, id)
         self.key = key
         self.queues: list[TaskQueue] = []
-        for spec in queue_specs(config):
+        for spec in specs:
             group = Construct(self, _construct_id(spec))
             dead_letter = secure_queue(
                 group,
@@ -57,21 +59,20 @@ class TaskQueues(Construct):
             )
             self.queues.append(TaskQueue(spec, queue, dead_letter))
 
-    def of(self, lambda_name: str) -> list[TaskQueue]:
-        return [q for q in self.queues if q.spec.lambda_name == lambda_name]
+    def grant_worker(self, grantee: iam.IGrantable) -> None:
+        grant_queues(grantee, self.queues, self.key, WORKER_QUEUE_ACTIONS, write=False)
 
-    def grant_consumer(self, grantee: iam.IGrantable) -> None:
-        self._grant(grantee, self.queues, CONSUMER_QUEUE_ACTIONS, write=True)
 
-    def grant_worker(self, grantee: iam.IGrantable, lambda_name: str) -> None:
-        self._grant(grantee, self.of(lambda_name), WORKER_QUEUE_ACTIONS, write=False)
+def grant_consumer(grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey) -> None:
+    grant_queues(grantee, queues, key, CONSUMER_QUEUE_ACTIONS, write=True)
 
-    def _grant(
-        self, grantee: iam.IGrantable, queues: list[TaskQueue], actions: tuple[str, ...], *, write: bool
-    ) -> None:
-        if not queues:
-            return
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
-        )
-        grant_key(self.key, grantee, write=write)
+
+def grant_queues(
+    grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey, actions: tuple[str, ...], *, write: bool
+) -> None:
+    if not queues:
+        return
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
+    )
+    grant_key(key, grantee, write=write)
