@@ -48,7 +48,7 @@ class AtfStack(Stack):
         self.network = self._network()
         self.observability = self._observability()
         self.lambdas = self._lambdas()
-        grant_consumer(self.consumer.function, self.queues, self.data_key)
+        grant_consumer(self.consumer, self.consumer.handler.role, self.queues, self.data_key)
         self.observability.add_dashboard(
             [alarm for stack in self.lambdas.values() for alarm in stack.alarms.alarms], queue_specs(config)
         )

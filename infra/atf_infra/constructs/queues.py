@@ -20,6 +20,11 @@ from atf_infra.builders import grant_key, secure_queue
 DEAD_LETTER_RETENTION = Duration.days(14)
 
 CONSUMER_QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+# The consumer sends to every queue, each named: IAM takes 6,144 characters per managed policy
+# (10,240 inline per role in all) and a queue's ARN is up to ~130 of them.
+QUEUES_PER_POLICY = 40
+# IAM attaches at most 10 managed policies to a role unless the account's quota is raised.
+MANAGED_POLICIES_PER_ROLE = 10
 WORKER_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl")
 
 
@@ -63,8 +68,31 @@ class TaskQueues(Construct):
         grant_queues(grantee, self.queues, self.key, WORKER_QUEUE_ACTIONS, write=False)
 
 
-def grant_consumer(grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey) -> None:
-    grant_queues(grantee, queues, key, CONSUMER_QUEUE_ACTIONS, write=True)
+def grant_consumer(
+    scope: Construct, role: iam.IRole, queues: list[TaskQueue], key: kms.IKey
+) -> list[iam.ManagedPolicy]:
+    """Every queue by its ARN, in managed policies of QUEUES_PER_POLICY queues: one inline policy
+    would outgrow IAM's limit at a few dozen lambdas."""
+    chunks = [queues[start : start + QUEUES_PER_POLICY] for start in range(0, len(queues), QUEUES_PER_POLICY)]
+    if len(chunks) > MANAGED_POLICIES_PER_ROLE - 1:  # one left for anyone who attaches their own
+        raise ValueError(
+            f"{len(queues)} queues need {len(chunks)} managed policies on the consumer's role, over IAM's default "
+            f"quota of {MANAGED_POLICIES_PER_ROLE}: fewer lambdas or priorities per environment"
+        )
+    policies = [
+        iam.ManagedPolicy(
+            scope,
+            f"ConsumerQueues{number}",
+            description=f"The store consumer sends to these {len(chunk)} task queues",
+            statements=[
+                iam.PolicyStatement(actions=list(CONSUMER_QUEUE_ACTIONS), resources=[q.queue.queue_arn for q in chunk])
+            ],
+            roles=[role],
+        )
+        for number, chunk in enumerate(chunks)
+    ]
+    grant_key(key, role, write=True)
+    return policies
 
 
 def grant_queues(
