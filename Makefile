@@ -1,6 +1,6 @@
 # make run  - the whole framework on an embedded AWS (moto's server on loopback) and a demo
 # make test - install what is needed and run the tests
-# make test-lowest - the unit tests on the lowest version of every dependency the requirements allow
+# make test-lowest - make test again on the lowest version of every dependency the requirements allow
 # make lock - recompile requirements.lock after a requirement changed (needs PyPI)
 # make serve - the local stack alone, until interrupted
 # make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
@@ -38,14 +38,16 @@ lock: setup
 		--custom-compile-command "make lock" -o $(LOCK)
 
 # A venv of its own with the lowest allowed version of each direct requirement (uv's lowest-direct
-# resolution), checked to be the declared bounds, and the tests that need no local stack, browser or CDK
-# CLI. .ci/run runs it after `make test`.
-test-lowest: setup
+# resolution), checked to be the declared bounds, then the whole of `make test` in it, but for the
+# check that the venv runs the locked versions. .ci/run runs it after `make test`.
+test-lowest: setup infra-cli chromium
 	rm -rf $(LOWEST)
 	$(UV) venv --quiet --no-python-downloads --python $(PYTHON) $(LOWEST)
 	$(REQUIREMENTS) | $(UV) pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -r -
 	$(LOWEST)/bin/python -m tests.infra.bounds
-	$(LOWEST)/bin/python -m pytest -p no:cacheprovider tests/unit tests/functional tests/telemetry
+	$(LOWEST)/bin/python -m ruff check .
+	$(LOWEST)/bin/python -m mypy
+	$(LOWEST)/bin/python -m pytest -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions
 
 # The CDK CLI, pinned in infra/package-lock.json (the app itself is Python: infra/app.py)
 CDK := infra/node_modules/.bin/cdk

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ def test_cdk_synth_offline_matches_the_tested_template(tmp_path: Path, synthesiz
     assert CDK.exists(), "the CDK CLI is missing: run `make infra-cli`"
     env = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
     command = [
-        *_offline_prefix(), str(CDK), "synth", "--quiet", "--no-notices", "--no-version-reporting",
+        # The app run by the interpreter running these tests (cdk.json names .venv's), so both syntheses
+        # use the same aws-cdk-lib, in `make test-lowest` too.
+        *_offline_prefix(), str(CDK), "synth", "--app", f"{sys.executable} infra/app.py",
+        "--quiet", "--no-notices", "--no-version-reporting",
         "-c", "env=dev", "-c", f"{BUNDLING_CONTEXT}=source", "-o", str(tmp_path),
     ]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
