@@ -43,10 +43,11 @@ def test_the_layer_installs_the_locked_versions_for_the_lambda_runtime() -> None
     assert all(not re.search(r"[<>=]", requirement) for requirement in layer.HANDLER_REQUIREMENTS)
 
 
-def test_the_lambda_runtime_and_the_worker_image_are_the_python_the_tests_run_on() -> None:
+def test_the_lambda_runtime_the_worker_image_and_the_lock_are_the_python_the_tests_run_on() -> None:
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert layer.RUNTIME.name == f"python{running}"
     assert re.search(rf"^FROM \S+/python:{re.escape(running)}-slim", DOCKERFILE.read_text(), re.MULTILINE)
+    assert re.search(rf"^LOCK_PYTHON := {re.escape(running)}$", (ROOT / "Makefile").read_text(), re.MULTILINE)
 
 
 def test_the_worker_image_installs_from_the_lock() -> None:
