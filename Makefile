@@ -2,7 +2,7 @@
 # make test - install what is needed and run the tests
 # make test-lowest - make test again on the lowest version of every dependency the requirements allow
 # make lock - recompile requirements.lock after a requirement changed (needs PyPI)
-# make serve - the local stack alone, until interrupted
+# make serve - the local stack alone, until interrupted (CONFIG=path/to/stack.json for your own configuration)
 # make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
 # make faults - the fault-injection suite (about twenty minutes, soak included): local/atf_local/faults/results.md
 
@@ -71,7 +71,7 @@ run: setup
 	$(PY) -m atf_local demo
 
 serve: setup
-	$(PY) -m atf_local serve
+	$(PY) -m atf_local serve $(if $(CONFIG),--config "$(CONFIG)")
 
 bench: setup
 	$(PY) -m pip install --quiet -r bench/requirements.txt -c $(LOCK)

@@ -25,15 +25,14 @@ from atf_core.errors import (
     AtfError,
     InputError,
     MalformedJson,
-    MissingField,
     NotFound,
-    PayloadTooLarge,
     Throttled,
     Unavailable,
-    UnknownField,
     UnsupportedMediaType,
     WrongType,
 )
+from atf_core.errors import field_path as core_field_path
+from atf_core.errors import from_validation as core_from_validation
 
 JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -58,43 +57,12 @@ def error_response(error: AtfError) -> Response[ErrorBody]:
 def field_path(loc: Sequence[Any]) -> str | None:
     """('body', 'tasks', 3, 'priority') -> 'tasks[3].priority'; ('path', 'task_id') -> 'id'."""
     parts = list(loc[1:]) if loc and loc[0] in ("body", "path", "query", "header") else list(loc)
-    path = ""
-    for part in parts:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            name = _PARAM_NAMES.get(str(part), str(part))
-            path += f".{name}" if path else name
-    return path or None
+    return core_field_path([part if isinstance(part, int) else _PARAM_NAMES.get(str(part), part) for part in parts])
 
 
 def from_validation(errors: Sequence[Mapping[str, Any]]) -> InputError:
-    """The first problem, as the error class that names it; the message counts the rest."""
-    first = errors[0]
-    kind = str(first.get("type", ""))
-    field = field_path(first.get("loc", ())) if kind != "json_invalid" else None
-    error = _classify(kind, field, first)
-    if len(errors) > 1:
-        error.message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return error
-
-
-def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputError:
-    name = field or "body"
-    message = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
-    if kind == "json_invalid":
-        return MalformedJson(f"the body is not valid JSON: {detail.get('ctx', {}).get('error', message)}", None)
-    if kind == "missing":
-        return MissingField(f"{name} is required", name)
-    if kind == "extra_forbidden":
-        return UnknownField(f"{name} is not a known field", name)
-    if kind.startswith(("datetime", "date_", "time")):
-        return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
-    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
-        return WrongType(f"{name}: {message}", name)
-    if kind == "value_error" and name.split(".")[-1] == "payload":
-        return PayloadTooLarge(f"{name}: {message}", name)
-    return InputError(f"{name}: {message}", name)
+    """The first problem of a request, named as callers know its fields (see atf_core.errors)."""
+    return core_from_validation(errors, where=field_path)
 
 
 def media_type_error(

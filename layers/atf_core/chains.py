@@ -24,7 +24,17 @@ from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound
 from atf_core.scheduling import build_task, task_id_for
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, ScheduleRequest, Task, TaskStatus, from_ms, to_ms, utcnow
+from atf_core.schema import (
+    COLLECTION_PATTERN,
+    NAME_PATTERN,
+    Payload,
+    ScheduleRequest,
+    Task,
+    TaskStatus,
+    from_ms,
+    to_ms,
+    utcnow,
+)
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
 
@@ -39,7 +49,7 @@ class LinkSpec(BaseModel):
 
     name: str = Field(pattern=LINK_NAME_PATTERN)
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)

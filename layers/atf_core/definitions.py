@@ -29,6 +29,7 @@ class Attr:
     CREATED = "cr"
     ENQUEUED = "ea"
     CLAIMED = "ca"
+    CLAIMED_BY = "cb"  # the executor (host:pid) the last claim was for
     HEARTBEAT = "ha"
     FINISHED = "fa"
     ERROR = "e"

@@ -1,6 +1,16 @@
-"""Errors a caller can act on, each naming the field at fault."""
+"""Errors a caller can act on, each naming the field at fault.
+
+The API answers bad input with these codes, and the SDK raises the same
+classes for input it checks before sending, through `from_validation`: one
+reading of pydantic's complaints for both, so a field is named alike.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
 
 
 class AtfError(Exception):
@@ -80,6 +90,61 @@ class Throttled(AtfError):
 class Unavailable(AtfError):
     code = "unavailable"
     status = 503
+
+
+# -- pydantic's complaints as these errors ----------------------------------------------
+
+
+def field_path(loc: Sequence[Any]) -> str | None:
+    """('tasks', 3, 'priority') -> 'tasks[3].priority'."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or None
+
+
+def from_validation(
+    problems: Sequence[Mapping[str, Any]],
+    where: Callable[[Sequence[Any]], str | None] = field_path,
+    within: str | None = None,
+) -> InputError:
+    """The first problem, as the error class that names it; the message counts the rest.
+
+    `where` turns a problem's location into a field name; `within` prefixes it
+    (the SDK checks a batch's tasks one by one and names them as the API does: tasks[3]).
+    """
+    first = problems[0]
+    kind = str(first.get("type", ""))
+    field = where(first.get("loc", ())) if kind != "json_invalid" else None
+    if within is not None:
+        field = f"{within}.{field}" if field else within
+    error = _classify(kind, field, first)
+    if len(problems) > 1:
+        error.message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    return error
+
+
+def input_error(error: ValidationError, within: str | None = None) -> InputError:
+    """A model's refusal of some input, as the API would answer it."""
+    return from_validation(error.errors(include_url=False), within=within)
+
+
+def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputError:
+    name = field or "body"
+    message = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "json_invalid":
+        return MalformedJson(f"the body is not valid JSON: {detail.get('ctx', {}).get('error', message)}", None)
+    if kind == "missing":
+        return MissingField(f"{name} is required", name)
+    if kind == "extra_forbidden":
+        return UnknownField(f"{name} is not a known field", name)
+    if kind == "payload_too_large":
+        return PayloadTooLarge(f"{name}: {message}", name)
+    if kind.startswith(("datetime", "date_", "time")):
+        return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
+    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
+        return WrongType(f"{name}: {message}", name)
+    return InputError(f"{name}: {message}", name)
 
 
 def _all_subclasses(cls: type[AtfError]) -> list[type[AtfError]]:

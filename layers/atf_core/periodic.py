@@ -14,13 +14,12 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atf_core.schema import COLLECTION_PATTERN, MAX_PAYLOAD_BYTES, NAME_PATTERN, payload_size
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Payload
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
@@ -43,7 +42,7 @@ class ScheduleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
@@ -79,13 +78,6 @@ class ScheduleSpec(BaseModel):
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {zone!r}") from None
         return zone
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_fits(cls, payload: dict[str, Any]) -> dict[str, Any]:
-        if payload_size(payload) > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is over {MAX_PAYLOAD_BYTES} bytes as JSON")
-        return payload
 
     @model_validator(mode="after")
     def _one_cadence(self) -> ScheduleSpec:

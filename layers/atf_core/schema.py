@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
@@ -37,6 +39,11 @@ class TaskStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in TERMINAL_STATUSES
+
+    @property
+    def settled(self) -> bool:
+        """Nothing will run it again unless someone acts: it ended, or waits as a dead letter."""
+        return self in TERMINAL_STATUSES or self is TaskStatus.DEAD_LETTER
 
 
 TERMINAL_STATUSES = frozenset(
@@ -78,6 +85,48 @@ def encode_payload(payload: dict[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words: an array, a string, null, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return f"a {type(value).__name__}"
+
+
+def _a_json_object(value: Any) -> Any:
+    # Checked before pydantic's own dict check, whose words ("a valid dictionary") are Python's, not JSON's.
+    if not isinstance(value, Mapping):
+        raise PydanticCustomError("payload_type", "must be a JSON object, not {kind}", {"kind": json_kind(value)})
+    return value
+
+
+def _fits(payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError) as error:  # a datetime, a set, NaN: nothing JSON can carry
+        raise PydanticCustomError("payload_type", "must be JSON: {error}", {"error": str(error)}) from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise PydanticCustomError(
+            "payload_too_large",
+            "{size} bytes as JSON, over the limit of {limit}",
+            {"size": size, "limit": MAX_PAYLOAD_BYTES},
+        )
+    return payload
+
+
+# A task's payload wherever a request carries one (a task, a schedule, a chain's link):
+# a JSON object of at most MAX_PAYLOAD_BYTES as compact JSON. The error types name the
+# API's codes: payload_type is a wrong_type, payload_too_large is itself.
+Payload = Annotated[dict[str, Any], BeforeValidator(_a_json_object), AfterValidator(_fits)]
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 
@@ -107,6 +156,7 @@ class Task(BaseModel):
     created_at: datetime
     enqueued_at: datetime | None = None
     claimed_at: datetime | None = None
+    claimed_by: str | None = Field(default=None, description="The executor (host:pid) that claimed the attempt.")
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     last_error: TaskError | None = None
@@ -128,7 +178,7 @@ class ScheduleRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
 
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     run_at: datetime | None = None
@@ -136,14 +186,6 @@ class ScheduleRequest(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: datetime | None = Field(default=None, description="If not started by then, end as expired.")
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_fits(cls, payload: dict[str, Any]) -> dict[str, Any]:
-        size = payload_size(payload)
-        if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}")
-        return payload
 
     @field_validator("expire_at")
     @classmethod

@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from pathlib import Path
 
-from atf_core.config import StackConfig
+from pydantic import ValidationError
+
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_local.stack import REPO, LocalStack
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
+WITHOUT_CONFIG = f"${CONFIG_ENV} (JSON), else ${CONFIG_FILE_ENV} (a path), else {DEFAULT_CONFIG.relative_to(REPO)}"
+
+
+def serve_config(given: Path | None) -> tuple[StackConfig, Path | None]:
+    """The configuration `serve` runs: --config, else WITHOUT_CONFIG (a worker host's order: the option,
+    then the environment); and the file it came from (None: inline ATF_CONFIG). A bad one is one line."""
+    inline, named = os.environ.get(CONFIG_ENV), os.environ.get(CONFIG_FILE_ENV)
+    path = given or (None if inline else Path(named) if named else DEFAULT_CONFIG)
+    source = str(path) if path is not None else f"${CONFIG_ENV}"
+    try:
+        config = StackConfig.from_file(path) if path is not None else StackConfig.model_validate_json(inline or "")
+    except OSError as error:
+        raise SystemExit(f"atf_local serve: cannot read the configuration {source}: {error.strerror}") from None
+    except (ValueError, ValidationError) as error:  # JSON that does not parse, or a configuration pydantic refuses
+        problem = str(error).replace("\n", "; ")
+        raise SystemExit(f"atf_local serve: the configuration {source} is not valid: {problem}") from None
+    return config, path.resolve() if path is not None else None
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atf_local", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="start the local stack and serve until interrupted")
-    serve.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    serve.add_argument("--config", type=Path, help=f"stack configuration (JSON) file; without it: {WITHOUT_CONFIG}")
     serve.add_argument("--aws-port", type=int, default=4566)
     serve.add_argument("--consumers", type=int, default=1)
     serve.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1 (0: none)")
@@ -31,10 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     demo.add_argument("--api-port", type=int, default=8080)
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _serve(
-            StackConfig.from_file(args.config), args.aws_port, args.consumers, args.api_port or None,
-            args.console_port or None,
-        )  # fmt: skip
+        config, path = serve_config(args.config)
+        _serve(config, path, args.aws_port, args.consumers, args.api_port or None, args.console_port or None)
     elif args.command == "consumer":
         from atf_local.consumer_process import run_forever
 
@@ -46,7 +64,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _serve(
-    config: StackConfig, aws_port: int, consumers: int, api_port: int | None = 8080, console_port: int | None = None
+    config: StackConfig,
+    path: Path | None,
+    aws_port: int,
+    consumers: int,
+    api_port: int | None = 8080,
+    console_port: int | None = None,
 ) -> None:
     stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port, console_port=console_port)
     stopped = threading.Event()
@@ -54,12 +77,15 @@ def _serve(
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     stack.start()
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint}, table {config.table_name}", flush=True)
+    print(f"  configuration: {path or '$' + CONFIG_ENV}, lambdas {', '.join(config.lambdas) or 'none'}", flush=True)
     if api_port is not None:
         print(f"  API: export ATF_API_URL={stack.api_url}   (see docs/api.md)", flush=True)
     if stack.console_url is not None:
         print(f"  console: {stack.console_url}   (atf top --console-url {stack.console_url})", flush=True)
+    worker_config = f" {CONFIG_FILE_ENV}={path}" if path is not None else ""  # inline: the same ATF_CONFIG
+    print("  a worker host (atf worker) needs the endpoint and the configuration:", flush=True)
     print(
-        f"  export ATF_AWS_ENDPOINT={stack.endpoint} AWS_ACCESS_KEY_ID=local"
+        f"  export ATF_AWS_ENDPOINT={stack.endpoint}{worker_config} AWS_ACCESS_KEY_ID=local"
         " AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1",
         flush=True,
     )

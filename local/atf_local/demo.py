@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from atf_core.config import StackConfig
-from atf_core.schema import Task, TaskStatus
+from atf_core.schema import Task, TaskStatus, utcnow
 from atf_local import environment
 from atf_local.stack import REPO, LocalStack, free_port
 from atf_sdk.client import AtfClient
@@ -38,6 +39,8 @@ STYLE = {
     TaskStatus.WAITING: "dim",
 }
 RESUME_AFTER_S = 8.0
+# A resume releases held tasks within a consumer poll and a worker host's gate refresh (2 s): a margin on top.
+STARTS_AFTER_RESUME_S = 5.0
 TIMEOUT_S = 120.0
 
 
@@ -128,23 +131,43 @@ def _drive(client: AtfClient, console: Console) -> bool:
         task.id = client.schedule(**task.request).id
     events.append(f"scheduled {len(mix)} tasks through the API")
     started = time.monotonic()
-    resumed = False
+    resumed_at: datetime | None = None
     with Live(console=console, refresh_per_second=4) as live:
         while True:
             tasks = {t.id: client.get(t.id) for t in mix}
             elapsed = time.monotonic() - started
-            if not resumed and elapsed > RESUME_AFTER_S:
+            if resumed_at is None and elapsed > RESUME_AFTER_S:
+                resumed_at = utcnow()
                 client.resume("greet", "newsletter")
-                resumed = True
                 events.append(f"resumed greet/newsletter after {elapsed:.0f} s")
             live.update(_view(mix, tasks, events, elapsed))
             if all(_settled(t) for t in tasks.values()) or elapsed > TIMEOUT_S:
                 break
             time.sleep(0.25)
     wrong = [t.label for t in mix if tasks[t.id].status is not t.expect]
+    lines, late = _late_after_resume(mix, tasks, resumed_at)
     console.print()
+    for line in lines:
+        console.print(line)
+    wrong += late
     console.print("[green]All tasks reached their expected states.[/]" if not wrong else f"[red]Unexpected: {wrong}[/]")
     return not wrong
+
+
+def _late_after_resume(
+    mix: list[DemoTask], tasks: dict[str, Task], resumed_at: datetime | None
+) -> tuple[list[str], list[str]]:
+    """How long after the resume each task of the paused collection started, and which were late."""
+    lines, late = [], []
+    for item in (t for t in mix if t.request.get("collection") == "newsletter"):
+        claimed = tasks[item.id].claimed_at
+        after = (claimed - resumed_at).total_seconds() if claimed and resumed_at else None
+        lines.append(
+            f"{item.label}: " + ("never started" if after is None else f"started {after:.1f} s after the resume")
+        )
+        if after is None or after > STARTS_AFTER_RESUME_S:
+            late.append(f"{item.label} (not started within {STARTS_AFTER_RESUME_S:g} s of the resume)")
+    return lines, late
 
 
 def _settled(task: Task) -> bool:

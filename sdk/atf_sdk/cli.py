@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atf_core.api import BatchItem
 from atf_core.config import StackConfig
@@ -27,31 +27,65 @@ from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
 
+if TYPE_CHECKING:
+    from atf_sdk.client import AtfClient
+
+LAMBDA_ENV = "ATF_LAMBDA"  # the lambda a worker serves by default (the CDK app sets it on each worker service)
+
 
 def _stack_config(path: Path | None) -> StackConfig:
-    return StackConfig.from_file(path) if path else StackConfig.from_env()
+    """The stack configuration from --config or the environment; a one-line SystemExit if there is none
+    or it does not read."""
+    from pydantic import ValidationError
+
+    where = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE"
+    try:
+        return StackConfig.from_file(path) if path else StackConfig.from_env()
+    except RuntimeError:
+        raise SystemExit(
+            "atf worker: no stack configuration: pass --config FILE, or set ATF_CONFIG (JSON) or ATF_CONFIG_FILE"
+        ) from None
+    except OSError as error:
+        raise SystemExit(f"atf worker: cannot read the configuration {where}: {error.strerror or error}") from None
+    except ValueError as error:  # invalid JSON, or a field pydantic refuses
+        if isinstance(error, ValidationError):
+            problem = error.errors()[0]
+            field = ".".join(str(part) for part in problem["loc"]) or "configuration"
+            raise SystemExit(f"atf worker: configuration {where}: {field}: {problem['msg']}") from None
+        raise SystemExit(f"atf worker: configuration {where} is not valid JSON: {error}") from None
 
 
 def _worker(args: argparse.Namespace) -> None:
     from atf_sdk.worker.controller import ControllerSettings
-    from atf_sdk.worker.host import HostSettings, WorkerHost
+    from atf_sdk.worker.host import HostError, HostSettings, WorkerHost
+    from atf_sdk.worker.observe import setup_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    setup_logging()  # JSON lines on stdout from the start; errors that stop the host are one line on stderr
     sys.path.insert(0, os.getcwd())  # so "examples.lambdas:lambdas" resolves from where the host starts
+    # The CDK app sets ATF_LAMBDA on each worker service: a host started from the image serves that lambda.
+    from_env = [n.strip() for n in os.environ.get(LAMBDA_ENV, "").split(",") if n.strip()]
     settings = HostSettings(
         lambdas_spec=args.lambdas,
         executors_per_lambda=args.executors,
         threads_per_executor=args.threads,
-        only=tuple(args.only or ()),
+        only=tuple(args.only or from_env),
+        only_from="--only" if args.only else LAMBDA_ENV,
+        metrics=args.metrics,
         controller=ControllerSettings(receive_wait_s=args.receive_wait),
     )
-    WorkerHost(_stack_config(args.config), settings).serve()
+    config = _stack_config(args.config)
+    try:
+        WorkerHost(config, settings).serve()
+    except HostError as error:
+        raise SystemExit(f"atf worker: {error}") from None
 
 
 # -- the API verbs ---------------------------------------------------------------
 
 
 def _schedule(args: argparse.Namespace) -> int:
+    from atf_sdk.operations import checked
+
     if args.file is not None:
         return _schedule_file(args)
     if args.lambda_name is None:
@@ -67,10 +101,12 @@ def _schedule(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "expire_at": args.expire_at,
     }
-    request = ScheduleRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
         task = atf.submit(request)
-    if args.json:
+    if args.quiet:
+        print(task.id)
+    elif args.json:
         json_out(task)
     else:
         verb = "scheduled" if task.created else "already scheduled"
@@ -82,7 +118,12 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     """Every line of a JSON-lines file as a request, all checked before any is sent."""
     from pydantic import ValidationError
 
-    handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
+    from atf_core.errors import input_error
+
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
+    except OSError as error:
+        raise SystemExit(f"atf schedule: cannot read {path}: {error.strerror}") from None
     requests = []
     try:
         for number, line in enumerate(handle, start=1):
@@ -91,9 +132,8 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
             try:
                 requests.append(ScheduleRequest.model_validate_json(line))
             except ValidationError as error:
-                problem = error.errors()[0]
-                where = ".".join(str(part) for part in problem["loc"]) or "line"
-                raise SystemExit(f"atf schedule: {path}:{number}: {where}: {problem['msg']}") from None
+                problem = input_error(error)
+                raise SystemExit(f"atf schedule: {path}:{number}: {problem.code}: {problem.message}") from None
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -108,12 +148,27 @@ def _schedule_file(args: argparse.Namespace) -> int:
     with client(args) as atf, Progress(*columns, console=console(stderr=True), transient=True) as progress:
         bar = progress.add_task("schedule", total=len(requests))
         results = atf.schedule_many(requests, on_progress=lambda n: progress.advance(bar, n))
-    if args.json:
+    if args.quiet:
+        _print_batch_ids(results)
+    elif args.json:
         for item in results:
             print(item.model_dump_json())
     else:
         _print_batch_summary(results)
     return 0 if all(item.status in (200, 201) for item in results) else 1
+
+
+def _print_batch_ids(results: list[BatchItem]) -> None:
+    """One task id a line, in the file's order; a task not scheduled is a line on stderr."""
+    for item in results:
+        if item.task is not None:
+            print(item.task.id)
+        else:
+            error = item.error
+            print(
+                f"atf: task {item.index + 1}: {error.code + ': ' + error.message if error else item.status}",
+                file=sys.stderr,
+            )
 
 
 def _print_batch_summary(results: list[BatchItem]) -> None:
@@ -156,14 +211,31 @@ def _task_table(tasks: list[Task]) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        tasks = [atf.get(task_id) for task_id in args.ids]
+        tasks = _finished(atf, args.ids, args.wait) if args.wait is not None else [atf.get(i) for i in args.ids]
     if args.json:
         json_out(tasks if len(tasks) > 1 else tasks[0])
-        return 0
-    _task_table(tasks)
-    if len(tasks) == 1 and tasks[0].errors:
-        _error_history(tasks[0])
+    else:
+        _task_table(tasks)
+        if len(tasks) == 1 and tasks[0].errors:
+            _error_history(tasks[0])
+    waiting = [t for t in tasks if not t.status.settled] if args.wait is not None else []
+    if waiting:
+        names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
+        print(f"atf: not finished after {args.wait:g} s: {names}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _finished(atf: AtfClient, ids: list[str], wait_s: float) -> list[Task]:
+    """The tasks once every one has settled (ended, or a dead letter), or as they stand after wait_s."""
+    deadline = time.monotonic() + wait_s
+    tasks = []
+    for task_id in ids:
+        try:
+            tasks.append(atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            tasks.append(atf.get(task_id))
+    return tasks
 
 
 def _error_history(task: Task) -> None:
@@ -287,6 +359,7 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
+    verb.add_argument("-q", "--quiet", action="store_true", help="print only the task id (one a line with --file)")
     verb.set_defaults(run=guarded(_schedule))
 
 
@@ -297,10 +370,18 @@ def _add_api_verbs(verbs: Any) -> None:
         verb = verbs.add_parser(name, parents=[parent], help=text)
         verb.add_argument("ids", nargs="+", metavar="ID")
         verb.set_defaults(run=guarded(run))
+        if name == "status":
+            verb.add_argument(
+                "--wait",
+                type=float,
+                metavar="SECONDS",
+                help="until every task has ended or is a dead letter, at most SECONDS (then exit 1)",
+            )
     gate = verbs.add_parser("gate", parents=[parent], help="pause, drop or resume a lambda or collection; list gates")
     gate.add_argument("action", choices=["pause", "drop", "resume", "list"])
     gate.add_argument("lambda_name", nargs="?", metavar="LAMBDA")
-    gate.add_argument("collection", nargs="?", metavar="COLLECTION")
+    gate.add_argument("--collection", help="gate one collection of the lambda (default: all of them)")
+    gate.add_argument("collection_word", nargs="?", metavar="COLLECTION", help=argparse.SUPPRESS)  # the older form
     gate.add_argument("--until", type=moment, help="RFC 3339 time the gate lifts itself")
     gate.add_argument("--reason", default="")
     gate.set_defaults(run=guarded(_gate_checked))
@@ -310,8 +391,16 @@ def _add_api_verbs(verbs: Any) -> None:
 
 
 def _gate_checked(args: argparse.Namespace) -> int:
+    from atf_core.errors import InputError
+
     if args.action != "list" and not args.lambda_name:
         raise SystemExit(f"atf gate {args.action}: name a LAMBDA")
+    if args.collection_word is not None:  # `atf gate pause LAMBDA COLLECTION`, before --collection
+        if args.collection is not None and args.collection != args.collection_word:
+            raise InputError(
+                f"two collections given: {args.collection_word} and --collection {args.collection}", "collection"
+            )
+        args.collection = args.collection_word
     return _gate(args)
 
 
@@ -323,8 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--config", type=Path, help="stack configuration file (default: $ATF_CONFIG)")
     worker.add_argument("--executors", type=int, default=2, help="executor processes per lambda")
     worker.add_argument("--threads", type=int, default=4, help="threads per executor")
-    worker.add_argument("--only", action="append", help="serve only this lambda (repeatable)")
-    worker.add_argument("--receive-wait", type=int, default=10, help="SQS long-poll seconds")
+    worker.add_argument(
+        "--only", action="append", help=f"serve only this lambda (repeatable; default: ${LAMBDA_ENV} if set, else all)"
+    )
+    worker.add_argument("--receive-wait", type=int, default=10, choices=range(1, 21), metavar="1-20",
+                        help="SQS long-poll seconds (a stopping host waits for its polls in flight)")  # fmt: skip
+    worker.add_argument(
+        "--metrics", choices=["auto", "emf", "off"], default="auto",
+        help="CloudWatch EMF on stdout: auto (unless stdout is a terminal), emf (always) or off",
+    )  # fmt: skip
     worker.set_defaults(run=_worker)
     _add_api_verbs(verbs)
     add_dead_letters_command(verbs)

@@ -27,10 +27,10 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from atf_core.api import BatchItem, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.errors import AtfError, MissingAuthentication, Unavailable, from_wire
+from atf_core.errors import AtfError, InputError, MissingAuthentication, Unavailable, from_wire
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
-from atf_sdk.operations import ChainCalls, DeadLetterCalls, ScheduleCalls
+from atf_sdk.operations import ChainCalls, DeadLetterCalls, ScheduleCalls, checked
 from atf_sdk.operations import segment as _segment
 
 API_URL_ENV = "ATF_API_URL"
@@ -110,7 +110,7 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     ) -> ScheduledTask:
         fields = {
             "lambda": lambda_name,
-            "payload": payload or {},
+            "payload": {} if payload is None else payload,  # anything else given is checked, never replaced
             "collection": collection,
             "priority": priority,
             "run_at": run_at,
@@ -119,11 +119,11 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
             "max_attempts": max_attempts,
             "expire_at": expire_at,
         }
-        return self.submit(ScheduleRequest.model_validate({k: v for k, v in fields.items() if v is not None}))
+        return self.submit(checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None}))
 
-    def submit(self, request: ScheduleRequest) -> ScheduledTask:
+    def submit(self, request: ScheduleRequest | dict[str, Any]) -> ScheduledTask:
         """Schedule a task described by a ScheduleRequest (a key is added when it has none)."""
-        body = _wire(keyed(request))
+        body = _wire(keyed(checked(ScheduleRequest, request)))
         return ScheduledTask.model_validate(self._call("POST", "/v1/tasks", body))
 
     def schedule_many(
@@ -131,7 +131,7 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     ) -> list[BatchItem]:
         """Schedule tasks in batches of 100; one result per task, in order. Each task is
         checked here first, so a malformed one fails before anything is sent."""
-        tasks = [keyed(r if isinstance(r, ScheduleRequest) else ScheduleRequest.model_validate(r)) for r in requests]
+        tasks = [keyed(checked(ScheduleRequest, r, f"tasks[{i}]")) for i, r in enumerate(requests)]
         results: list[BatchItem] = []
         for start in range(0, len(tasks), BATCH_SIZE):
             chunk = tasks[start : start + BATCH_SIZE]
@@ -161,6 +161,16 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     def get(self, task_id: str) -> Task:
         return Task.model_validate(self._call("GET", f"/v1/tasks/{_segment(task_id)}"))
 
+    def wait(self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> Task:
+        """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while not (task := self.get(task_id)).status.settled:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"task {task_id} is still {task.status.value} after {timeout_s:g} s")
+            self._sleep(min(poll_s, left))
+        return task
+
     def cancel(self, task_id: str) -> Task:
         """Cancel a task that has not started (Conflict once it has)."""
         return Task.model_validate(self._call("DELETE", f"/v1/tasks/{_segment(task_id)}"))
@@ -169,12 +179,12 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     def pause(
         self, lambda_name: str, collection: str | None = None, *, until: datetime | None = None, reason: str = ""
     ) -> Gate:
-        return self._gate(lambda_name, collection, GateRequest(action=GateAction.PAUSE, until=until, reason=reason))
+        return self._gate(lambda_name, collection, {"action": GateAction.PAUSE, "until": until, "reason": reason})
 
     def drop(
         self, lambda_name: str, collection: str | None = None, *, until: datetime | None = None, reason: str = ""
     ) -> Gate:
-        return self._gate(lambda_name, collection, GateRequest(action=GateAction.DROP, until=until, reason=reason))
+        return self._gate(lambda_name, collection, {"action": GateAction.DROP, "until": until, "reason": reason})
 
     def resume(self, lambda_name: str, collection: str | None = None) -> None:
         """Lift a gate (NotFound when there is none)."""
@@ -183,8 +193,8 @@ class AtfClient(DeadLetterCalls, ScheduleCalls, ChainCalls):
     def gates(self) -> list[Gate]:
         return GateList.model_validate(self._call("GET", "/v1/gates")).gates
 
-    def _gate(self, lambda_name: str, collection: str | None, request: GateRequest) -> Gate:
-        body = request.model_dump(mode="json", exclude_none=True)
+    def _gate(self, lambda_name: str, collection: str | None, fields: dict[str, Any]) -> Gate:
+        body = checked(GateRequest, fields).model_dump(mode="json", exclude_none=True)
         return Gate.model_validate(self._call("PUT", _gate_path(lambda_name, collection), body))
 
     # -- stats ---------------------------------------------------------------
@@ -267,7 +277,11 @@ def _renumbered(error: AtfError, indices: list[int]) -> AtfError:
 
 def _gate_path(lambda_name: str, collection: str | None) -> str:
     path = f"/v1/gates/{_segment(lambda_name)}"
-    return f"{path}/{_segment(collection)}" if collection else path
+    if collection is None:
+        return path
+    if collection == "":  # the path would end in "/", which routes to the whole lambda's gate
+        raise InputError("collection: an empty name; leave it out to gate every collection of the lambda", "collection")
+    return f"{path}/{_segment(collection)}"
 
 
 def _region_of(endpoint: str) -> str | None:

@@ -2,17 +2,19 @@
 
 Results are the core's own types (DeadLetter, Selection, Schedule, ChainView,
 ...), read back from JSON with pydantic, so a caller holds exactly what the
-server's core returned.
+server's core returned. Input checked here before sending is refused with the
+errors the API would answer (atf_core.errors, naming the field), never
+pydantic's own ValidationError.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from atf_core.api import (
     MAX_DEAD_LETTER_ACTION,
@@ -24,15 +26,28 @@ from atf_core.api import (
 )
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import DeadLetter, Selection
+from atf_core.errors import input_error
 from atf_core.periodic import Schedule, ScheduleSpec
 
 _SELECTION = TypeAdapter(Selection)
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def checked(model: type[Model], value: Model | Any, within: str | None = None) -> Model:
+    """`value` as `model` (a model given as one is taken as it is); bad input raises the
+    atf_core.errors class the API would answer, with the field (inside `within`, e.g. tasks[3])."""
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except ValidationError as error:
+        raise input_error(error, within) from None
 
 
 def segment(value: str) -> str:
     # Valid ids, lambdas and collections need no escaping (":" is allowed in a path segment);
-    # anything else is escaped so it stays one segment and the server refuses it.
-    return quote(value, safe=":")
+    # anything else is escaped so it stays one segment and the server refuses it, naming it.
+    return quote(str(value), safe=":")
 
 
 def with_query(path: str, params: dict[str, Any]) -> str:
@@ -80,7 +95,7 @@ class DeadLetterCalls(Calls):
         starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
         fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget}
-        return self._select(lambda_name, "redrive", RedriveRequest.model_validate(fields))
+        return self._select(lambda_name, "redrive", checked(RedriveRequest, fields))
 
     def discard(
         self,
@@ -95,7 +110,7 @@ class DeadLetterCalls(Calls):
     ) -> Selection:
         """End the selected dead letters as fatal_failure."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        return self._select(lambda_name, "discard", DeadLetterSelection.model_validate({**filters, "dry_run": dry_run}))
+        return self._select(lambda_name, "discard", checked(DeadLetterSelection, {**filters, "dry_run": dry_run}))
 
     def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Selection:
         body = request.model_dump(mode="json", exclude_none=True)
@@ -107,8 +122,7 @@ class DeadLetterCalls(Calls):
 class ScheduleCalls(Calls):
     def put_schedule(self, name: str, spec: ScheduleSpec | dict[str, Any]) -> Schedule:
         """Create or replace a schedule (a dict is checked as a ScheduleSpec first)."""
-        checked = spec if isinstance(spec, ScheduleSpec) else ScheduleSpec.model_validate(spec)
-        body = checked.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body = checked(ScheduleSpec, spec).model_dump(mode="json", by_alias=True, exclude_none=True)
         return Schedule.model_validate(self._call("PUT", f"/v1/schedules/{segment(name)}", body))
 
     def schedules(self, lambda_name: str | None = None) -> list[Schedule]:
@@ -136,10 +150,10 @@ class ScheduleCalls(Calls):
 class ChainCalls(Calls):
     def create_chain(self, spec: ChainSpec | dict[str, Any]) -> ChainView:
         """Create a chain; one without a key gets one here, so a retried request finds its chain."""
-        checked = spec if isinstance(spec, ChainSpec) else ChainSpec.model_validate(spec)
-        if checked.key is None:
-            checked = checked.model_copy(update={"key": uuid.uuid4().hex})
-        body = checked.model_dump(mode="json", by_alias=True, exclude_none=True)
+        chain = checked(ChainSpec, spec)
+        if chain.key is None:
+            chain = chain.model_copy(update={"key": uuid.uuid4().hex})
+        body = chain.model_dump(mode="json", by_alias=True, exclude_none=True)
         return ChainView.model_validate(self._call("POST", "/v1/chains", body))
 
     def get_chain(self, chain_id: str) -> ChainView:

@@ -101,6 +101,20 @@ def test_chains_create_get_cancel_and_retry(atf: Any, store: Any, tmp_path: Path
     assert code == 0 and {link["status"] for link in json.loads(out)["links"]} == {"cancelled"}
 
 
+def test_chains_create_quiet_and_get_wait(atf: Any, client: AtfClient, tmp_path: Path) -> None:
+    spec = tmp_path / "chain.json"
+    links = [{"name": "a", "lambda": "chore"}, {"name": "b", "lambda": "chore", "after": ["a"]}]
+    spec.write_text(json.dumps({"links": links}))
+    code, out, _ = atf("chains", "create", "--file", str(spec), "--quiet")
+    chain_id = out.strip()
+    assert code == 0 and client.get_chain(chain_id).status.value == "running"
+    code, _, err = atf("chains", "get", chain_id, "--wait", "1")
+    assert code == 1 and f"chain {chain_id} still running after 1 s" in err
+    client.cancel_chain(chain_id)
+    code, out, _ = atf("chains", "get", chain_id, "--wait", "30", "--json")
+    assert code == 0 and json.loads(out)["status"] == "cancelled"
+
+
 def test_stats_show_dead_letters_schedules_and_limits(atf: Any) -> None:
     atf("schedules", "put", f"cli-{uuid.uuid4().hex[:8]}", "--lambda", "chore", "--every", "3600")
     code, out, _ = atf("stats", "chore")

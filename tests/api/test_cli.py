@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def test_schedule_a_file_with_progress(atf: Any, tmp_path: Path) -> None:
 def test_a_bad_line_stops_the_file_before_anything_is_sent(atf: Any, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"lambda": "mail", "key": "never-sent"}\n{"lambda": "mail", "when": 3}\n')
-    with pytest.raises(SystemExit, match=r"tasks.jsonl:2: when: Extra inputs are not permitted"):
+    with pytest.raises(SystemExit, match=r"tasks.jsonl:2: unknown_field: when is not a known field"):
         main(["schedule", "--file", str(tasks), "--api-url", "http://127.0.0.1:9"])
 
 
@@ -71,6 +72,52 @@ def test_gates(atf: Any) -> None:
     assert atf("gate", "resume", "work", "vip")[0] == 0
     code, _, err = atf("gate", "resume", "work", "vip")
     assert code == 1 and "not_found" in err
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"^atf schedule: cannot read .*nowhere.jsonl: No such file or directory$"):
+        main(["schedule", "--file", str(tmp_path / "nowhere.jsonl"), "--api-url", "http://127.0.0.1:9"])
+
+
+def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
+    """The documented form (README, docs/api.md) is --collection, as on every other verb; the older
+    positional form still works, and the two cannot disagree."""
+    code, out, err = atf("gate", "pause", "work", "--collection", "newsletter", "--reason", "documented")
+    assert code == 0 and "newsletter" in out, err
+    code, out, _ = atf("gate", "list", "--json")
+    listed = [(g["collection"], g["reason"]) for g in json.loads(out) if g["lambda"] == "work"]
+    assert listed == [("newsletter", "documented")], "one collection gated, not the lambda"
+    code, _, err = atf("gate", "drop", "work", "spam", "--collection", "newsletter")
+    assert code == 1 and "two collections given: spam and --collection newsletter (collection)" in err
+    assert atf("gate", "resume", "work", "--collection", "newsletter")[0] == 0
+    code, out, _ = atf("gate", "list", "--json")
+    assert code == 0 and not [g for g in json.loads(out) if g["lambda"] == "work"]
+
+
+def test_schedule_quiet_prints_only_the_id(atf: Any, client: Any, tmp_path: Path) -> None:
+    code, out, _ = atf("schedule", "work", "--payload", '{"n": 1}', "--delay", "600", "--quiet")
+    assert code == 0 and client.get(out.strip()).payload == {"n": 1}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(json.dumps({"lambda": "mail", "payload": {"i": i}, "delay_seconds": 600}) + "\n" for i in range(3))
+    )
+    code, out, _ = atf("schedule", "--file", str(tasks), "-q")
+    ids = out.split()
+    assert code == 0 and [client.get(i).payload for i in ids] == [{"i": 0}, {"i": 1}, {"i": 2}]
+
+
+def test_status_waits_until_tasks_finish(atf: Any) -> None:
+    later = atf("schedule", "work", "--delay", "600", "-q")[1].strip()
+    gone = atf("schedule", "work", "--delay", "600", "-q")[1].strip()
+    assert atf("cancel", gone)[0] == 0
+    started = time.monotonic()
+    code, out, _ = atf("status", gone, "--wait", "30", "--json")
+    assert code == 0 and json.loads(out)["status"] == "cancelled" and time.monotonic() - started < 5
+    started = time.monotonic()
+    code, out, err = atf("status", later, gone, "--wait", "1.5", "--json")
+    assert code == 1 and f"not finished after 1.5 s: {later} (new)" in err
+    assert [(t["id"], t["status"]) for t in json.loads(out)] == [(later, "new"), (gone, "cancelled")]
+    assert 1.5 <= time.monotonic() - started < 10
 
 
 def test_stats(atf: Any) -> None:

@@ -83,3 +83,11 @@ def test_a_started_or_finished_task_cannot_be_cancelled(
     assert (reply.status, reply.body["code"], reply.body["field"]) == (409, "conflict", "id")
     assert status.value in reply.body["message"]
     assert client.get(task_id).status is status
+
+
+def test_wait_gives_the_task_once_settled_and_times_out_before(client: AtfClient) -> None:
+    pending = client.schedule("work", delay_seconds=600)
+    with pytest.raises(TimeoutError, match=f"task {pending.id} is still new after 0.3 s"):
+        client.wait(pending.id, timeout_s=0.3, poll_s=0.1)
+    client.cancel(pending.id)
+    assert client.wait(pending.id, timeout_s=5).status is TaskStatus.CANCELLED

@@ -3,6 +3,7 @@ and worker hosts as separate processes, the way they run for real."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -80,14 +81,24 @@ def _wait_for_table(clients: AwsClients, config: StackConfig) -> None:
 def worker_host(stack: RunningStack) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(executors: int = 1, threads: int = 2) -> subprocess.Popen[bytes]:
+    def start(
+        executors: int = 1, threads: int = 2, receive_wait: int = 1, log: Path | None = None, **env: str
+    ) -> subprocess.Popen[bytes]:
+        """A worker host (`env` added to its environment); with a `log` (one per host) its output goes
+        there and this waits until it is ready."""
         command = [
             sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas",
             "--config", str(stack.config_path), "--executors", str(executors), "--threads", str(threads),
-            "--receive-wait", "1",
+            "--receive-wait", str(receive_wait),
         ]  # fmt: skip
-        host = subprocess.Popen(command, cwd=REPO, env=stack.env(), start_new_session=True)
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(log.open("wb")) if log is not None else None
+            err = subprocess.STDOUT if out is not None else None
+            environment = {**stack.env(), **env}
+            host = subprocess.Popen(command, cwd=REPO, env=environment, start_new_session=True, stdout=out, stderr=err)
         started.append(host)
+        if log is not None:
+            wait_for_line(log, "worker host ready", host)
         return host
 
     yield start
@@ -124,3 +135,11 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def wait_for_line(log: Path, needle: str, process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while needle not in log.read_text(errors="replace"):
+        assert process.poll() is None, f"the process ended ({process.returncode}): {log.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"{needle!r} never appeared in {log}"
+        time.sleep(0.05)

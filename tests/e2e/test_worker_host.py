@@ -3,10 +3,13 @@ executors, each in its own process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from subprocess import Popen
 from typing import Any
 
@@ -71,24 +74,41 @@ def test_a_paused_collection_waits_and_resumes(stack: RunningStack, worker_host:
     stack.wait_for([t.id for t in waiting], lambda t: t.status is TaskStatus.SUCCESS)
 
 
-def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(stack: RunningStack, worker_host: Host) -> None:
-    host = worker_host(executors=1, threads=1)
+def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(
+    stack: RunningStack, worker_host: Host, tmp_path: Path
+) -> None:
+    # Given an executor whose other threads wait for work while one runs a task
+    log = tmp_path / "host.log"
+    host = worker_host(executors=1, threads=3, log=log)
     task = (
         Scheduling(stack.store, stack.config)
         .schedule(ScheduleRequest.model_validate({"lambda": "sleepy", "payload": {"seconds": 120}}))
         .task
     )
     stack.wait_for([task.id], lambda t: t.status is TaskStatus.PROCESSING)
+    # When it is killed
     killed_at = time.time()
-    for pid in executors_of(host.pid):
+    killed = executors_of(host.pid)
+    for pid in killed:
         os.kill(pid, signal.SIGKILL)
     [done] = stack.wait_for([task.id], finished, timeout_s=stack.config.timeouts.heartbeat + 25)
+    # Then the task runs again once its lease has expired
     assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2)
     assert done.claimed_at is not None
     assert (
         done.claimed_at.timestamp() - killed_at
         >= stack.config.timeouts.heartbeat - stack.config.timeouts.heartbeat_interval - 1
     )
+    # And the lost attempt is in its history: the executor that ran it, and how the loss was seen
+    [lost] = done.errors
+    assert (lost.type, lost.attempt, lost.host) == ("LostExecution", 1, f"{socket.gethostname()}:{killed[0]}")
+    assert "lease expired: no heartbeat since" in lost.message
+    assert lost.at.timestamp() >= killed_at
+    # And the executor's death shows in the host's JSON log only: no raw traceback of its broken connections
+    host.send_signal(signal.SIGTERM)
+    assert host.wait(timeout=30) == 0
+    raw = [line for line in log.read_text().splitlines() if line.strip() and not line.startswith("{")]
+    assert raw == [], raw[:20]
 
 
 def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningStack, worker_host: Host) -> None:
@@ -99,3 +119,14 @@ def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningSta
     assert host.wait(timeout=30) == 0
     done = stack.store.get(task.id)
     assert done is not None and (done.status, done.attempt) == (TaskStatus.SUCCESS, 1)
+
+
+def test_a_host_serves_the_lambda_atf_lambda_names(stack: RunningStack, worker_host: Host, tmp_path: Path) -> None:
+    # Given a host started as the CDK app's worker service starts it: ATF_LAMBDA set, no --only
+    log = tmp_path / "host.log"
+    worker_host(executors=1, threads=2, log=log, ATF_LAMBDA="sleepy")
+    # Then it serves that lambda only: one executor of two threads, for sleepy
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    messages = [line["message"] for line in lines]
+    assert "worker host serving sleepy" in messages
+    assert "worker host ready: 2 executor threads connected" in messages

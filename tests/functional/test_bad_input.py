@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from atf_core.chains import ChainSpec
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError
+from atf_core.errors import AtfError, InputError, PayloadTooLarge, WrongType, input_error
+from atf_core.periodic import ScheduleSpec
 from atf_core.scheduling import Scheduling
 from atf_core.schema import MAX_PAYLOAD_BYTES, ScheduleRequest
 from atf_core.store.dynamo import DynamoTaskStore
@@ -64,3 +69,43 @@ def test_requests_the_stack_cannot_serve_are_refused_and_nothing_is_written(
     if code:
         assert caught.value.code == code
     assert _items(aws, config) == 0
+
+
+# A payload enters with a task, a schedule and a chain's link; each is one JSON object.
+PAYLOAD_CARRIERS = [
+    (ScheduleRequest, lambda p: {"lambda": "work", "payload": p}, "payload"),
+    (ScheduleSpec, lambda p: {"lambda": "work", "every_seconds": 60, "payload": p}, "payload"),
+    (ChainSpec, lambda p: {"links": [{"name": "a", "lambda": "work", "payload": p}]}, "links[0].payload"),
+]
+NOT_JSON_OBJECTS = [[], "", 0, [1], "x", False, None, {"at": datetime(2030, 1, 1)}, {"n": math.nan}, {"s": {1}}]
+
+
+@pytest.mark.parametrize("payload", NOT_JSON_OBJECTS, ids=repr)
+@pytest.mark.parametrize(("model", "body", "field"), PAYLOAD_CARRIERS, ids=[m.__name__ for m, _, _ in PAYLOAD_CARRIERS])
+def test_a_payload_that_is_not_a_json_object_is_a_wrong_type_naming_it(
+    model: type[BaseModel], body: Callable[[Any], dict[str, Any]], field: str, payload: Any
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(body(payload))
+    error = input_error(caught.value)
+    assert (type(error), error.code, error.field) == (WrongType, "wrong_type", field)
+    assert error.message.startswith(f"{field}: must be ") and "JSON" in error.message
+
+
+@pytest.mark.parametrize(("model", "body", "field"), PAYLOAD_CARRIERS, ids=[m.__name__ for m, _, _ in PAYLOAD_CARRIERS])
+def test_an_oversized_payload_is_payload_too_large_naming_it(
+    model: type[BaseModel], body: Callable[[Any], dict[str, Any]], field: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(body({"blob": "x" * MAX_PAYLOAD_BYTES}))
+    error = input_error(caught.value)
+    assert (type(error), error.code, error.field) == (PayloadTooLarge, "payload_too_large", field)
+
+
+@pytest.mark.parametrize(("body", "field"), PARSE_ERRORS, ids=[f for _, f in PARSE_ERRORS])
+def test_the_core_names_the_field_as_the_api_does(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ScheduleRequest.model_validate(body)
+    error = input_error(caught.value, within="tasks[7]")
+    assert isinstance(error, InputError) and error.field == f"tasks[7].{field}"
+    assert error.message.startswith(f"tasks[7].{field}")

@@ -200,6 +200,17 @@ def test_lifting_a_gate_on_one_lambda_sends_nothing_of_another_again(world: Worl
     assert world.consumer.poll().enqueued == 0
 
 
+def test_lifting_a_collections_gate_sends_nothing_of_another_collection_again(world: World) -> None:
+    free = world.schedule(collection="free")
+    world.gate(GateAction.PAUSE, collection="held")
+    world.consumer.poll()
+    assert [m.task_id for m in world.drain()] == [free.id]  # sent, and (say) still queued for a worker
+    world.advance(1)
+    Gating(world.store, world.config).lift("work", "held")
+    world.advance(1)
+    assert world.consumer.poll().enqueued == 0  # only what the lifted gate held back is looked at again
+
+
 def test_a_paused_collection_waits_while_others_run(world: World) -> None:
     world.gate(GateAction.PAUSE, collection="slow")
     slow = world.schedule(collection="slow")
@@ -255,6 +266,7 @@ def test_a_recorded_task_whose_message_was_lost_is_enqueued_again(recording: Wor
     assert recording.consumer.poll().requeued == 1
     [message] = recording.drain()
     assert (message.task_id, message.attempt) == (task.id, 0)
+    assert recording.store.get(task.id).errors == []  # type: ignore[union-attr] # a lost message is no lost attempt
 
 
 def poll_until_requeued(world: World, limit_s: float) -> float:
@@ -280,7 +292,8 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(
     world.consumer.poll()
     [message] = world.drain()
     ref = TaskRef.of(task)
-    assert world.store.transition(ref, lifecycle.CLAIM, Change(now=world.now, attempt=message.attempt)).applied
+    claim = Change(now=world.now, attempt=message.attempt, host="box:42")
+    assert world.store.transition(ref, lifecycle.CLAIM, claim).applied
     timeout = world.config.timeouts.claim
     if heartbeat is not None:
         beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=world.config.timeouts.heartbeat))
@@ -291,7 +304,16 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(
     assert timeout <= took <= timeout + lease_floor(world.config.timeouts) + 1
     [again] = world.drain()
     assert (again.task_id, again.attempt) == (task.id, 1)  # the next claim makes it attempt 2
-    assert world.status(task) is TaskStatus.ENQUEUED
+    requeued = world.store.get(task.id)
+    assert requeued is not None and requeued.status is TaskStatus.ENQUEUED
+    # And the lost attempt is in its error history: which executor, when, and how it was seen
+    [lost] = requeued.errors
+    assert requeued.last_error == lost
+    assert (lost.type, lost.attempt, lost.host, lost.at) == ("LostExecution", 1, "box:42", world.now)
+    if heartbeat is None:
+        assert "claimed at" in lost.message and "never started" in lost.message, lost.message
+    else:
+        assert "lease expired: no heartbeat since" in lost.message, lost.message
 
 
 def test_a_live_task_whose_beats_only_stamp_its_lease_is_never_enqueued_again(world: World) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus
@@ -75,3 +80,49 @@ def test_a_host_emits_metrics_per_queue_and_logs_each_task_as_json(stack: Runnin
     retried = [line for line in lines if line.get("task_id") == ids[1] and line["message"] == "task finished"]
     assert [(line["attempt"], line["outcome"]) for line in retried] == [(1, "retriable_failure"), (2, "success")]
     assert any(line["message"].startswith("worker host serving") for line in lines)  # the host's own lines too
+
+
+@pytest.mark.parametrize("mode", ["auto", "emf"])
+def test_a_host_on_a_terminal_keeps_metrics_off_it_unless_asked(stack: RunningStack, mode: str) -> None:  # noqa: F811
+    # Given a host started by hand on an interactive terminal, nothing in its environment about metrics
+    command = [
+        sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas", "--only", "work", "--metrics", mode,
+        "--config", str(stack.config_path), "--executors", "1", "--threads", "1", "--receive-wait", "1",
+    ]  # fmt: skip
+    env = {k: v for k, v in stack.env().items() if k not in ("POWERTOOLS_METRICS_DISABLED", "POWERTOOLS_DEV")}
+    leader, terminal = pty.openpty()
+    output = bytearray()
+    reader = threading.Thread(target=_read_all, args=(leader, output), daemon=True)
+    reader.start()
+    host = subprocess.Popen(command, cwd=REPO, env=env, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    try:
+        deadline = time.monotonic() + 60
+        while b"worker host ready" not in output:
+            assert time.monotonic() < deadline and host.poll() is None, output.decode(errors="replace")
+            time.sleep(0.05)
+        request = ScheduleRequest.model_validate({"lambda": "work", "payload": {"seconds": 0.01}})
+        task = Scheduling(stack.store, stack.config).schedule(request).task
+        stack.wait_for([task.id], lambda t: t.status.terminal)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.wait(timeout=60)  # its metric buffers flush what they hold as the processes stop
+    reader.join(timeout=10)
+    text = output.decode(errors="replace")
+    emf = [line for line in text.splitlines() if '"_aws"' in line]
+    if mode == "auto":  # Then no EMF reaches the terminal, and the host says so and how to get it
+        assert emf == [], emf[:3]
+        assert "metrics: off (stdout is a terminal: --metrics emf prints them)" in text
+    else:  # (asked for, they do reach it: the check above can see them)
+        assert sum(p.total for p in named(text, "Succeeded", **{"lambda": "work"})) == 1, text[-2000:]
+
+
+def _read_all(fd: int, into: bytearray) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the terminal's last writer closed it
+            return
+        if not chunk:
+            return
+        into.extend(chunk)

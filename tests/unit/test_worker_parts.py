@@ -15,7 +15,7 @@ from atf_core.lifecycle import Transition
 from atf_core.queues import TaskMessage
 from atf_core.schema import Task, TaskStatus
 from atf_core.store.base import Change, Outcome, TaskRef
-from atf_sdk.worker.buffers import WorkBuffer
+from atf_sdk.worker.buffers import Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.heartbeat import MISSES_ALLOWED, Heartbeats
 
@@ -113,18 +113,64 @@ def message(task_id: str, due_ms: int = 0) -> TaskMessage:
     return TaskMessage(task_id, 0, due_ms, "c")
 
 
+def received(*task_ids: str, due_ms: int = 0) -> list[Received]:
+    return [Received(message(t, due_ms), "q", f"r-{t}") for t in task_ids]
+
+
 def test_the_buffer_serves_the_highest_priority_first_and_holds_early_tasks() -> None:
-    buffer = WorkBuffer(capacity=10)
-    buffer.put(2, message("low"), "q", "r")
-    buffer.put(0, message("high"), "q", "r")
-    buffer.put(0, message("later", due_ms=int((time.time() + 0.3) * 1000)), "q", "r")
-    buffer.put(1, message("normal"), "q", "r")
+    buffer = WorkBuffer(capacity=10, ranks=3)
+    buffer.put_many(2, received("low"), more=False)
+    buffer.put_many(0, received("high"), more=False)
+    buffer.put_many(0, received("later", due_ms=int((time.time() + 0.3) * 1000)), more=False)
+    buffer.put_many(1, received("normal"), more=False)
     assert buffer.room() == 6
     taken = [buffer.take(0.01) for _ in range(3)]
     assert [t.message.task_id for t in taken if t] == ["high", "normal", "low"]
     assert buffer.take(0.01) is None  # "later" is not due yet
     held = buffer.take(1.0)
     assert held is not None and held.message.task_id == "later"
+
+
+def test_a_higher_priority_has_room_whatever_lower_ones_hold_and_pushes_the_last_of_them_out() -> None:
+    # Given a buffer of four filled with low-priority messages
+    buffer = WorkBuffer(capacity=4, ranks=2)
+    assert buffer.put_many(1, received("l1", "l2", "l3", "l4"), more=False) == []
+    assert (buffer.room(), buffer.room(1), buffer.room(0)) == (0, 0, 4)
+    # When a high-priority receive brings in two
+    evicted = buffer.put_many(0, received("h1", "h2"), more=False)
+    # Then the two low ones due last make way (for the controller to hand back), and the highs run first
+    assert [e.message.task_id for e in evicted] == ["l4", "l3"]
+    taken = [buffer.take(0.01) for _ in range(5)]
+    assert [t.message.task_id for t in taken if t] == ["h1", "h2", "l1", "l2"]
+
+
+def test_no_lower_priority_is_received_or_handed_out_while_a_higher_queue_may_hold_more() -> None:
+    buffer = WorkBuffer(capacity=20, ranks=2)
+    assert buffer.expects_more(0) and not buffer.expects_more(1)  # unknown until the first receive
+    assert buffer.batch(1) == 0  # the low receiver waits for the high one's first receive
+    buffer.may_hold_more(0, False)
+    assert buffer.batch(1) == 10
+    buffer.put_many(1, received("l1"), more=False)
+    # A full batch of highs: their queue may hold more, so the low message waits for the next receive
+    buffer.put_many(0, received(*(f"h{i}" for i in range(10))), more=True)
+    assert [buffer.take(0.01).message.task_id for _ in range(10)] == [f"h{i}" for i in range(10)]  # type: ignore[union-attr]
+    assert buffer.take(0.05) is None and buffer.batch(1) == 0
+    # ...until it finds the queue empty
+    buffer.put_many(0, [], more=False)
+    low = buffer.take(0.01)
+    assert low is not None and low.message.task_id == "l1"
+
+
+def test_a_higher_priority_without_room_holds_nothing_back() -> None:
+    # Given highs not due yet that fill their room, so their receiver cannot fetch more for now
+    buffer = WorkBuffer(capacity=11, ranks=2)
+    later = int((time.time() + 60) * 1000)
+    buffer.put_many(0, received(*(f"h{i}" for i in range(10)), due_ms=later), more=True)
+    buffer.put_many(1, received("l1"), more=False)
+    assert buffer.batch(0) == 0
+    # Then a due low one runs: highs that are not ready hold nothing back
+    low = buffer.take(0.01)
+    assert low is not None and low.message.task_id == "l1"
 
 
 class FakeSqs:

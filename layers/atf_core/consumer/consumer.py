@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer.budget import QueueBudget
-from atf_core.consumer.deadlines import deadline_of, lease_floor, observed_stamp
-from atf_core.consumer.tracker import EntryKey, InFlightTracker
+from atf_core.consumer.deadlines import deadline_of, lease_floor, lost_attempt, observed_stamp
+from atf_core.consumer.tracker import EntryKey, InFlightTracker, where
 from atf_core.gating import GateView
 from atf_core.history import History
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import GateAction, Task, TaskError, TaskStatus, to_ms, utcnow
+from atf_core.schema import GateAction, Task, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import Assoc, index_partition
 
@@ -225,7 +225,7 @@ class Consumer:
 
     def _unrecorded(self, entry: DueEntry, task: Task | None, now: datetime, report: PollReport) -> Outgoing | None:
         """Send a waiting task without writing, unless this consumer sent it less than an enqueue timeout ago."""
-        key, queue = (entry.id, entry.next_ms), (entry.lambda_name, entry.priority)
+        key, queue = (entry.id, entry.next_ms), where(entry)
         if task is None:  # not yet visible to an eventually consistent read: look again next poll
             self._tracker.wait(key, to_ms(now) + int(self._config.poll_interval * 1000), queue)
             return None
@@ -240,7 +240,7 @@ class Consumer:
     def _recover(self, entry: DueEntry, task: Task | None, now: datetime, report: PollReport) -> Outgoing | None:
         """An entry whose task was not waiting to be sent: in flight, finished, or stuck."""
         now_ms = to_ms(now)
-        key, queue = (entry.id, entry.next_ms), (entry.lambda_name, entry.priority)
+        key, queue = (entry.id, entry.next_ms), where(entry)
         if task is None or task.status.terminal or task.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE):
             self._tracker.wait(key, now_ms + 5_000, queue)  # the index lags the table by up to a second
             return None
@@ -261,11 +261,13 @@ class Consumer:
         return max(deadline_ms, first_seen + int(lease_floor(self._config.timeouts) * 1000))
 
     def _requeue(self, ref: TaskRef, task: Task, now: datetime, report: PollReport) -> TaskMessage | None:
+        """Send a stuck task again; a running one's lost attempt goes into its error history (fenced by the
+        attempt and the stamp that stayed unchanged, like every write)."""
         stamp = observed_stamp(task)
         running = task.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING)
-        if running and task.attempt >= task.max_attempts:
+        error = lost_attempt(task, self._config.timeouts, now) if running else None
+        if error is not None and task.attempt >= task.max_attempts:
             reason = f"attempt {task.attempt} of {task.max_attempts} was lost (executor or controller died)"
-            error = TaskError(type="LostExecution", message=reason, attempt=task.attempt, at=now)
             dead_letter = self._config.lambdas[ref.lambda_name].dead_letter
             transition = lifecycle.EXHAUST_TO_DEAD_LETTER if dead_letter else lifecycle.EXHAUST
             change = Change(now=now, attempt=task.attempt, observed=stamp, reason=reason, error=error, next_at=now)
@@ -275,7 +277,8 @@ class Consumer:
                 if dead_letter:
                     report.per_queue["dead_lettered", ref.lambda_name, ref.priority] += 1
             return None
-        outcome = self._store.transition(ref, lifecycle.REQUEUE, Change(now=now, attempt=task.attempt, observed=stamp))
+        change = Change(now=now, attempt=task.attempt, observed=stamp, error=error)
+        outcome = self._store.transition(ref, lifecycle.REQUEUE, change)
         if not outcome.applied or outcome.task is None:
             return None
         report.requeued += 1
@@ -304,8 +307,8 @@ class Consumer:
                         self._release(item.message, lambda_name, priority, now)
                     continue
                 key = (item.entry.id, item.entry.next_ms)
-                self._tracker.wait(key, deadline_ms, (lambda_name, priority))
-                self._tracker.sent(key, to_ms(now), (lambda_name, priority))
+                self._tracker.wait(key, deadline_ms, where(item.entry))
+                self._tracker.sent(key, to_ms(now), where(item.entry))
                 self._history.record("sent", task=item.message.task_id, attempt=item.message.attempt)
                 sent += 1
         report.enqueued += sent
@@ -324,10 +327,11 @@ class Consumer:
         self._tracker.forget_sends_before(now_ms - int(self._config.timeouts.enqueue * 1000))
 
     def _release_lifted(self, gates: GateView) -> None:
-        """Tasks a controller handed back under a gate are waiting as new: look again once it lifts."""
+        """Tasks a controller handed back under a gate are waiting as new: look again once it lifts
+        (those of the lifted lambda or collection only: the rest were never held back)."""
         if self._last_gates is not None:
             lifted = set(self._last_gates.gates) - set(gates.gates)
-            self._tracker.forget_lambdas({gate.lambda_ for gate in lifted})
+            self._tracker.forget_gated({(gate.lambda_, gate.collection) for gate in lifted})
         self._last_gates = gates
 
 

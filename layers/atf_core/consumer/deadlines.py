@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from atf_core.config import Timeouts
 from atf_core.definitions import Attr
-from atf_core.schema import Task, TaskStatus, to_ms
+from atf_core.schema import Task, TaskError, TaskStatus, to_ms
 
 
 def deadline_of(task: Task, timeouts: Timeouts) -> datetime | None:
@@ -44,3 +44,20 @@ def observed_stamp(task: Task) -> dict[str, int]:
     }
     attr, moment = stamps.get(task.status, (None, None))
     return {attr: to_ms(moment)} if attr and moment else {}
+
+
+def lost_attempt(task: Task, timeouts: Timeouts, now: datetime) -> TaskError:
+    """What a running attempt found stuck leaves in the task's error history: which executor ran it,
+    since when it was silent, and how that was seen."""
+    if task.status is TaskStatus.PROCESSING and task.heartbeat_at:
+        since = _moment(task.heartbeat_at)
+        how = f"lease expired: no heartbeat since {since} (heartbeat timeout {timeouts.heartbeat:g} s)"
+    else:
+        since = f" at {_moment(task.claimed_at)}" if task.claimed_at else ""
+        how = f"claimed{since} but never started: no heartbeat within the claim timeout ({timeouts.claim:g} s)"
+    message = f"attempt {task.attempt} was lost, {how}; its executor died, was paused or could not reach the store"
+    return TaskError(type="LostExecution", message=message, attempt=task.attempt, at=now, host=task.claimed_by)
+
+
+def _moment(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

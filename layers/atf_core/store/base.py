@@ -53,6 +53,7 @@ class Change:
     # CLAIM of a task the consumer sent without writing: the index timestamp it was sent for.
     # An entry that has moved later since (a retry's backoff) is not due: the claim fails.
     entry_ms: int | None = None
+    host: str | None = None  # CLAIM: the executor (host:pid) the task is claimed for
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 

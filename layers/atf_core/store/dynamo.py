@@ -104,8 +104,10 @@ class DynamoTaskStore(TaskStore):
             request["ExpressionAttributeValues"].update({n: {"S": c} for n, c in zip(names, skipped, strict=True)})
         while True:
             page = self._db.query(**request)
+            # (An item that left the index as the query read it comes back without its key on moto's server.)
             for item in page.get("Items", []):
-                yield codec.due_entry(item)
+                if Attr.INDEX_SK in item:
+                    yield codec.due_entry(item)
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -266,6 +268,8 @@ class _UpdateBuilder:
             self._sets.append("#eh = list_append(if_not_exists(#eh, :none), :eh)")
             if self._t.target is TaskStatus.DEAD_LETTER:
                 self._set(Attr.ERROR_TYPE, {"S": error.type})
+        if self._c.host is not None:
+            self._set(Attr.CLAIMED_BY, {"S": self._c.host[:200]})
         if self._c.reason is not None:
             self._set(Attr.REASON, {"S": self._c.reason[:500]})
         if self._c.max_attempts is not None:  # a fresh budget on top of the attempts used so far

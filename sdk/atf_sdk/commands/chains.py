@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Any
 
-from atf_core.chains import ChainSpec, ChainView
+from atf_core.chains import ChainStatus, ChainView
 from atf_sdk.commands.support import client, common, console, guarded, json_file, json_out, when
 
 
 def _create(args: argparse.Namespace) -> int:
-    spec = ChainSpec.model_validate(args.file)
     with client(args) as atf:
-        return _show(args, atf.create_chain(spec))
+        chain = atf.create_chain(args.file)
+    if args.quiet:
+        print(chain.id)
+        return 0
+    return _show(args, chain)
 
 
 def _get(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        return _show(args, atf.get_chain(args.id))
+        chain = atf.get_chain(args.id)
+        deadline = time.monotonic() + (args.wait or 0)
+        while chain.status is ChainStatus.RUNNING and time.monotonic() < deadline:
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            chain = atf.get_chain(args.id)
+    _show(args, chain)
+    if args.wait is not None and chain.status is ChainStatus.RUNNING:
+        print(f"atf: chain {chain.id} still running after {args.wait:g} s", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cancel(args: argparse.Namespace) -> int:
@@ -51,11 +65,16 @@ def add_chains_command(verbs: Any) -> None:
     create.add_argument(
         "--file", type=json_file, required=True, help='{"links": [{"name", "lambda", "after": [...]}], "key"}'
     )
+    create.add_argument("-q", "--quiet", action="store_true", help="print only the chain's id")
     create.set_defaults(run=guarded(_create))
     for name, run, text in (("get", _get, "status and links"), ("cancel", _cancel, "cancel the links not started")):
         verb = actions.add_parser(name, parents=[common()], help=text)
         verb.add_argument("id", metavar="ID")
         verb.set_defaults(run=guarded(run))
+        if name == "get":
+            verb.add_argument(
+                "--wait", type=float, metavar="SECONDS", help="while it runs, at most SECONDS (then exit 1)"
+            )
     retry = actions.add_parser("retry", parents=[common()], help="run a failed (dead-letter) link again")
     retry.add_argument("id", metavar="ID")
     retry.add_argument("link", metavar="LINK")

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atf_core.errors import AtfError
+from atf_core.errors import AtfError, input_error
+from atf_core.schema import json_kind
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,10 +70,8 @@ def guarded(run: Run) -> Run:
             return run(args)
         except AtfError as error:
             body = error.to_dict()
-        except ValidationError as error:
-            problem = error.errors()[0]
-            field = ".".join(str(part) for part in problem["loc"]) or None
-            body = {"code": "invalid_input", "message": str(problem["msg"]), "field": field}
+        except ValidationError as error:  # a model the verb checks itself, named as the API would
+            body = input_error(error).to_dict()
         if args.json:
             print(json.dumps(body), file=sys.stderr)
         else:
@@ -89,7 +88,7 @@ def json_object(text: str) -> dict[str, Any]:
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("the payload must be a JSON object")
+        raise argparse.ArgumentTypeError(f"must be a JSON object, not {json_kind(value)}")
     return value
 
 

@@ -2,6 +2,23 @@
 
 A message may arrive before its task is due (the consumer enqueues a little
 early so tasks start on time); the buffer holds it until then.
+
+Priority order holds across the buffer and the queues, not only inside the
+buffer: a low-priority message already buffered must not beat a high one still
+in SQS. So
+- a priority's room counts only the messages of that priority and higher: a
+  higher priority's receive may bring in more than the capacity, and the
+  lowest-priority messages it pushes out go back to SQS (the controller makes
+  them visible again, for this host or another);
+- while a higher priority's queue may hold more (its last receive brought
+  something in, or it has not been read yet) and its receiver has room to fetch
+  it, lower-priority messages are neither received nor handed out. What ends the
+  wait is that receiver's next receive, a short one (WaitTimeSeconds 0): it
+  brings the rest in, or finds the queue empty. (SQS answers a short receive
+  from a sample of its servers, so on AWS an empty answer can come early and
+  the order is kept nearly rather than strictly; moto's answer is exact.)
+- a lambda's pause leaves what its queues hold unknown: after it, each higher
+  priority is read first again.
 """
 
 from __future__ import annotations
@@ -10,9 +27,12 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from atf_core.queues import TaskMessage
+
+BATCH = 10  # SQS's most messages per receive
 
 
 @dataclass(order=True)
@@ -23,36 +43,77 @@ class Buffered:
     message: TaskMessage = field(compare=False)
     queue_url: str = field(compare=False)
     receipt: str = field(compare=False)
+    received_at: float = field(default_factory=time.monotonic, compare=False)  # monotonic, on this host
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message as a receive returned it."""
+
+    message: TaskMessage
+    queue_url: str
+    receipt: str
 
 
 class WorkBuffer:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, ranks: int = 1) -> None:
         self._capacity = capacity
         self._due: list[Buffered] = []  # heap by (rank, due, seq)
         self._held: list[tuple[int, int, Buffered]] = []  # heap by due time
         self._seq = itertools.count()
         self._cond = threading.Condition()
+        # Per priority: its queue may hold more than its receiver brought in. Unknown at first, so a
+        # lower priority waits for each higher one's first (short) receive. The lowest never holds
+        # anything back, so it never needs the follow-up receive.
+        self._more = [rank < ranks - 1 for rank in range(ranks)]
 
     @property
     def capacity(self) -> int:
         return self._capacity
 
-    def room(self) -> int:
+    def room(self, rank: int | None = None) -> int:
+        """Free places for messages of this priority (lower ones make way); of any priority without one."""
         with self._cond:
-            return max(0, self._capacity - len(self._due) - len(self._held))
+            return self._room(len(self._more) if rank is None else rank)
 
-    def put(self, rank: int, message: TaskMessage, queue_url: str, receipt: str) -> None:
-        item = Buffered(rank, message.due_ms, next(self._seq), message, queue_url, receipt)
+    def batch(self, rank: int) -> int:
+        """How many messages a receive of this priority should ask for now; 0: not now."""
         with self._cond:
-            heapq.heappush(self._held, (item.due_ms, item.seq, item))
+            if self._deferred(rank) or not self._fits(rank):
+                return 0
+            return min(BATCH, self._room(rank))
+
+    def expects_more(self, rank: int) -> bool:
+        """Whether this priority's queue may still hold messages: its next receive need not wait for any."""
+        with self._cond:
+            return self._more[rank]
+
+    def may_hold_more(self, rank: int, more: bool) -> None:
+        """What a receiver learnt of its queue without taking anything in (a failed receive: False)."""
+        more = more and rank < len(self._more) - 1
+        with self._cond:
+            if self._more[rank] != more:
+                self._more[rank] = more
+                self._cond.notify_all()
+
+    def put_many(self, rank: int, received: Iterable[Received], more: bool) -> list[Buffered]:
+        """What one receive of this priority brought in; returns the lower-priority messages it pushed
+        out of a full buffer, for the caller to hand back to SQS."""
+        with self._cond:
+            for item in received:
+                self._push(
+                    Buffered(rank, item.message.due_ms, next(self._seq), item.message, item.queue_url, item.receipt)
+                )
+            self._more[rank] = more and rank < len(self._more) - 1
+            evicted = self._evict()
             self._cond.notify_all()
+        return evicted
 
     def hold(self, item: Buffered, seconds: float) -> None:
         """Put a message back to be served again in `seconds` (a limit said not yet)."""
         item.due_ms = int((time.time() + seconds) * 1000)
         with self._cond:
-            heapq.heappush(self._held, (item.due_ms, item.seq, item))
-            self._cond.notify_all()
+            self._push(item)
 
     def take(self, timeout_s: float) -> Buffered | None:
         """The highest-priority due message, waiting up to timeout_s for one."""
@@ -60,7 +121,8 @@ class WorkBuffer:
         with self._cond:
             while True:
                 self._release_due()
-                if self._due:
+                # The best due message is of the highest priority here: if it must wait, so must the rest.
+                if self._due and not self._deferred(self._due[0].rank):
                     return heapq.heappop(self._due)
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -69,10 +131,42 @@ class WorkBuffer:
 
     def drain(self) -> list[Buffered]:
         with self._cond:
-            items = list(self._due) + [entry[2] for entry in self._held]
+            items = self._items()
             self._due.clear()
             self._held.clear()
             return items
+
+    def _push(self, item: Buffered) -> None:
+        heapq.heappush(self._held, (item.due_ms, item.seq, item))
+        self._cond.notify_all()
+
+    def _items(self) -> list[Buffered]:
+        return list(self._due) + [entry[2] for entry in self._held]
+
+    def _room(self, rank: int) -> int:
+        return max(0, self._capacity - sum(1 for item in self._items() if item.rank <= rank))
+
+    def _fits(self, rank: int) -> bool:
+        """Ask only when a full batch fits (or nothing of this priority or above is here): fewer, fuller receives."""
+        return self._room(rank) >= min(BATCH, self._capacity)
+
+    def _deferred(self, rank: int) -> bool:
+        """A higher priority's queue may hold more and its receiver is free to fetch it: this one waits."""
+        return any(self._more[higher] and self._fits(higher) for higher in range(min(rank, len(self._more))))
+
+    def _evict(self) -> list[Buffered]:
+        """Past the capacity, the lowest-priority messages due last make way."""
+        items = self._items()
+        excess = len(items) - self._capacity
+        if excess <= 0:
+            return []
+        evicted = sorted(items, reverse=True)[:excess]
+        gone = {id(item) for item in evicted}
+        self._due = [item for item in self._due if id(item) not in gone]
+        self._held = [entry for entry in self._held if id(entry[2]) not in gone]
+        heapq.heapify(self._due)
+        heapq.heapify(self._held)
+        return evicted
 
     def _release_due(self) -> None:
         now_ms = int(time.time() * 1000)

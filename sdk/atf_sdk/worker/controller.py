@@ -4,6 +4,12 @@ It long-polls only the queues of the lambdas this host serves, keeps their
 messages in per-lambda buffers, and answers NextWork from executor threads
 highest priority first, claiming each task with a conditional write before it
 hands the task out.
+
+A long poll cannot be called off: SQS keeps a receive open until its wait ends
+and makes whatever it hands out invisible for the visibility timeout, whether
+or not the caller is still there to read the answer. So a draining host never
+starts a receive, waits for the receives in flight to come back, and makes
+what they brought visible again at once, with what it had buffered.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, Listener
@@ -21,10 +28,10 @@ from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
 from atf_core.limits import Grant, Limiter
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import GateAction, Task, utcnow
+from atf_core.schema import Gate, GateAction, Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
-from atf_sdk.worker.buffers import Buffered, WorkBuffer
+from atf_sdk.worker.buffers import Buffered, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
 
@@ -34,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
+RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff from the first to the second
+RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
 
 
 class _NoLimits:
@@ -78,7 +87,11 @@ class Controller:
         self._queues = QueueDirectory(sqs, config)
         self._deletes = DeleteBatcher(sqs)
         self._limiter = Limiter(store_client, config) if store_client is not None else NO_LIMITS
-        self._buffers = {name: WorkBuffer(self._settings.buffer_per_lambda) for name in lambda_names}
+        self._buffers = {
+            name: WorkBuffer(self._settings.buffer_per_lambda, ranks=len(config.lambdas[name].priorities))
+            for name in lambda_names
+        }
+        self._receivers: list[threading.Thread] = []
         self._draining = threading.Event()
         self._gates = GateView.of([], utcnow())
         self._gates_read = 0.0
@@ -87,57 +100,89 @@ class Controller:
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
+    def queue_url(self, lambda_name: str, priority: str) -> str:
+        """The URL of one of this host's queues (looked up once): raises if the queue cannot be reached."""
+        return self._queues.url(lambda_name, priority)
+
     # -- receiving -----------------------------------------------------------
     def start_receivers(self) -> list[threading.Thread]:
-        threads = []
         for name in self._lambdas:
             for rank, priority in enumerate(self._config.lambdas[name].priorities):
-                thread = threading.Thread(target=self._receive_loop, args=(name, priority, rank), daemon=True)
+                thread = threading.Thread(
+                    target=self._receive_loop,
+                    args=(name, priority, rank),
+                    daemon=True,
+                    name=f"receive-{name}-{priority}",
+                )
                 thread.start()
-                threads.append(thread)
-        return threads
+                self._receivers.append(thread)
+        return list(self._receivers)
 
     def _receive_loop(self, lambda_name: str, priority: str, rank: int) -> None:
-        url = self._queues.url(lambda_name, priority)
+        """Receive until the host drains; no error ends it (a dead receiver would hold lower priorities back)."""
         buffer = self._buffers[lambda_name]
+        failures = 0
         while not self._draining.is_set():
-            # Ask only when a full batch of ten fits (or the buffer is empty): fewer, fuller receives.
-            room = buffer.room()
-            room = min(10, room) if room >= min(10, buffer.capacity) else 0
-            if room == 0 or self._lambda_paused(lambda_name):
-                time.sleep(0.05)
-                continue
             try:
-                reply = self._long_poll.receive_message(
-                    QueueUrl=url, MaxNumberOfMessages=room, WaitTimeSeconds=self._settings.receive_wait_s
-                )
+                if not self._receive_once(lambda_name, priority, rank):
+                    time.sleep(0.05)
+                failures = 0
             except Exception:
-                log.exception("receive from %s failed", url)
-                time.sleep(1)
-                continue
-            for message in reply.get("Messages", []):
-                buffer.put(rank, TaskMessage.decode(message["Body"]), url, message["ReceiptHandle"])
+                failures += 1
+                log.exception("receive from %s/%s failed (%d in a row)", lambda_name, priority, failures)
+                buffer.may_hold_more(rank, False)  # a queue that cannot be read holds no lower priority back
+                self._draining.wait(min(RECEIVE_RETRY_S[1], RECEIVE_RETRY_S[0] * 2 ** (failures - 1)))
+
+    def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
+        """One receive, if this priority may receive now; False if it may not."""
+        buffer = self._buffers[lambda_name]
+        if self._lambda_paused(lambda_name):
+            buffer.may_hold_more(rank, True)  # once it lifts, what the queue holds is unknown: read it first
+            return False
+        ask = buffer.batch(rank)
+        if ask == 0:
+            return False
+        url = self._queues.url(lambda_name, priority)
+        # A queue that may hold more is read again at once, without waiting for new messages.
+        wait = 0 if buffer.expects_more(rank) else self._settings.receive_wait_s
+        reply = self._long_poll.receive_message(QueueUrl=url, MaxNumberOfMessages=ask, WaitTimeSeconds=wait)
+        messages = reply.get("Messages", [])
+        received = [Received(TaskMessage.decode(m["Body"]), url, m["ReceiptHandle"]) for m in messages]
+        if self._draining.is_set():  # it was in flight as the host began to drain: not ours to run
+            self._release(received)
+        else:
+            self._release(buffer.put_many(rank, received, more=bool(received)))
+        return True
 
     # -- NextWork ------------------------------------------------------------
-    def next_work(self, lambda_name: str, wait_s: float) -> Task | None:
-        """Claim and return the best due task for this lambda, or None after wait_s."""
+    def next_work(
+        self, lambda_name: str, wait_s: float, worker: str = "", wanted: Callable[[], bool] = lambda: True
+    ) -> Task | None:
+        """Claim and return the best due task for this lambda, or None after wait_s.
+
+        `worker` names the executor (host:pid) the claim is for; `wanted` says whether it still
+        waits for the answer (a task claimed for an executor that died would wait out its claim timeout).
+        """
         buffer = self._buffers[lambda_name]
         deadline = time.monotonic() + wait_s
         while not self._draining.is_set():
             item = buffer.take(max(0.0, deadline - time.monotonic()))
             if item is None:
                 return None
-            task = self._claim(lambda_name, item)
+            if not wanted():
+                buffer.hold(item, 0)
+                return None
+            task = self._claim(lambda_name, item, worker)
             if task is not None:
                 return task
         return None
 
-    def _claim(self, lambda_name: str, item: Buffered) -> Task | None:
+    def _claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
         message = item.message
         ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
         now = utcnow()
-        gate = self._gate_view().decide(lambda_name, message.collection)
         try:
+            gate = self._gate_on(lambda_name, item)
             if gate is not None:
                 self._apply_gate(ref, message, gate.action, gate.scope, now)
                 self._delete(item)
@@ -145,7 +190,7 @@ class Controller:
             grant = self._limits(lambda_name, item)
             if grant is False:
                 return None
-            change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms)
+            change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms, host=worker or None)
             outcome = self._store.transition(ref, lifecycle.CLAIM, change)
         except Exception:
             log.exception("claim of %s failed", message.task_id)
@@ -200,14 +245,30 @@ class Controller:
         self._deletes.delete(item.queue_url, item.receipt)
 
     # -- gates ---------------------------------------------------------------
-    def _gate_view(self) -> GateView:
+    def _gate_on(self, lambda_name: str, item: Buffered) -> Gate | None:
+        """The gate on a message's task, as of a read made after the message arrived whenever it would
+        keep the task back. The consumer sends a gated task once it has read the gate lifted, so a
+        cached view older than the message may still hold a pause that is gone: discarding the message
+        on its word would leave the task waiting out the enqueue timeout."""
+        gate = self._gate_view().decide(lambda_name, item.message.collection)
+        if gate is None:
+            return None
+        return self._gate_view(read_after=item.received_at).decide(lambda_name, item.message.collection)
+
+    def _gate_view(self, read_after: float | None = None) -> GateView:
+        """The gates, read at most gate_refresh_s ago, or (read_after) begun after that moment: that read
+        must succeed."""
         with self._gate_lock:
-            if time.monotonic() - self._gates_read > self._settings.gate_refresh_s:
+            must = read_after is not None and self._gates_read <= read_after
+            if must or time.monotonic() - self._gates_read > self._settings.gate_refresh_s:
+                started = time.monotonic()
                 try:
                     self._gates = GateView.of(self._store.gates(), utcnow())
-                    self._gates_read = time.monotonic()
-                except Exception:  # noqa: BLE001 - keep the last view
-                    log.warning("reading gates failed")
+                    self._gates_read = started
+                except Exception:
+                    if must:
+                        raise
+                    log.warning("reading gates failed")  # keep the last view
             return self._gates
 
     def _lambda_paused(self, lambda_name: str) -> bool:
@@ -215,17 +276,25 @@ class Controller:
 
     # -- stopping ------------------------------------------------------------
     def drain(self) -> None:
-        """Stop receiving and claiming; hand buffered messages back to SQS at once."""
+        """Stop receiving and claiming; wait for the receives in flight, and hand every message this
+        host holds back to SQS at once."""
         self._draining.set()
+        deadline = time.monotonic() + self._settings.receive_wait_s + RECEIVE_GRACE_S
+        for thread in self._receivers:
+            thread.join(max(0.0, deadline - time.monotonic()))
         for buffer in self._buffers.values():
-            for item in buffer.drain():
-                try:
-                    self._sqs.change_message_visibility(
-                        QueueUrl=item.queue_url, ReceiptHandle=item.receipt, VisibilityTimeout=0
-                    )
-                except Exception:  # noqa: BLE001 - it becomes visible after its timeout anyway
-                    log.warning("could not release message for %s", item.message.task_id)
+            self._release(buffer.drain())
         self._deletes.close()
+
+    def _release(self, items: Iterable[Buffered | Received]) -> None:
+        """Make messages this host will not run visible again at once, for this host or another."""
+        for item in items:
+            try:
+                self._sqs.change_message_visibility(
+                    QueueUrl=item.queue_url, ReceiptHandle=item.receipt, VisibilityTimeout=0
+                )
+            except Exception:  # noqa: BLE001 - it becomes visible after its timeout anyway
+                log.warning("could not release message for %s", item.message.task_id)
 
     @property
     def draining(self) -> bool:
@@ -256,16 +325,34 @@ class NextWorkServer:
                 try:
                     request = connection.recv()
                 except (EOFError, OSError):
+                    return  # the executor process ended (finished, or died)
+                answer = self._answer(request, connection)
+                try:
+                    connection.send(answer)
+                except OSError:  # it died while it waited
+                    if isinstance(answer, Work):
+                        log.warning(
+                            "a task was claimed for an executor that died: it runs again after its claim timeout"
+                        )
                     return
-                connection.send(self._answer(request))
 
-    def _answer(self, request: NextWork) -> Work | NoWork:
+    def _answer(self, request: NextWork, connection: Connection) -> Work | NoWork:
         if self._controller.draining:
             return NoWork(stop=True)
-        task = self._controller.next_work(request.lambda_name, request.wait_s)
+        task = self._controller.next_work(
+            request.lambda_name, request.wait_s, request.worker, wanted=lambda: not _closed(connection)
+        )
         if task is None:
             return NoWork(stop=self._controller.draining)
         return Work(task.model_dump_json(by_alias=True))
 
     def close(self) -> None:
         self._listener.close()
+
+
+def _closed(connection: Connection) -> bool:
+    """An executor thread sends nothing while it waits for an answer: anything to read means its end closed."""
+    try:
+        return connection.poll()
+    except OSError:
+        return True

@@ -107,7 +107,7 @@ def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
     with connection:
         while True:
             try:
-                connection.send(NextWork(spec.lambda_name, wait_s=1.0))
+                connection.send(NextWork(spec.lambda_name, wait_s=1.0, worker=runner.worker))
                 reply = connection.recv()
             except (EOFError, OSError):
                 return  # the controller is gone: nothing more to do
@@ -136,7 +136,7 @@ class TaskRunner:
         self._lambda_spec = config.lambdas[lambda_name]
         self._heartbeats = heartbeats
         self._history = history
-        self._host = f"{socket.gethostname()}:{os.getpid()}"
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
         self.after_finish: Callable[[Task], None] = lambda task: None
 
@@ -215,7 +215,7 @@ class TaskRunner:
             now=now,
             attempt=task.attempt,
             next_at=now + timedelta(seconds=delay),
-            error=_error_of(error, task.attempt, now, self._host) if error else None,
+            error=_error_of(error, task.attempt, now, self.worker) if error else None,
         )
         for _ in range(REPORT_TRIES):
             try:

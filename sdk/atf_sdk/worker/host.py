@@ -2,10 +2,14 @@
 
     atf worker examples.lambdas:lambdas --executors 2 --threads 4
 
+Before it reports ready the host checks that it can reach its table and every
+queue it serves, and stops with one line naming what it cannot reach.
+
 SIGTERM (or Ctrl-C) drains the host: the controller stops receiving and
-claiming, hands its buffered messages back to SQS, and the host waits for
-running tasks to finish before it exits. An executor that dies (killed, or
-ended by its own heartbeat guard) is replaced while the host runs.
+claiming, waits for the receives in flight (a long poll cannot be called off),
+hands every message it holds back to SQS, and the host waits for running tasks
+to finish before it exits. An executor that dies (killed, or ended by its own
+heartbeat guard) is replaced while the host runs.
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from atf_core.aws import AwsClients, make_clients
+from atf_core.aws import ENDPOINT_ENV, AwsClients, make_clients
 from atf_core.config import StackConfig
+from atf_core.definitions import queue_name
 from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
-from atf_sdk.worker.observe import service_name, setup_logging
+from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
 
 log = logging.getLogger("atf.host")
@@ -42,25 +47,28 @@ class HostSettings:
     threads_per_executor: int = 4
     drain_timeout_s: float = 110.0  # inside Fargate's 120 s stop timeout
     only: tuple[str, ...] = ()  # serve just these lambdas (default: all registered ones the stack knows)
+    only_from: str = "--only"  # where `only` came from, for errors: the option or ATF_LAMBDA
+    metrics: str = "auto"  # see observe.route_metrics
     controller: ControllerSettings = field(default_factory=ControllerSettings)
+
+
+class HostError(Exception):
+    """Why a worker host cannot start, in one line for whoever started it."""
 
 
 class WorkerHost:
     def __init__(self, config: StackConfig, settings: HostSettings, clients: AwsClients | None = None) -> None:
         self._config = config
         self._settings = settings
-        self._endpoint = os.environ.get("ATF_AWS_ENDPOINT")
+        self._endpoint = os.environ.get(ENDPOINT_ENV)
         self._clients = clients or make_clients(self._endpoint)
-        registered = load_lambdas(settings.lambdas_spec).names
-        self.lambda_names = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
-        if not self.lambda_names:
-            raise ValueError(f"none of {registered} is a lambda of stack {config.name!r}")
-        store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
+        self.lambda_names = served_lambdas(settings, config)
+        self._store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
         self.metrics = MetricBuffer(service=service_name())  # the controller's; each executor has its own
         for client in (self._clients.dynamodb, self._clients.sqs, self._clients.sqs_long_poll):
             watch_throttles(client, lambda _: self.metrics.count(Metric.THROTTLES))
         self.controller = Controller(
-            store,
+            self._store,
             self._clients.sqs,
             self._clients.sqs_long_poll,
             config,
@@ -79,6 +87,7 @@ class WorkerHost:
     def serve(self) -> None:
         """Run until SIGTERM/SIGINT, then drain."""
         setup_logging()
+        log.info(route_metrics(self._settings.metrics))
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         self.start()
@@ -87,6 +96,7 @@ class WorkerHost:
         self.drain()
 
     def start(self) -> None:
+        self.check_reach()
         threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork").start()
         self.metrics.start()
         self.controller.start_receivers()
@@ -99,6 +109,21 @@ class WorkerHost:
         while self._server.connections < expected and time.monotonic() < deadline and not self._stop.is_set():
             time.sleep(0.05)
         log.info("worker host ready: %d executor threads connected", self._server.connections)
+
+    def check_reach(self) -> None:
+        """Raise HostError naming the table or queue this host cannot reach (and where it looked)."""
+        where = self._endpoint or f"AWS's endpoints ({ENDPOINT_ENV} is not set)"
+        try:
+            self._store.gates()
+        except Exception as error:
+            raise HostError(f"cannot reach table {self._config.table_name} at {where}: {_one_line(error)}") from error
+        for name in self.lambda_names:
+            for priority in self._config.lambdas[name].priorities:
+                try:
+                    self.controller.queue_url(name, priority)
+                except Exception as error:
+                    queue = queue_name(self._config, name, priority)
+                    raise HostError(f"cannot reach queue {queue} at {where}: {_one_line(error)}") from error
 
     def executor_pids(self) -> list[int]:
         return [p.pid for p in self._executors.values() if p.pid is not None and p.is_alive()]
@@ -131,8 +156,8 @@ class WorkerHost:
 
     def drain(self) -> None:
         log.info("draining: no new claims; waiting for running tasks")
+        deadline = time.monotonic() + self._settings.drain_timeout_s  # the executors finish meanwhile
         self.controller.drain()
-        deadline = time.monotonic() + self._settings.drain_timeout_s
         for process in self._executors.values():
             process.join(max(0.0, deadline - time.monotonic()))
         for process in self._executors.values():
@@ -144,3 +169,35 @@ class WorkerHost:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
+    """The lambdas a host serves: those registered that the stack knows, narrowed by `only`."""
+    try:
+        registered = load_lambdas(settings.lambdas_spec).names
+    except (ImportError, AttributeError, TypeError, ValueError) as error:
+        raise HostError(f"cannot load the lambdas {settings.lambdas_spec}: {_one_line(error)}") from error
+    unknown = [n for n in settings.only if n not in registered]
+    if unknown:
+        raise HostError(
+            f"{settings.only_from} {', '.join(unknown)}: not registered in {settings.lambdas_spec}"
+            f" (it registers {', '.join(registered) or 'nothing'})"
+        )
+    outside = [n for n in settings.only if n not in config.lambdas]
+    if outside:
+        raise HostError(
+            f"{settings.only_from} {', '.join(outside)}: not a lambda of stack {config.name}"
+            f" (its lambdas: {', '.join(config.lambdas) or 'none'})"
+        )
+    served = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
+    if not served:
+        raise HostError(
+            f"none of the lambdas {settings.lambdas_spec} registers ({', '.join(registered) or 'none'})"
+            f" is a lambda of stack {config.name} ({', '.join(config.lambdas) or 'none'})"
+        )
+    return served
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

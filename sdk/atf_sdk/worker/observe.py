@@ -5,10 +5,16 @@ is one JSON object in Powertools' format on stdout, and while a task runs the
 thread running it adds the task's id, attempt, lambda, priority and
 collection to each of its lines (Powertools' thread-local keys).
 
+An exception no code caught, in any thread, is logged the same way (one JSON
+line with its traceback), never printed raw to stderr.
+
 Metrics: CloudWatch EMF on stdout, through atf_core.telemetry's buffer,
-flushed every few seconds by a thread of each process. On ECS the awslogs
-driver ships stdout to CloudWatch Logs, which turns the EMF into metrics.
-POWERTOOLS_METRICS_DISABLED=true (the local stack sets it) keeps them quiet.
+flushed every 10 s by a thread of each process. On ECS the awslogs driver
+ships stdout to CloudWatch Logs, which turns the EMF into metrics. `atf worker
+--metrics` chooses: `auto` (the default) prints them unless stdout is an
+interactive terminal, where they would only be noise among the log lines, or
+POWERTOOLS_METRICS_DISABLED decides (the local stack sets it to true); `emf`
+always; `off` never. The host's first log line says which.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
@@ -23,7 +30,7 @@ from typing import TextIO
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from atf_core.schema import Task
-from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
+from atf_core.telemetry import FLUSH_EVERY_S, WORKER_SERVICE, MetricBuffer
 
 SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
 TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection")
@@ -43,6 +50,40 @@ def setup_logging(level: int = logging.INFO, stream: TextIO | None = None) -> No
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
+    logging.getLogger("botocore").setLevel(max(level, logging.WARNING))  # not "found credentials" at each start
+    threading.excepthook = _log_uncaught
+
+
+def _log_uncaught(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value, args.exc_traceback)
+    logging.getLogger("atf").error("uncaught exception in thread %s", name, exc_info=exc_info)  # type: ignore[arg-type]
+
+
+METRICS_MODES = ("auto", "emf", "off")
+METRICS_DISABLED_ENV = "POWERTOOLS_METRICS_DISABLED"
+
+
+def route_metrics(mode: str, stream: TextIO | None = None) -> str:
+    """Turn this process's EMF on or off (executors spawned later inherit it); a line saying which."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if mode not in METRICS_MODES:
+        raise ValueError(f"metrics mode {mode!r} is not one of {METRICS_MODES}")
+    if mode == "auto" and (METRICS_DISABLED_ENV in os.environ or "POWERTOOLS_DEV" in os.environ):
+        enabled = not is_metrics_disabled()
+        why = f"{METRICS_DISABLED_ENV}={os.environ.get(METRICS_DISABLED_ENV, '')}"
+    elif mode == "auto":
+        enabled = not (stream or sys.stdout).isatty()
+        why = "stdout is a terminal: --metrics emf prints them" if not enabled else "stdout is not a terminal"
+    else:
+        enabled, why = mode == "emf", f"--metrics {mode}"
+    os.environ[METRICS_DISABLED_ENV] = "false" if enabled else "true"
+    return (
+        f"metrics: CloudWatch EMF on stdout every {FLUSH_EVERY_S:g} s ({why})" if enabled else f"metrics: off ({why})"
+    )
 
 
 @contextmanager

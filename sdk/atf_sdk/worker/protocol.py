@@ -15,6 +15,7 @@ from atf_core.schema import Task
 class NextWork:
     lambda_name: str
     wait_s: float
+    worker: str = ""  # the asking executor, host:pid: the claim records it
 
 
 @dataclass(frozen=True)

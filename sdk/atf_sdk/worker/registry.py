@@ -61,7 +61,9 @@ class Retry(Exception):
 
 
 class Fatal(Exception):
-    """Stop the task for good: it ends as fatal_failure with this message kept."""
+    """Stop the task for good, with no further attempt: it waits as a dead_letter for an operator to redrive
+    or discard it. A lambda configured with `dead_letter: false` ends it as fatal_failure instead. Either way
+    the message is kept in the task's errors."""
 
 
 Callback = Callable[[TaskContext], Any]

@@ -1,0 +1,113 @@
+"""`python -m atf_local serve` runs the configuration it is given: --config, else ATF_CONFIG (JSON),
+else ATF_CONFIG_FILE (a path), else examples/stack.json; and tells a worker host what it needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV
+from atf_core.errors import UnknownLambda
+from atf_local.__main__ import DEFAULT_CONFIG, serve_config
+from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.stack import REPO, free_port
+from atf_sdk.client import AtfClient, RetryPolicy
+
+
+def _config(path: Path, lambda_name: str) -> Path:
+    path.write_text(json.dumps({"name": "own", "table_name": f"{lambda_name}-tasks", "lambdas": {lambda_name: {}}}))
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    monkeypatch.delenv(CONFIG_FILE_ENV, raising=False)
+    return _config(tmp_path / "option.json", "from-option"), _config(tmp_path / "file.json", "from-file")
+
+
+def test_the_option_comes_first(files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    option, file = files
+    monkeypatch.setenv(CONFIG_ENV, file.read_text().replace("from-file", "inline"))
+    monkeypatch.setenv(CONFIG_FILE_ENV, str(file))
+    config, path = serve_config(option)
+    assert list(config.lambdas) == ["from-option"] and path == option.resolve()
+
+
+def test_then_inline_json_then_a_file_then_the_example(
+    files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, file = files
+    assert serve_config(None)[1] == DEFAULT_CONFIG.resolve()
+    monkeypatch.setenv(CONFIG_FILE_ENV, str(file))
+    config, path = serve_config(None)
+    assert list(config.lambdas) == ["from-file"] and path == file.resolve()
+    monkeypatch.setenv(CONFIG_ENV, file.read_text().replace("from-file", "inline"))
+    config, path = serve_config(None)
+    assert list(config.lambdas) == ["inline"] and path is None
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "cannot read the configuration"), ("{", "is not valid"), ('{"lambdas": {"Bad Name": {}}}', "is not valid")],
+)
+def test_a_bad_configuration_is_one_line(
+    files: tuple[Path, Path], tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as exited:
+        serve_config(path)
+    message = str(exited.value.code)
+    assert message.startswith("atf_local serve: ") and says in message and str(path) in message
+    assert "\n" not in message and "Traceback" not in message
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
+    """serve started with ATF_CONFIG_FILE alone (no --config): its output lines and its API's URL."""
+    config = _config(tmp_path / "own.json", "resize")
+    api_port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
+    env.update({**DUMMY_CREDENTIALS, CONFIG_FILE_ENV: str(config), "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
+    command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(free_port())]
+    command += ["--api-port", str(api_port), "--console-port", "0"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in process.stdout or ():
+            lines.append(line.rstrip())
+            if "AWS_ACCESS_KEY_ID" in line:  # the last line serve prints once ready
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert ready.wait(60), f"serve did not come up: {lines}"
+        yield lines, f"http://127.0.0.1:{api_port}"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], str], tmp_path: Path) -> None:
+    lines, url = served
+    path = (tmp_path / "own.json").resolve()
+    assert f"  configuration: {path}, lambdas resize" in lines
+    assert any(
+        "export ATF_AWS_ENDPOINT=http://127.0.0.1:" in line and f"{CONFIG_FILE_ENV}={path} " in line for line in lines
+    )
+    with AtfClient(url, region="us-east-1", retry=RetryPolicy(attempts=2, base_s=0.05)) as atf:
+        assert atf.schedule("resize", {"image": "cat.png"}).created
+        with pytest.raises(UnknownLambda):
+            atf.schedule("greet")  # the example configuration's: not served

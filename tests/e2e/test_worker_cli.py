@@ -1,0 +1,83 @@
+"""`atf worker` started wrongly, as a new user might: one clear line on stderr naming what is wrong, exit
+status 1, no traceback, and never a host that reports ready while it can reach nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.stack import REPO
+from tests.conftest import TEST_CONFIG
+
+ENDPOINT_AND_CONFIG = ("ATF_AWS_ENDPOINT", "ATF_CONFIG", "ATF_CONFIG_FILE", "ATF_LAMBDA", "AWS_ENDPOINT_URL")
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(TEST_CONFIG))
+    return path
+
+
+def worker(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ENDPOINT_AND_CONFIG}
+    command = [sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas", *args]
+    return subprocess.run(
+        command, cwd=REPO, env={**clean, **DUMMY_CREDENTIALS, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert "worker host ready" not in result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("atf worker: "), line
+    return line
+
+
+def test_no_configuration_says_how_to_give_one() -> None:
+    line = one_line_error(worker())
+    assert "no stack configuration" in line and "--config" in line and "ATF_CONFIG" in line
+
+
+def test_a_configuration_that_does_not_read_names_the_file_and_field(tmp_path: Path) -> None:
+    missing = one_line_error(worker("--config", str(tmp_path / "nowhere.json")))
+    assert "nowhere.json" in missing
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**TEST_CONFIG, "shards": 0}))
+    line = one_line_error(worker("--config", str(bad)))
+    assert "bad.json" in line and "shards" in line
+
+
+def test_only_naming_an_unregistered_lambda_names_the_option(config_file: Path) -> None:
+    line = one_line_error(worker("--config", str(config_file), "--only", "nope"))
+    assert line == "atf worker: --only nope: not registered in tests.e2e.lambdas:lambdas (it registers sleepy, work)"
+
+
+def test_atf_lambda_is_the_default_of_only_and_named_when_wrong(config_file: Path) -> None:
+    line = one_line_error(worker("--config", str(config_file), ATF_LAMBDA="nope"))
+    assert line.startswith("atf worker: ATF_LAMBDA nope: not registered"), line
+
+
+def test_only_wins_over_atf_lambda(config_file: Path) -> None:
+    # (the host gets past choosing its lambdas, and stops at the next check: the endpoint)
+    line = one_line_error(worker("--config", str(config_file), "--only", "work", ATF_LAMBDA="nope"))
+    assert "ATF_LAMBDA" not in line and "cannot reach table" in line, line
+
+
+def test_a_host_without_an_endpoint_says_what_it_cannot_reach_instead_of_ready(config_file: Path) -> None:
+    # Nothing answers here: AWS's endpoints are out of reach (or refuse the dummy credentials)
+    line = one_line_error(worker("--config", str(config_file), "--executors", "1", "--threads", "1"))
+    assert "cannot reach table atf-test-tasks at AWS's endpoints (ATF_AWS_ENDPOINT is not set)" in line, line
+
+
+def test_a_host_whose_endpoint_does_not_answer_names_it(config_file: Path) -> None:
+    line = one_line_error(worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9"))
+    assert "cannot reach table atf-test-tasks at http://127.0.0.1:9" in line, line
