@@ -1,5 +1,7 @@
 # make run  - the whole framework on an embedded AWS (moto's server on loopback) and a demo
 # make test - install what is needed and run the tests
+# make test-lowest - make test again on the lowest version of every dependency the requirements allow
+# make lock - recompile requirements.lock after a requirement changed (needs PyPI)
 # make serve - the local stack alone, until interrupted (CONFIG=path/to/stack.json for your own configuration)
 # make bench - the benchmarks (about ten minutes): bench/results/report.md and its figures
 # make faults - the fault-injection suite (about twenty minutes, soak included): local/atf_local/faults/results.md
@@ -7,18 +9,48 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml | cksum | cut -d' ' -f1)
+UV := $(VENV)/bin/uv
+# Every version the tests run with, compiled from requirements-dev.txt and the packages' pyproject.toml;
+# the Lambda layer and the worker image install from it too.
+LOCK := requirements.lock
+PACKAGES := layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml
+STAMP := $(VENV)/.installed-$(shell cat $(LOCK) $(PACKAGES) | cksum | cut -d' ' -f1)
+# What the lock is compiled from: the declared requirements and the project's own packages (left out of it).
+REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,testing]\n-e ./local\n'
+OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local
+LOWEST := .venv-lowest
+# The Lambda runtime's (infra/atf_infra/constructs/layer.py); a test keeps them equal
+LOCK_PYTHON := 3.11
 
-.PHONY: setup test run serve lint clean infra-cli bench chromium faults
+.PHONY: setup test test-lowest lock run serve lint clean infra-cli bench chromium faults
 
 setup: $(STAMP)
 
-$(STAMP): requirements-dev.txt layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml
+$(STAMP): $(LOCK) $(PACKAGES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt -e layers -e sdk -e local
+	$(PY) -m pip install --quiet -r $(LOCK) -c $(LOCK) -e layers -e 'sdk[async,testing]' -e local
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+lock: setup
+	$(REQUIREMENTS) | $(UV) pip compile - --quiet --universal --python-version $(LOCK_PYTHON) $(OWN) \
+		--custom-compile-command "make lock" -o $(LOCK)
+
+# A venv of its own with the lowest allowed version of each direct requirement (uv's lowest-direct
+# resolution), checked to be the declared bounds, then lint and the tests that call the libraries
+# directly (unit, functional, API, infra, telemetry), but for the check that the venv runs the locked
+# versions. The process-level tiers (e2e, faults, console, docs) make the same library calls through
+# processes and would double CI's time. .ci/run runs it after `make test`.
+test-lowest: setup infra-cli chromium
+	rm -rf $(LOWEST)
+	$(UV) venv --quiet --no-python-downloads --python $(PYTHON) $(LOWEST)
+	$(REQUIREMENTS) | $(UV) pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -r -
+	$(LOWEST)/bin/python -m tests.infra.bounds
+	$(LOWEST)/bin/python -m ruff check .
+	$(LOWEST)/bin/python -m mypy
+	$(LOWEST)/bin/python -m pytest -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
+		--ignore tests/e2e --ignore tests/faults --ignore tests/console --ignore tests/docs
 
 # The CDK CLI, pinned in infra/package-lock.json (the app itself is Python: infra/app.py)
 CDK := infra/node_modules/.bin/cdk
@@ -45,7 +77,7 @@ serve: setup
 	$(PY) -m atf_local serve $(if $(CONFIG),--config "$(CONFIG)")
 
 bench: setup
-	$(PY) -m pip install --quiet -r bench/requirements.txt
+	$(PY) -m pip install --quiet -r bench/requirements.txt -c $(LOCK)
 	$(PY) -m bench
 
 faults: setup
@@ -56,4 +88,4 @@ lint: setup
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out infra/node_modules
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache cdk.out infra/node_modules

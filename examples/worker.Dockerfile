@@ -1,25 +1,29 @@
 # A worker host image: the framework's SDK plus a lambda owner's callbacks.
 #
 # Build from the repository root (the SDK and core are installed from this checkout):
-#   docker build -f examples/worker.Dockerfile -t atf-examples:latest .
+#   docker build -f examples/worker.Dockerfile -t atf-workers:examples-1 .
 # Your own image: copy this file, replace the COPY of examples/ with your package
 # (and its requirements), and point CMD at your registry: `atf worker your.module:lambdas`.
-FROM public.ecr.aws/docker/library/python:3.12-slim
+#
+# The Python the tests run on and the Lambda runtime's (3.11), and every package at the
+# version of requirements.lock, which the tests install too.
+FROM public.ecr.aws/docker/library/python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# The framework: atf-core and atf-sdk from the checkout.
+# The framework: atf-core and atf-sdk from the checkout, their dependencies at the locked versions.
+COPY requirements.lock /tmp/atf/
 COPY layers/ /tmp/atf/layers/
 COPY sdk/ /tmp/atf/sdk/
-RUN pip install /tmp/atf/layers /tmp/atf/sdk && rm -rf /tmp/atf
+RUN pip install --constraint /tmp/atf/requirements.lock /tmp/atf/layers /tmp/atf/sdk && rm -rf /tmp/atf
 
 # Your callbacks and what they need. The worker resolves module:attribute from its working directory.
 WORKDIR /app
 # COPY requirements.txt .
-# RUN pip install -r requirements.txt
+# RUN pip install -r requirements.txt   (pin them too: what your tests ran is what should ship)
 COPY examples/__init__.py examples/lambdas.py ./examples/
 
 # No root at run time; the host needs no writable path besides /tmp.

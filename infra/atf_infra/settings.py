@@ -1,9 +1,9 @@
 """One environment's deploy settings: the framework's StackConfig plus how to run it on AWS.
 
 Each infra/environments/<env>.json holds one of these; `cdk deploy -c env=<env>`
-picks it. The StackConfig part is handed unchanged to every Lambda function and
-worker host (ATF_CONFIG), so a value means the same thing to the code and to
-the infrastructure built around it.
+picks it. The StackConfig part is handed unchanged to every Lambda function (a
+file in its code, ATF_CONFIG_FILE) and worker host (ATF_CONFIG), so a value means
+the same thing to the code and to the infrastructure built around it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from atf_core.config import StackConfig
+from atf_infra.account import ACCOUNT_STACK_NAME
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 ENV_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,20}$"
@@ -28,17 +29,24 @@ class _Strict(BaseModel):
 class WorkerSettings(_Strict):
     """The owner's worker host for one lambda: an ECS Fargate service."""
 
-    image: str = Field(
+    image: str | None = Field(
+        default=None,
         description=(
-            "A container image: 'repository:tag' names an ECR repository in the deploying account; "
-            "a full reference (registry/host/repo:tag or @digest) is pulled from that registry."
+            "A container image: 'repository:tag' names an ECR repository in the deploying account "
+            "(atf-workers, the account stack's, or your own); a full reference (registry/host/repo:tag or "
+            "@digest) is pulled from that registry. Without one the service runs no task until one is given."
         ),
     )
     command: list[str] | None = Field(default=None, description="Overrides the image's CMD.")
-    desired_count: int = Field(default=1, ge=0, le=1000)
+    desired_count: int = Field(default=1, ge=0, le=1000, description="Tasks to run once there is an image.")
     cpu: Literal[256, 512, 1024, 2048, 4096, 8192, 16384] = 512
     memory_mib: int = Field(default=1024, ge=512, le=122880)
     architecture: Literal["x86_64", "arm64"] = "x86_64"
+
+    @property
+    def running_count(self) -> int:
+        """No image, no task: a service may be deployed before its image is pushed."""
+        return self.desired_count if self.image else 0
 
     @model_validator(mode="after")
     def _fargate_size(self) -> WorkerSettings:
@@ -67,7 +75,10 @@ class ConsumerSettings(_Strict):
     memory_mib: int = Field(default=512, ge=128, le=10240)
     reserve_concurrency: bool = Field(
         default=True,
-        description="Reserve 2 x groups concurrent executions (the account's quota must leave 100 unreserved).",
+        description=(
+            "Reserve 2 x groups concurrent executions (the account's quota must leave 100 unreserved, "
+            "which a new account's lower quota does not: dev turns this off)."
+        ),
     )
 
 
@@ -128,6 +139,8 @@ class EnvironmentSettings(_Strict):
         # Queue, table and stack names all derive from these, so two environments
         # deployed to one account can never take over each other's resources.
         name = self.config.name
+        if name == ACCOUNT_STACK_NAME:
+            raise ValueError(f"config.name {name!r} is the account stack's; choose another")
         if name != self.environment and not name.endswith(f"-{self.environment}"):
             raise ValueError(f"config.name ({name!r}) must be {self.environment!r} or end with '-{self.environment}'")
         if not self.config.table_name.startswith(name):

@@ -1,19 +1,22 @@
-"""One environment of the framework: the stack `cdk deploy -c env=<name>` creates."""
+"""One environment of the framework: the stack `cdk deploy -c env=<name>` creates, with a nested
+stack per lambda (lambda_stack.py) and, before it, the account's own stack (account.py)."""
 
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Environment, Stack, Tags
 from constructs import Construct
 
+from atf_core.definitions import queue_specs
 from atf_infra.builders import allow_logs_service, encryption_key
 from atf_infra.constructs.consumer import StoreConsumer, consumer_timeout, reserved_concurrency
 from atf_infra.constructs.frontend import ApiProps, FrontendApi
 from atf_infra.constructs.function import FunctionProps
 from atf_infra.constructs.layer import CoreLayer
 from atf_infra.constructs.observability import Observability, ObservabilityProps
-from atf_infra.constructs.queues import TaskQueues
+from atf_infra.constructs.queues import TaskQueue, grant_consumer
 from atf_infra.constructs.table import TaskTable
-from atf_infra.constructs.workers import WorkerNetwork, WorkerProps, WorkerService
+from atf_infra.constructs.workers import WorkerNetwork
+from atf_infra.lambda_stack import EnvironmentParts, LambdaStack
 from atf_infra.settings import EnvironmentSettings
 
 FRONTEND_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
@@ -39,13 +42,21 @@ class AtfStack(Stack):
         allow_logs_service(self.ops_key)
 
         self.table = TaskTable(self, "Tasks", config=config, key=self.data_key, retain=retain)
-        self.queues = TaskQueues(self, "Queues", config=config, key=self.data_key)
         self.layer = CoreLayer(self, "Core")
         self.consumer = self._consumer()
         self.frontend = self._frontend()
-        self.workers = self._workers()
+        self.network = self._network()
         self.observability = self._observability()
+        self.lambdas = self._lambdas()
+        grant_consumer(self.consumer, self.consumer.handler.role, self.queues, self.data_key)
+        self.observability.add_dashboard(
+            [alarm for stack in self.lambdas.values() for alarm in stack.alarms.alarms], queue_specs(config)
+        )
         self._outputs()
+
+    @property
+    def queues(self) -> list[TaskQueue]:
+        return [queue for stack in self.lambdas.values() for queue in stack.queues.queues]
 
     def _consumer(self) -> StoreConsumer:
         settings = self.settings.consumer
@@ -57,7 +68,6 @@ class AtfStack(Stack):
             function=self._function("consumer", settings.memory_mib, timeout, reserved),
             groups=settings.groups,
             table=self.table,
-            queues=self.queues,
         )
 
     def _frontend(self) -> FrontendApi:
@@ -84,7 +94,6 @@ class AtfStack(Stack):
             ObservabilityProps(
                 config=self.settings.config,
                 table=self.table,
-                queues=self.queues,
                 consumer=self.consumer.function,
                 frontend=self.frontend.function,
                 objective_ms=self.settings.start_lag_objective_ms,
@@ -109,9 +118,9 @@ class AtfStack(Stack):
             retry_attempts=0 if name == "consumer" else None,
         )
 
-    def _workers(self) -> dict[str, WorkerService]:
+    def _network(self) -> WorkerNetwork:
         settings = self.settings
-        self.network = network = WorkerNetwork(
+        return WorkerNetwork(
             self,
             "Workers",
             cluster_name=f"{settings.config.name}-workers",
@@ -120,22 +129,22 @@ class AtfStack(Stack):
             log_retention_days=settings.log_retention_days,
             retain_logs=settings.retain_data,
         )
+
+    def _lambdas(self) -> dict[str, LambdaStack]:
+        settings = self.settings
+        parts = EnvironmentParts(
+            config=settings.config,
+            table=self.table,
+            data_key=self.data_key,
+            ops_key=self.ops_key,
+            network=self.network,
+            topic=self.observability.topic,
+            objective_ms=settings.start_lag_objective_ms,
+            log_retention_days=settings.log_retention_days,
+            retain=settings.retain_data,
+        )
         return {
-            name: WorkerService(
-                self,
-                f"Worker-{name}",
-                WorkerProps(
-                    lambda_name=name,
-                    settings=worker,
-                    config=settings.config,
-                    network=network,
-                    table=self.table,
-                    queues=self.queues,
-                    log_key=self.ops_key,
-                    log_retention_days=settings.log_retention_days,
-                    retain_logs=settings.retain_data,
-                ),
-            )
+            name: LambdaStack(self, f"Lambda-{name}", lambda_name=name, worker=worker, env=parts)
             for name, worker in settings.workers.items()
         }
 

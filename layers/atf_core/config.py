@@ -1,8 +1,9 @@
 """Configuration of one deployed (or local) framework: names, shards, timeouts, lambdas.
 
-The same model is read by the Lambda functions (from the ATF_CONFIG
-environment variable), the worker hosts, the local stack and the CDK app, so a
-value means one thing everywhere.
+The same model is read by the Lambda functions (from a file in their code,
+named by ATF_CONFIG_FILE: Lambda's 4 KB of environment would cap the number of
+lambdas), the worker hosts (ATF_CONFIG, inline JSON), the local stack and the
+CDK app, so a value means one thing everywhere.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from atf_core.schema import NAME_PATTERN
 
 CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
+# Where Lambda unpacks a function's code; a relative ATF_CONFIG_FILE is taken from there.
+TASK_ROOT_ENV = "LAMBDA_TASK_ROOT"
 
 
 class Limits(BaseModel):
@@ -131,13 +134,14 @@ class StackConfig(BaseModel):
 
     @classmethod
     def from_env(cls) -> StackConfig:
-        """The configuration handed to a process: inline JSON or a file path."""
+        """The configuration handed to a process: inline JSON, or a file path (relative ones from
+        LAMBDA_TASK_ROOT where it is set, as on Lambda, else from the working directory)."""
         inline = os.environ.get(CONFIG_ENV)
         if inline:
             return cls.model_validate_json(inline)
         path = os.environ.get(CONFIG_FILE_ENV)
         if path:
-            return cls.from_file(Path(path))
+            return cls.from_file(Path(os.environ.get(TASK_ROOT_ENV, ".")) / path)
         raise RuntimeError(f"set {CONFIG_ENV} (JSON) or {CONFIG_FILE_ENV} (a path)")
 
     @classmethod

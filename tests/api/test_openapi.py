@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
 
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
 from functions.frontend.handler import app
-from functions.frontend.openapi_doc import COMMITTED, render
+from functions.frontend.openapi_doc import COMMITTED, TAGS, render
 
 REGENERATE = "the API changed: run `.venv/bin/python -m functions.frontend.openapi_doc` and commit openapi.json"
 
@@ -52,3 +56,50 @@ def test_the_document_lists_every_endpoint_of_the_issues(stack: LocalStack) -> N
     for ops in document["paths"].values():
         for operation in ops.values():
             assert "422" not in operation["responses"], "validation failures are 400s"
+
+
+def _committed() -> dict[str, Any]:
+    return json.loads(COMMITTED.read_text())  # type: ignore[no-any-return]
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path, method, op) for path, ops in document["paths"].items() for method, op in ops.items()]
+
+
+def test_the_document_is_valid_openapi() -> None:
+    # Every $ref resolves (Powertools' own validation-error schemas are left out with what refers to them).
+    validate(_committed())
+
+
+def test_a_dangling_reference_is_caught() -> None:
+    document = _committed()
+    document["components"]["schemas"]["Task"]["properties"]["error"] = {"$ref": "#/components/schemas/Missing"}
+    with pytest.raises(Exception, match="Missing"):
+        validate(document)
+
+
+def test_every_operation_declares_what_api_gateway_answers_before_the_function() -> None:
+    document = _committed()
+    responses = document["components"]["responses"]
+    for path, method, operation in _operations(document):
+        declared = operation["responses"]
+        expected = {"403", "429", "5XX"} | ({"413"} if "requestBody" in operation else set())
+        assert expected <= set(declared), (method, path)
+        for code in expected:
+            (name,) = [ref.rsplit("/", 1)[-1] for ref in declared[code].values()]
+            schema = responses[name]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, code)
+    assert "execute-api:Invoke" in responses["Gateway403"]["description"]
+
+
+def test_every_operation_has_one_declared_tag_and_every_tag_is_used() -> None:
+    document = _committed()
+    declared = [tag["name"] for tag in document["tags"]]
+    assert declared == [name for name, _ in TAGS.values()]
+    used = set()
+    for path, method, operation in _operations(document):
+        (tag,) = operation["tags"]
+        assert tag in declared, (method, path)
+        used.add(tag)
+    assert used == set(declared)
+    assert {op["tags"][0] for path, _, op in _operations(document) if "dead-letters" in path} == {"dead-letters"}

@@ -16,9 +16,11 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _statements(synth: Synthesized, role_id: str) -> list[dict[str, Any]]:
+    """The role's inline policies' statements and those of the managed policies attached to it."""
     statements = []
-    for policy in synth.resources("AWS::IAM::Policy").values():
-        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+    policies = {**synth.resources("AWS::IAM::Policy"), **synth.resources("AWS::IAM::ManagedPolicy")}
+    for policy in policies.values():
+        if {"Ref": role_id} in policy["Properties"].get("Roles", []):
             statements += policy["Properties"]["PolicyDocument"]["Statement"]
     return statements
 

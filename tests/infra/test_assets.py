@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from atf_infra.constructs import layer
-from atf_infra.constructs.function import CopyPackage
+from atf_infra.constructs.function import CONFIG_FILE, CopyPackage
 from atf_infra.constructs.workers import _is_registry_reference
 
 from tests.infra.conftest import ROOT
@@ -22,12 +22,13 @@ def test_layer_requirements_are_atf_cores_plus_the_handlers() -> None:
     assert any(r.startswith("aws-lambda-powertools[tracer]") for r in requirements)
 
 
-def test_pip_fetches_wheels_for_the_lambda_platform_not_this_one() -> None:
-    command = layer.pip_command("/out/python", ["pydantic>=2"])
+def test_pip_fetches_wheels_for_the_lambda_platform_not_this_one_at_the_locked_versions() -> None:
+    command = layer.pip_command("/out/python", ["pydantic>=2"], "/repo/requirements.lock")
     assert command[command.index("--platform") + 1] == "manylinux2014_aarch64"
     assert command[command.index("--python-version") + 1] == layer.RUNTIME.name.removeprefix("python")
     assert "--only-binary=:all:" in command and "--no-compile" in command
     assert command[command.index("--target") + 1] == "/out/python"
+    assert command[command.index("--constraint") + 1] == "/repo/requirements.lock"
 
 
 def test_source_bundling_copies_atf_core_alone(tmp_path: Path) -> None:
@@ -52,14 +53,16 @@ def test_pip_bundling_installs_the_requirements_next_to_atf_core(
     (command,) = calls
     assert command[:2] == [sys.executable, "-m"]
     assert command[command.index("--target") + 1] == str(tmp_path / "python")
+    assert command[command.index("--constraint") + 1] == str(ROOT / "requirements.lock")
     assert command[-len(layer.requirements()) :] == layer.requirements()
 
 
-def test_function_package_keeps_its_import_path(tmp_path: Path) -> None:
-    assert CopyPackage(ROOT / "functions", "consumer").try_bundle(str(tmp_path), None)
+def test_function_package_keeps_its_import_path_and_gets_the_configuration(tmp_path: Path) -> None:
+    assert CopyPackage(ROOT / "functions", "consumer", '{"name": "atf-x"}').try_bundle(str(tmp_path), None)
     assert (tmp_path / "functions" / "__init__.py").is_file()
     assert (tmp_path / "functions" / "consumer" / "handler.py").is_file()
     assert not (tmp_path / "functions" / "frontend").exists()
+    assert (tmp_path / CONFIG_FILE).read_text() == '{"name": "atf-x"}'
 
 
 @pytest.mark.parametrize(

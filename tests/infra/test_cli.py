@@ -7,12 +7,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from atf_infra.account import ACCOUNT_STACK_NAME
 from atf_infra.constructs.layer import BUNDLING_CONTEXT
 
-from tests.infra.conftest import ROOT, Synthesized
+from tests.infra.conftest import ROOT, Synthesized, flatten
 
 CDK = ROOT / "infra" / "node_modules" / ".bin" / "cdk"
 
@@ -43,15 +45,22 @@ def test_cdk_synth_offline_matches_the_tested_template(tmp_path: Path, synthesiz
     assert CDK.exists(), "the CDK CLI is missing: run `make infra-cli`"
     env = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
     command = [
-        *_offline_prefix(), str(CDK), "synth", "--quiet", "--no-notices", "--no-version-reporting",
+        # The app run by the interpreter running these tests (cdk.json names .venv's), so both syntheses
+        # use the same aws-cdk-lib, in `make test-lowest` too.
+        *_offline_prefix(), str(CDK), "synth", "--app", f"{sys.executable} infra/app.py",
+        "--quiet", "--no-notices", "--no-version-reporting",
         "-c", "env=dev", "-c", f"{BUNDLING_CONTEXT}=source", "-o", str(tmp_path),
     ]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     synth = synthesized["dev"]
-    template = json.loads((tmp_path / synth.template_path.name).read_text())
+    # The environment's stack with its lambdas' nested stacks, and the account's stack.
+    template = flatten(tmp_path, synth.stack)
     assert _comparable(template) == _comparable(synth.json)
     assert template["Outputs"].keys() == synth.json["Outputs"].keys()
+    account = f"{ACCOUNT_STACK_NAME}.template.json"
+    cli, tested = (json.loads((outdir / account).read_text()) for outdir in (tmp_path, synth.outdir))
+    assert _comparable(cli) == _comparable(tested)
 
 
 def test_cli_is_pinned_to_a_2x_release_that_reads_this_assembly() -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
+import pytest
 from atf_infra.constructs.frontend import frontend_routes
+from atf_infra.constructs.function import CONFIG_FILE
+from atf_infra.constructs.workers import NO_IMAGE
 from aws_cdk.assertions import Match
 
-from atf_core.config import StackConfig
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, TASK_ROOT_ENV, StackConfig
 from tests.infra.conftest import Synthesized
 
 
@@ -21,7 +25,23 @@ def _function(synth: Synthesized, name: str) -> tuple[str, dict[str, Any]]:
     return found
 
 
-def test_functions_run_the_handlers_on_the_core_layer_with_the_environment_config(synth: Synthesized) -> None:
+def function_config(synth: Synthesized, name: str, monkeypatch: pytest.MonkeyPatch) -> StackConfig:
+    """The configuration as the deployed function reads it: its environment as the template sets it,
+    and LAMBDA_TASK_ROOT where Lambda unpacks its code (here, the bundled asset)."""
+    _, props = _function(synth, name)
+    asset = synth.outdir / ("asset." + props["Code"]["S3Key"].removesuffix(".zip"))
+    with monkeypatch.context() as patched:
+        for variable in (CONFIG_ENV, CONFIG_FILE_ENV):
+            patched.delenv(variable, raising=False)
+        for variable, value in props["Environment"]["Variables"].items():
+            patched.setenv(variable, value)
+        patched.setenv(TASK_ROOT_ENV, str(asset))
+        return StackConfig.from_env()
+
+
+def test_functions_run_the_handlers_on_the_core_layer_with_the_environment_config(
+    synth: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (layer,) = synth.resources("AWS::Lambda::LayerVersion")
     for name in ("consumer", "frontend"):
         _, props = _function(synth, name)
@@ -29,9 +49,15 @@ def test_functions_run_the_handlers_on_the_core_layer_with_the_environment_confi
         assert props["Layers"] == [{"Ref": layer}]
         assert props["TracingConfig"] == {"Mode": "Active"}
         env = props["Environment"]["Variables"]
-        assert StackConfig.model_validate_json(env["ATF_CONFIG"]) == synth.settings.config
+        assert CONFIG_ENV not in env and env[CONFIG_FILE_ENV] == CONFIG_FILE
+        assert function_config(synth, name, monkeypatch) == synth.settings.config
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ATF"
         assert env["POWERTOOLS_SERVICE_NAME"] == f"atf-{name}"
+
+
+def test_the_lambda_runtime_is_the_python_the_tests_run_on(synth: Synthesized) -> None:
+    for name in ("consumer", "frontend"):
+        assert _function(synth, name)[1]["Runtime"] == f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_layer_ships_atf_core_under_python(synth: Synthesized) -> None:
@@ -114,7 +140,8 @@ def test_consumer_ticks_every_minute_once_per_group(synth: Synthesized) -> None:
     groups = synth.settings.consumer.groups
     consumer_id, props = _function(synth, "consumer")
     assert 60 < props["Timeout"] <= 70
-    assert props["ReservedConcurrentExecutions"] == 2 * groups
+    reserved = 2 * groups if synth.settings.consumer.reserve_concurrency else None
+    assert props.get("ReservedConcurrentExecutions") == reserved
     inputs = []
     for rule in synth.resources("AWS::Events::Rule").values():
         assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
@@ -135,7 +162,7 @@ def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: S
     tasks = {t["Properties"]["Family"]: t["Properties"] for t in synth.resources("AWS::ECS::TaskDefinition").values()}
     for name, worker in synth.settings.workers.items():
         service = services[f"{config.name}-{name}"]
-        assert service["DesiredCount"] == worker.desired_count
+        assert service["DesiredCount"] == (worker.desired_count if worker.image else 0)
         assert service["LaunchType"] == "FARGATE"
         assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
         task = tasks[f"{config.name}-{name}"]
@@ -145,7 +172,7 @@ def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: S
         assert container.get("Command") == worker.command
         env = {e["Name"]: e["Value"] for e in container["Environment"]}
         assert StackConfig.model_validate_json(env["ATF_CONFIG"]) == config
-        repository, _, tag = worker.image.partition(":")
+        repository, _, tag = (worker.image or NO_IMAGE).partition(":")
         assert tag in json.dumps(container["Image"]) and repository in json.dumps(container["Image"])
 
 

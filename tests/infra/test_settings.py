@@ -94,17 +94,28 @@ def test_log_retention_rounds_down_to_what_cloudwatch_accepts() -> None:
     assert retention(0).name == "ONE_DAY"
 
 
-def test_a_config_too_big_for_lambdas_environment_is_refused() -> None:
-    from atf_infra.constructs.function import function_environment
+def test_functions_name_their_configuration_file_instead_of_carrying_it() -> None:
+    from atf_infra.constructs.function import CONFIG_FILE, function_environment
 
-    from atf_core.config import LambdaSpec, StackConfig
-
-    small = StackConfig(name="atf-dev", table_name="atf-dev-tasks", lambdas={"greet": LambdaSpec()})
-    assert set(function_environment(small, "consumer")) == {
-        "ATF_CONFIG",
-        "POWERTOOLS_SERVICE_NAME",
-        "POWERTOOLS_METRICS_NAMESPACE",
+    assert function_environment("consumer") == {
+        "ATF_CONFIG_FILE": CONFIG_FILE,
+        "POWERTOOLS_SERVICE_NAME": "atf-consumer",
+        "POWERTOOLS_METRICS_NAMESPACE": "ATF",
     }
-    many = small.model_copy(update={"lambdas": {f"lambda{i}": LambdaSpec() for i in range(60)}})
-    with pytest.raises(ValueError, match="over Lambda's 4096"):
-        function_environment(many, "consumer")
+
+
+def test_a_worker_without_an_image_runs_no_task() -> None:
+    assert WorkerSettings(desired_count=3).running_count == 0
+    assert WorkerSettings(image="atf-workers:1", desired_count=3).running_count == 3
+
+
+def test_the_account_stacks_name_is_not_an_environments() -> None:
+    settings = _settings(environment="account")
+    settings["config"].update(name="atf-account", table_name="atf-account-tasks")
+    with pytest.raises(ValidationError, match="the account stack's"):
+        EnvironmentSettings.model_validate(settings)
+
+
+def test_dev_reserves_no_concurrency_a_new_account_could_refuse() -> None:
+    assert load_environment("dev").consumer.reserve_concurrency is False
+    assert all(not worker.image for worker in load_environment("dev").workers.values())

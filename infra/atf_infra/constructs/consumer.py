@@ -10,7 +10,6 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from atf_infra.constructs.function import AtfFunction, FunctionProps
-from atf_infra.constructs.queues import TaskQueues
 from atf_infra.constructs.table import TaskTable
 
 TICK = Duration.minutes(1)
@@ -47,14 +46,13 @@ class StoreConsumer(Construct):
         function: FunctionProps,
         groups: int,
         table: TaskTable,
-        queues: TaskQueues,
     ) -> None:
+        """The queues it sends to are granted by the stack, once every lambda's nested stack has them."""
         super().__init__(scope, id)
         self.groups = groups
         self.handler = AtfFunction(self, "Handler", function)
         self.function = self.handler.function
         table.grant(self.function, "consumer")
-        queues.grant_consumer(self.function)
         self.rules: list[events.Rule] = []
         inputs = group_inputs(groups)
         for number, start in enumerate(range(0, groups, TARGETS_PER_RULE)):

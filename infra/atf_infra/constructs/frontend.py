@@ -70,7 +70,8 @@ class FrontendApi(Construct):
             rest_api_name=f"{Stack.of(self).stack_name}-api",
             description="Schedules and steers tasks; every method requires SigV4 (IAM) signatures",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            cloud_watch_role=True,
+            # The logging role is the account's (account.py): two environments must not both set it.
+            cloud_watch_role=False,
             deploy_options=apigw.StageOptions(
                 stage_name=api.stage,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
@@ -137,11 +138,6 @@ class FrontendApi(Construct):
             "AwsSolutions-APIG3",
             "Only SigV4-signed requests from principals granted execute-api:Invoke reach the function, and the stage "
             "is throttled; a WAF web ACL can be associated per environment if the API is ever opened wider",
-        )
-        acknowledge(
-            self.api,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
-            "API Gateway's account-wide logging role needs exactly this AWS-maintained policy to write execution logs",
         )
 
     @property

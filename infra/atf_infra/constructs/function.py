@@ -1,5 +1,10 @@
 """The framework's Lambda functions, built one way: the core layer, a role of their own, an
-encrypted log group, X-Ray tracing, and the environment's configuration."""
+encrypted log group, X-Ray tracing, and the environment's configuration.
+
+The configuration is a file in the function's code (CONFIG_FILE, named by ATF_CONFIG_FILE
+relative to the code's directory), not an environment variable: Lambda allows 4 KB of
+those in all, a few dozen lambdas' worth. StackConfig.from_env() reads it once per container.
+"""
 
 from __future__ import annotations
 
@@ -9,69 +14,76 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import BundlingOptions, DockerImage, Duration, ILocalBundling, Stack
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILocalBundling, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from atf_core.config import StackConfig
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.telemetry import NAMESPACE
 from atf_infra.builders import log_group
 from atf_infra.constructs.layer import ARCHITECTURE, REPO_ROOT, RUNTIME
 from atf_infra.nag import acknowledge
 
 FUNCTIONS_SOURCE = REPO_ROOT / "functions"
+# Beside the `functions` package at the root of the code, where Lambda sets LAMBDA_TASK_ROOT.
+CONFIG_FILE = "atf-config.json"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
 @jsii.implements(ILocalBundling)
 class CopyPackage:
-    """Keeps the `functions.<name>` package path, so the handler's absolute imports work as in the tests."""
+    """Keeps the `functions.<name>` package path, so the handler's absolute imports work as in the tests,
+    and writes the configuration beside it."""
 
-    def __init__(self, source: Path, name: str) -> None:
+    def __init__(self, source: Path, name: str, config: str) -> None:
         self._source = source
         self._name = name
+        self._config = config
 
     def try_bundle(self, output_dir: str, options: Any) -> bool:
         target = Path(output_dir) / "functions"
         shutil.copytree(self._source / self._name, target / self._name, ignore=_IGNORE)
         shutil.copy2(self._source / "__init__.py", target / "__init__.py")
+        (Path(output_dir) / CONFIG_FILE).write_text(self._config)
         return True
 
 
-def function_code(name: str, source: Path = FUNCTIONS_SOURCE) -> lambda_.Code:
+def function_code(name: str, config: StackConfig, source: Path = FUNCTIONS_SOURCE) -> lambda_.Code:
+    text = config.to_env()
     return lambda_.Code.from_asset(
         str(source),
         exclude=["**/__pycache__"],
+        # The hash of what is bundled, configuration included: a new configuration is new code.
+        asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             image=DockerImage.from_registry("public.ecr.aws/docker/library/busybox"),
             command=[
                 "sh",
                 "-c",
-                f"mkdir -p /asset-output/functions && cp -r __init__.py {name} /asset-output/functions/",
+                f"mkdir -p /asset-output/functions && cp -r __init__.py {name} /asset-output/functions/"
+                f' && printf %s "${CONFIG_ENV}" > /asset-output/{CONFIG_FILE}',
             ],
-            local=CopyPackage(source, name),
+            environment={CONFIG_ENV: text},
+            local=CopyPackage(source, name, text),
         ),
     )
 
 
-# Lambda allows 4 KB of environment variables in all; ATF_CONFIG is nearly all of it.
+# Lambda allows 4 KB of environment variables in all.
 ENVIRONMENT_LIMIT_BYTES = 4096
 
 
-def function_environment(config: StackConfig, name: str) -> dict[str, str]:
+def function_environment(name: str) -> dict[str, str]:
     environment = {
-        "ATF_CONFIG": config.to_env(),
+        CONFIG_FILE_ENV: CONFIG_FILE,
         "POWERTOOLS_SERVICE_NAME": f"atf-{name}",
         "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
     }
     size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
     if size > ENVIRONMENT_LIMIT_BYTES:
-        raise ValueError(
-            f"the {name} function's environment would take {size} bytes, over Lambda's {ENVIRONMENT_LIMIT_BYTES}: "
-            "too many lambdas for ATF_CONFIG inline"
-        )
+        raise ValueError(f"the {name} function's environment would take {size} bytes, over Lambda's 4096")
     return environment
 
 
@@ -112,7 +124,7 @@ class AtfFunction(Construct):
             "Function",
             function_name=function_name,
             description=f"{stack.stack_name}: {props.name}",
-            code=function_code(props.name),
+            code=function_code(props.name, props.config),
             handler=f"functions.{props.name}.handler.lambda_handler",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
@@ -125,7 +137,7 @@ class AtfFunction(Construct):
             reserved_concurrent_executions=props.reserved_concurrency,
             max_event_age=props.max_event_age,
             retry_attempts=props.retry_attempts,
-            environment=function_environment(props.config, props.name),
+            environment=function_environment(props.name),
         )
         self._acknowledge()
 
@@ -135,4 +147,10 @@ class AtfFunction(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions; "
             "CDK adds them for active tracing and nothing else gets a wildcard",
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            f"The runtime is {RUNTIME.name}, the Python the test suite runs on, so the deployed code is the tested "
+            "code; it moves to a newer runtime together with the tests",
         )

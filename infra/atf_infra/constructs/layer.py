@@ -1,9 +1,12 @@
 """The shared core as a Lambda layer: atf_core and its dependencies under python/.
 
 There is no Docker here, so the layer is bundled locally with pip, fetching
-wheels for the Lambda platform rather than this machine's. Synthesis that must
-not touch the network (the tests, CI) sets `-c atf:layerBundling=source`,
+wheels for the Lambda platform rather than this machine's, at the versions of
+requirements.lock: the ones `make setup` installs and the tests run. Synthesis
+that must not touch the network (the tests, CI) sets `-c atf:layerBundling=source`,
 which packs atf_core alone; such a layer is fine to synthesize and unfit to deploy.
+
+The runtime is the Python the tests run on (3.11): a test holds the two together.
 """
 
 from __future__ import annotations
@@ -16,17 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Annotations, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import Annotations, AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LAYER_SOURCE = REPO_ROOT / "layers"
+LOCK = REPO_ROOT / "requirements.lock"
 PACKAGE = "atf_core"
 BUNDLING_CONTEXT = "atf:layerBundling"
-# The handlers import these next to atf_core's own dependencies.
-HANDLER_REQUIREMENTS = ("aws-lambda-powertools[tracer]>=3.0",)
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+# The handlers import these next to atf_core's own dependencies; the lock gives the version.
+HANDLER_REQUIREMENTS = ("aws-lambda-powertools[tracer]",)
+RUNTIME = lambda_.Runtime.PYTHON_3_11
 ARCHITECTURE = lambda_.Architecture.ARM_64
 _PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -38,7 +42,7 @@ def requirements(source: Path = LAYER_SOURCE) -> list[str]:
     return [*project.get("dependencies", []), *HANDLER_REQUIREMENTS]
 
 
-def pip_command(target: str, reqs: list[str]) -> list[str]:
+def pip_command(target: str, reqs: list[str], lock: str) -> list[str]:
     version = RUNTIME.name.removeprefix("python")
     return [
         "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check",
@@ -47,6 +51,8 @@ def pip_command(target: str, reqs: list[str]) -> list[str]:
         "--implementation", "cp",
         "--python-version", version,
         "--only-binary=:all:",
+        # Every package, direct or not, at the version the tests ran.
+        "--constraint", lock,
         *reqs,
     ]  # fmt: skip
 
@@ -55,16 +61,18 @@ def pip_command(target: str, reqs: list[str]) -> list[str]:
 class LocalLayerBundling:
     """Copies atf_core into python/ and, unless `with_dependencies` is off, pip-installs its dependencies."""
 
-    def __init__(self, source: Path, with_dependencies: bool) -> None:
+    def __init__(self, source: Path, with_dependencies: bool, lock: Path = LOCK) -> None:
         self._source = source
         self._with_dependencies = with_dependencies
+        self._lock = lock
 
     def try_bundle(self, output_dir: str, options: Any) -> bool:
         target = Path(output_dir) / "python"
         target.mkdir(parents=True, exist_ok=True)
         shutil.copytree(self._source / PACKAGE, target / PACKAGE, ignore=_IGNORE, dirs_exist_ok=True)
         if self._with_dependencies:
-            subprocess.run([sys.executable, *pip_command(str(target), requirements(self._source))], check=True)
+            command = pip_command(str(target), requirements(self._source), str(self._lock))
+            subprocess.run([sys.executable, *command], check=True)
         return True
 
 
@@ -73,18 +81,22 @@ def layer_code(scope: Construct, source: Path = LAYER_SOURCE) -> lambda_.Code:
     if mode not in ("pip", "source"):
         raise ValueError(f"{BUNDLING_CONTEXT} must be 'pip' or 'source', not {mode!r}")
     # The image is only the fallback CDK asks for; local bundling always succeeds first.
+    pip = pip_command("/asset-output/python", requirements(source), "/tmp/requirements.lock")
     docker_command = [
         "bash",
         "-c",
-        "cp -r atf_core /asset-output/python/ && python "
-        + " ".join(f"'{arg}'" for arg in pip_command("/asset-output/python", requirements(source))),
+        'printf %s "$ATF_LOCK" > /tmp/requirements.lock && cp -r atf_core /asset-output/python/ && python '
+        + " ".join(f"'{arg}'" for arg in pip),
     ]
     return lambda_.Code.from_asset(
         str(source),
         exclude=["*.egg-info", "**/__pycache__"],
+        # The lock is outside the source directory: hash what is bundled, so a new lock is a new layer.
+        asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             image=DockerImage.from_registry(f"public.ecr.aws/sam/build-{RUNTIME.name}"),
             command=docker_command,
+            environment={"ATF_LOCK": LOCK.read_text()},
             local=LocalLayerBundling(source, with_dependencies=mode == "pip"),
         ),
     )

@@ -7,11 +7,17 @@ which matches whatever dimensions come along. Alarms cannot use SEARCH: they
 name the exact series, and the one on start lag expects the worker hosts'
 (`service` = workers.WORKER_SERVICE, which this app also sets as their
 POWERTOOLS_SERVICE_NAME).
+
+A lambda's alarms live in its nested stack, next to its queues (LambdaAlarms); the
+topic, the consumer's alarm and the dashboard are the environment's. CloudWatch
+shows at most 100 alarms in an alarm-status widget and 100 lines in a graph, so
+with many lambdas the dashboard has several of each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
@@ -24,11 +30,13 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from atf_core.config import StackConfig
+from atf_core.definitions import QueueSpec
 from atf_core.telemetry import NAMESPACE, Dimension, Metric
-from atf_infra.constructs.queues import TaskQueues
+from atf_infra.constructs.queues import TaskQueue
 from atf_infra.constructs.table import TaskTable
 from atf_infra.constructs.workers import WORKER_SERVICE
 
+T = TypeVar("T")
 PERIOD = Duration.minutes(1)
 TASK_METRICS = {
     "scheduled": (Metric.SCHEDULED,),
@@ -38,6 +46,8 @@ TASK_METRICS = {
     "dropped": (Metric.DROPPED,),
 }
 LAG_PERCENTILES = ("p50", "p95", "p99")
+ALARMS_PER_WIDGET = 100
+LINES_PER_GRAPH = 100
 
 
 def search(metrics: tuple[str, ...], statistic: str, **dimensions: str) -> str:
@@ -71,11 +81,59 @@ def start_lag_metric(lambda_name: str, priority: str) -> cw.Metric:
     )
 
 
+def notify(alarm: cw.Alarm, topic: sns.ITopic) -> cw.Alarm:
+    alarm.add_alarm_action(cw_actions.SnsAction(topic))
+    alarm.add_ok_action(cw_actions.SnsAction(topic))
+    return alarm
+
+
+class LambdaAlarms(Construct):
+    """One lambda's alarms: start lag per priority against the objective, and any dead letter per queue."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, lambda_name: str, priorities: list[str], queues: list[TaskQueue],
+        objective_ms: int, topic: sns.ITopic,
+    ) -> None:  # fmt: skip
+        super().__init__(scope, id)
+        self.alarms = [
+            *(self._start_lag(lambda_name, priority, objective_ms) for priority in priorities),
+            *(self._dead_letters(q) for q in queues),
+        ]
+        for alarm in self.alarms:
+            notify(alarm, topic)
+
+    def _start_lag(self, name: str, priority: str, objective_ms: int) -> cw.Alarm:
+        return start_lag_metric(name, priority).create_alarm(
+            self,
+            f"StartLag-{name}-{priority}",
+            alarm_description=(
+                f"Start lag p95 of {name}/{priority} above the {objective_ms} ms objective for 3 of the last 5 minutes"
+            ),
+            threshold=objective_ms,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _dead_letters(self, q: TaskQueue) -> cw.Alarm:
+        return q.dead_letter.metric_approximate_number_of_messages_visible(
+            period=PERIOD, statistic="Maximum"
+        ).create_alarm(
+            self,
+            f"DeadLetters-{q.spec.lambda_name}-{q.spec.priority}",
+            alarm_description=f"Messages in {q.spec.dead_letter_name}: deliveries to {q.spec.name} keep failing",
+            threshold=0,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+
+
 @dataclass(frozen=True)
 class ObservabilityProps:
     config: StackConfig
     table: TaskTable
-    queues: TaskQueues
     consumer: lambda_.Function
     frontend: lambda_.Function
     objective_ms: int
@@ -84,6 +142,9 @@ class ObservabilityProps:
 
 
 class Observability(Construct):
+    """The topic and the consumer's alarm first (the lambdas' alarms notify the topic), then `add_dashboard`
+    once every lambda's alarms exist."""
+
     def __init__(self, scope: Construct, id: str, props: ObservabilityProps) -> None:
         super().__init__(scope, id)
         self.props = props
@@ -94,56 +155,20 @@ class Observability(Construct):
         _allow_cloudwatch(props.alarm_key)
         for email in props.alarm_emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
-        self.alarms: list[cw.Alarm] = [*self._start_lag_alarms(), *self._dead_letter_alarms(), self._consumer_alarm()]
-        for alarm in self.alarms:
-            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
-            alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        self.consumer_alarm = notify(self._consumer_alarm(), self.topic)
+
+    def add_dashboard(self, lambda_alarms: list[cw.Alarm], queues: list[QueueSpec]) -> cw.Dashboard:
+        self.alarms = [*lambda_alarms, self.consumer_alarm]
         self.dashboard = cw.Dashboard(
             self,
             "Dashboard",
             dashboard_name=Stack.of(self).stack_name,
             default_interval=Duration.hours(3),
         )
-        self._widgets()
+        self._widgets(queues)
+        return self.dashboard
 
     # Alarms
-
-    def _start_lag_alarms(self) -> list[cw.Alarm]:
-        alarms = []
-        for name, spec in self.props.config.lambdas.items():
-            for priority in spec.priorities:
-                alarms.append(
-                    start_lag_metric(name, priority).create_alarm(
-                        self,
-                        f"StartLag-{name}-{priority}",
-                        alarm_description=(
-                            f"Start lag p95 of {name}/{priority} above the {self.props.objective_ms} ms objective "
-                            "for 3 of the last 5 minutes"
-                        ),
-                        threshold=self.props.objective_ms,
-                        comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                        evaluation_periods=5,
-                        datapoints_to_alarm=3,
-                        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                    )
-                )
-        return alarms
-
-    def _dead_letter_alarms(self) -> list[cw.Alarm]:
-        return [
-            q.dead_letter.metric_approximate_number_of_messages_visible(
-                period=PERIOD, statistic="Maximum"
-            ).create_alarm(
-                self,
-                f"DeadLetters-{q.spec.lambda_name}-{q.spec.priority}",
-                alarm_description=f"Messages in {q.spec.dead_letter_name}: deliveries to {q.spec.name} keep failing",
-                threshold=0,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            )
-            for q in self.props.queues.queues
-        ]
 
     def _consumer_alarm(self) -> cw.Alarm:
         return self.props.consumer.metric_errors(period=Duration.minutes(5), statistic="Sum").create_alarm(
@@ -158,14 +183,15 @@ class Observability(Construct):
 
     # Dashboard
 
-    def _widgets(self) -> None:
+    def _widgets(self, queues: list[QueueSpec]) -> None:
         config = self.props.config
-        self.dashboard.add_widgets(
-            cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24, height=3),  # type: ignore[arg-type]
-        )
+        for number, alarms in enumerate(_chunks(self.alarms, ALARMS_PER_WIDGET)):
+            title = "Alarms" if number == 0 else f"Alarms ({number + 1})"
+            self.dashboard.add_widgets(cw.AlarmStatusWidget(title=title, alarms=alarms, width=24, height=3))  # type: ignore[arg-type]
         for name in config.lambdas:
             self.dashboard.add_widgets(self._tasks_widget(name), self._start_lag_widget(name))
-        self.dashboard.add_widgets(*self._queue_widgets())
+        for number, part in enumerate(_chunks(queues, LINES_PER_GRAPH)):
+            self.dashboard.add_widgets(*self._queue_widgets(part, "" if number == 0 else f" ({number + 1})"))
         self.dashboard.add_widgets(*self._consumer_widgets())
 
     def _tasks_widget(self, name: str) -> cw.GraphWidget:
@@ -188,34 +214,23 @@ class Observability(Construct):
             width=12,
         )
 
-    def _queue_widgets(self) -> list[cw.IWidget]:
-        queues = self.props.queues.queues
+    def _queue_widgets(self, queues: list[QueueSpec], suffix: str) -> list[cw.IWidget]:
+        """By queue name, which the specs give: no reference into the lambdas' nested stacks."""
         return [
             cw.GraphWidget(
-                title="Queue depth",
-                left=[
-                    q.queue.metric_approximate_number_of_messages_visible(period=PERIOD, label=q.spec.name)
-                    for q in queues
-                ],
+                title=f"Queue depth{suffix}",
+                left=[_queue_metric("ApproximateNumberOfMessagesVisible", q.name, "Average") for q in queues],
                 width=8,
             ),
             cw.GraphWidget(
-                title="Oldest message age (s)",
-                left=[
-                    q.queue.metric_approximate_age_of_oldest_message(
-                        period=PERIOD, label=q.spec.name, statistic="Maximum"
-                    )
-                    for q in queues
-                ],
+                title=f"Oldest message age (s){suffix}",
+                left=[_queue_metric("ApproximateAgeOfOldestMessage", q.name, "Maximum") for q in queues],
                 width=8,
             ),
             cw.GraphWidget(
-                title="Dead letters",
+                title=f"Dead letters{suffix}",
                 left=[
-                    q.dead_letter.metric_approximate_number_of_messages_visible(
-                        period=PERIOD, label=q.spec.dead_letter_name, statistic="Maximum"
-                    )
-                    for q in queues
+                    _queue_metric("ApproximateNumberOfMessagesVisible", q.dead_letter_name, "Maximum") for q in queues
                 ],
                 width=8,
             ),
@@ -247,6 +262,21 @@ class Observability(Construct):
                 width=8,
             ),
         ]
+
+
+def _queue_metric(metric: str, queue_name: str, statistic: str) -> cw.Metric:
+    return cw.Metric(
+        namespace="AWS/SQS",
+        metric_name=metric,
+        dimensions_map={"QueueName": queue_name},
+        statistic=statistic,
+        period=PERIOD,
+        label=queue_name,
+    )
+
+
+def _chunks(items: list[T], size: int) -> list[list[T]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _allow_cloudwatch(key: kms.IKey) -> None:

@@ -1,4 +1,7 @@
-"""One SQS queue per (lambda, priority), each with its dead-letter queue, from atf_core.definitions."""
+"""One SQS queue per (lambda, priority), each with its dead-letter queue, from atf_core.definitions.
+
+A lambda's queues live in that lambda's nested stack (lambda_stack.py); the consumer,
+in the environment's stack, is granted every lambda's."""
 
 from __future__ import annotations
 
@@ -10,14 +13,18 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from atf_core.config import StackConfig
-from atf_core.definitions import QueueSpec, queue_specs
+from atf_core.definitions import QueueSpec
 from atf_infra.builders import grant_key, secure_queue
 
 # Dead letters are kept as long as SQS allows, so someone has time to look at them.
 DEAD_LETTER_RETENTION = Duration.days(14)
 
 CONSUMER_QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+# The consumer sends to every queue, each named: IAM takes 6,144 characters per managed policy
+# (10,240 inline per role in all) and a queue's ARN is up to ~130 of them.
+QUEUES_PER_POLICY = 40
+# IAM attaches at most 10 managed policies to a role unless the account's quota is raised.
+MANAGED_POLICIES_PER_ROLE = 10
 WORKER_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl")
 
 
@@ -33,11 +40,11 @@ def _construct_id(spec: QueueSpec) -> str:
 
 
 class TaskQueues(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: StackConfig, key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, id: str, *, specs: list[QueueSpec], key: kms.IKey) -> None:
         super().__init__(scope, id)
         self.key = key
         self.queues: list[TaskQueue] = []
-        for spec in queue_specs(config):
+        for spec in specs:
             group = Construct(self, _construct_id(spec))
             dead_letter = secure_queue(
                 group,
@@ -57,21 +64,43 @@ class TaskQueues(Construct):
             )
             self.queues.append(TaskQueue(spec, queue, dead_letter))
 
-    def of(self, lambda_name: str) -> list[TaskQueue]:
-        return [q for q in self.queues if q.spec.lambda_name == lambda_name]
+    def grant_worker(self, grantee: iam.IGrantable) -> None:
+        grant_queues(grantee, self.queues, self.key, WORKER_QUEUE_ACTIONS, write=False)
 
-    def grant_consumer(self, grantee: iam.IGrantable) -> None:
-        self._grant(grantee, self.queues, CONSUMER_QUEUE_ACTIONS, write=True)
 
-    def grant_worker(self, grantee: iam.IGrantable, lambda_name: str) -> None:
-        self._grant(grantee, self.of(lambda_name), WORKER_QUEUE_ACTIONS, write=False)
-
-    def _grant(
-        self, grantee: iam.IGrantable, queues: list[TaskQueue], actions: tuple[str, ...], *, write: bool
-    ) -> None:
-        if not queues:
-            return
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
+def grant_consumer(
+    scope: Construct, role: iam.IRole, queues: list[TaskQueue], key: kms.IKey
+) -> list[iam.ManagedPolicy]:
+    """Every queue by its ARN, in managed policies of QUEUES_PER_POLICY queues: one inline policy
+    would outgrow IAM's limit at a few dozen lambdas."""
+    chunks = [queues[start : start + QUEUES_PER_POLICY] for start in range(0, len(queues), QUEUES_PER_POLICY)]
+    if len(chunks) > MANAGED_POLICIES_PER_ROLE - 1:  # one left for anyone who attaches their own
+        raise ValueError(
+            f"{len(queues)} queues need {len(chunks)} managed policies on the consumer's role, over IAM's default "
+            f"quota of {MANAGED_POLICIES_PER_ROLE}: fewer lambdas or priorities per environment"
         )
-        grant_key(self.key, grantee, write=write)
+    policies = [
+        iam.ManagedPolicy(
+            scope,
+            f"ConsumerQueues{number}",
+            description=f"The store consumer sends to these {len(chunk)} task queues",
+            statements=[
+                iam.PolicyStatement(actions=list(CONSUMER_QUEUE_ACTIONS), resources=[q.queue.queue_arn for q in chunk])
+            ],
+            roles=[role],
+        )
+        for number, chunk in enumerate(chunks)
+    ]
+    grant_key(key, role, write=True)
+    return policies
+
+
+def grant_queues(
+    grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey, actions: tuple[str, ...], *, write: bool
+) -> None:
+    if not queues:
+        return
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
+    )
+    grant_key(key, grantee, write=write)

@@ -5,6 +5,10 @@ may get, batch-get and update items; IAM cannot narrow that further to the
 lambda's own tasks (task ids are random, so dynamodb:LeadingKeys has nothing to
 match, and no condition key sees an item's attributes), so the fencing of every
 transition in atf_core's store is what keeps a host to the tasks it claimed.
+
+A worker without an image yet gets its service all the same, at 0 tasks, its task
+definition naming a tag of the account's repository that no build has: the stack
+deploys before any image is pushed, and naming the image later starts the hosts.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
@@ -20,8 +24,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from atf_core.config import StackConfig
+from atf_core.config import CONFIG_ENV, StackConfig
 from atf_core.telemetry import NAMESPACE
+from atf_infra.account import WORKER_REPOSITORY
 from atf_infra.builders import log_group
 from atf_infra.constructs.queues import TaskQueues
 from atf_infra.constructs.table import TaskTable
@@ -39,6 +44,10 @@ _ECR_URI = re.compile(
     r"(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[\w.-]+))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
 _ARCHITECTURES = {"x86_64": ecs.CpuArchitecture.X86_64, "arm64": ecs.CpuArchitecture.ARM64}
+# The task definition of a service that has no image yet: never pulled, as it runs no task.
+NO_IMAGE = f"{WORKER_REPOSITORY}:no-image-yet"
+# ECS refuses a task definition over 64 KiB; ATF_CONFIG is nearly all of it.
+TASK_DEFINITION_LIMIT_BYTES = 65536
 
 
 def _is_registry_reference(image: str) -> bool:
@@ -62,6 +71,29 @@ def container_image(scope: Construct, id: str, image: str) -> ecs.ContainerImage
     name, _, tag = image.partition(":")
     repository = ecr.Repository.from_repository_name(scope, id, name)
     return ecs.ContainerImage.from_ecr_repository(repository, tag or "latest")
+
+
+def host_environment(config: StackConfig, lambda_name: str, region: str) -> dict[str, str]:
+    """What a worker host reads. The configuration goes inline: a container's environment is bounded
+    only by the task definition's 64 KiB, and the owner's image has no file of ours to read."""
+    environment = {
+        # boto3 in the host finds its region here rather than guessing.
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        CONFIG_ENV: config.to_env(),
+        "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE,
+        "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+        # The lambda this service is for, for an image whose CMD serves `--only "$ATF_LAMBDA"`.
+        "ATF_LAMBDA": lambda_name,
+    }
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
+    # Leave room for the rest of the task definition (names, ARNs, command, logging).
+    if size > TASK_DEFINITION_LIMIT_BYTES - 8192:
+        raise ValueError(
+            f"the {lambda_name} worker's environment would take {size} bytes, too close to ECS's "
+            f"{TASK_DEFINITION_LIMIT_BYTES}-byte task definition: the configuration is too large"
+        )
+    return environment
 
 
 class WorkerNetwork(Construct):
@@ -117,7 +149,7 @@ class WorkerProps:
     config: StackConfig
     network: WorkerNetwork
     table: TaskTable
-    queues: TaskQueues
+    queues: TaskQueues  # the lambda's own
     log_key: kms.IKey
     log_retention_days: int
     retain_logs: bool
@@ -134,7 +166,12 @@ class WorkerService(Construct):
             description=f"Worker host of {props.lambda_name}: its own queues, and task items in the table",
         )
         props.table.grant(self.task_role, "worker")
-        props.queues.grant_worker(self.task_role, props.lambda_name)
+        props.queues.grant_worker(self.task_role)
+        if props.settings.image is None:
+            # Expected on a first deploy (see docs/deploy.md), so said, not warned about.
+            Annotations.of(self).add_info(
+                f"workers.{props.lambda_name} names no image: its service runs no task until one is given"
+            )
         self.task_definition = self._task_definition(props, name)
         self.service = ecs.FargateService(
             self,
@@ -142,7 +179,7 @@ class WorkerService(Construct):
             service_name=name,
             cluster=props.network.cluster,
             task_definition=self.task_definition,
-            desired_count=props.settings.desired_count,
+            desired_count=props.settings.running_count,
             security_groups=[props.network.security_group],
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             assign_public_ip=False,
@@ -173,20 +210,11 @@ class WorkerService(Construct):
         task_definition.add_container(
             "Worker",
             container_name="worker",
-            image=container_image(self, "Image", settings.image),
+            image=container_image(self, "Image", settings.image or NO_IMAGE),
             command=settings.command,
             stop_timeout=STOP_TIMEOUT,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=props.lambda_name, log_group=logs),
-            environment={
-                # boto3 in the host finds its region here rather than guessing.
-                "AWS_REGION": Stack.of(self).region,
-                "AWS_DEFAULT_REGION": Stack.of(self).region,
-                "ATF_CONFIG": props.config.to_env(),
-                "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE,
-                "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
-                # The lambda this service is for, for an image whose CMD serves `--only "$ATF_LAMBDA"`.
-                "ATF_LAMBDA": props.lambda_name,
-            },
+            environment=host_environment(props.config, props.lambda_name, Stack.of(self).region),
         )
         return task_definition
 
