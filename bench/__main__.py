@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cost(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     from atf_core.config import StackConfig
-    from atf_sdk.cost import Estimate, measure
+    from atf_local.cost.command import measure
+    from atf_local.cost.report import Estimate
 
     config = StackConfig.model_validate({"name": "default", "lambdas": {"work": {"priorities": ["normal"]}}})
     return measure(config, Estimate(batch=2 if args.quick else 10)).to_dict()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atf_core.billing import Bill
+from atf_local.cost.billing import Bill
 from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench.procs import Stack

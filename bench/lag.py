@@ -1,6 +1,6 @@
 """Start-lag: tasks due at a steady rate, each scheduled a few seconds ahead; when did each start?
 
-start-lag = the executor's "start" record (wall time, ATF_HISTORY_DIR) minus the
+start-lag = the callback's "start" record (wall time, ATF_HISTORY_DIR) minus the
 task's run_at as stored. Same machine, same clock.
 """
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from atf_core.aws import ENDPOINT_ENV, make_clients
 from atf_core.chains import Chains
+from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
@@ -45,10 +46,10 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
     items = ItemStore(clients.dynamodb, config.table_name)
     return Services(
         config,
-        Scheduling(store, config),
+        Scheduling(store, config, process_clock),
         Gating(store, config),
         Stats(clients.dynamodb, config),
-        DeadLetters(store, config),
-        Schedules(store, items, config),
-        Chains(store, items, config),
+        DeadLetters(store, config, process_clock),
+        Schedules(store, items, config, process_clock),
+        Chains(store, items, config, process_clock),
     )

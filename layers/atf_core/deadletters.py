@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.errors import InputError, UnknownLambda
@@ -60,9 +61,10 @@ class Selection:
 
 
 class DeadLetters:
-    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._config = config
+        self._clock = clock
 
     def list(self, selection: DeadLetterFilter) -> list[DeadLetter]:
         """The oldest `limit` dead letters of the selection, oldest first.
@@ -83,7 +85,7 @@ class DeadLetters:
         matched = self.list(selection)
         result = Selection(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
-        now = utcnow()
+        now = self._clock()
         for i, dead in enumerate(matched):
             start = now + timedelta(seconds=i / per_second) if per_second else now
             result.first_at = result.first_at or start
@@ -99,7 +101,7 @@ class DeadLetters:
         matched = self.list(selection)
         result = Selection(dry_run=dry_run, matched=matched)
         if not dry_run:
-            now = utcnow()
+            now = self._clock()
             for dead in matched:
                 change = Change(now=now, reason="discarded from the dead letters")
                 result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict, NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
@@ -33,17 +34,18 @@ class FireReport:
 
 
 class Schedules:
-    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._items = items
         self._config = config
-        self._scheduling = Scheduling(store, config)
+        self._clock = clock
+        self._scheduling = Scheduling(store, config, clock)
 
     # -- management ----------------------------------------------------------
     def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None) -> Schedule:
         """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now."""
         self._check(spec)
-        now = from_ms(to_ms(now or utcnow()))  # as stored, so what put returns is what get reads
+        now = from_ms(to_ms(now or self._clock()))  # as stored, so what put returns is what get reads
         for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
             current = self._find(name)
             schedule = Schedule(
@@ -77,7 +79,7 @@ class Schedules:
             raise NotFound(f"no schedule {name!r}", "name")
 
     def set_paused(self, name: str, paused: bool, now: datetime | None = None) -> Schedule:
-        now = now or utcnow()
+        now = now or self._clock()
         for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
             current = self.get(name)
             following = current.spec.next_after(now, current.created_at)
@@ -90,7 +92,7 @@ class Schedules:
 
     def upcoming(self, name: str, count: int = 5) -> builtins.list[datetime]:  # `list` is a method here
         schedule = self.get(name)
-        return schedule.spec.upcoming(utcnow(), schedule.created_at, count)
+        return schedule.spec.upcoming(self._clock(), schedule.created_at, count)
 
     # -- firing --------------------------------------------------------------
     def fire_due(self, now: datetime, lookahead_s: float = 0.0) -> FireReport:

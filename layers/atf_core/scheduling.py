@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, UnknownLambda, UnknownPriority
 from atf_core.schema import MAX_SCHEDULE_AHEAD, ScheduleRequest, Task, TaskStatus, utcnow
@@ -51,12 +52,13 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
 
 
 class Scheduling:
-    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._config = config
+        self._clock = clock
 
     def schedule(self, request: ScheduleRequest, now: datetime | None = None) -> CreateResult:
-        task = build_task(self._config, request, now or utcnow())
+        task = build_task(self._config, request, now or self._clock())
         result = self._store.create(task, request.fingerprint())
         if result.conflict:
             raise Conflict(f"key {request.key!r} was used for a different request", "key")
@@ -74,7 +76,7 @@ class Scheduling:
             return task
         if not lifecycle.CANCEL.allows(task.status):
             raise Conflict(f"task {task_id} is {task.status.value}; only tasks not yet started can be cancelled", "id")
-        outcome = self._store.transition(TaskRef.of(task), lifecycle.CANCEL, Change(now=utcnow(), reason=reason))
+        outcome = self._store.transition(TaskRef.of(task), lifecycle.CANCEL, Change(now=self._clock(), reason=reason))
         if not outcome.applied:
             now_status = outcome.task.status.value if outcome.task else "gone"
             raise Conflict(f"task {task_id} moved to {now_status} while cancelling", "id")

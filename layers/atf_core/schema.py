@@ -7,7 +7,6 @@ these models; nothing else defines the shape of a task.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -51,13 +50,9 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
-# Fault injection shifts one component's clock (ATF_CLOCK_OFFSET_S) to show
-# that offsets between components delay recovery but never break a guarantee.
-_CLOCK_OFFSET = timedelta(seconds=float(os.environ.get("ATF_CLOCK_OFFSET_S", "0") or 0))
-
-
 def utcnow() -> datetime:
-    return datetime.now(UTC) + _CLOCK_OFFSET
+    """The system clock: the default clock of every component (see atf_core.clock)."""
+    return datetime.now(UTC)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

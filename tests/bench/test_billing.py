@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from atf_core.billing import Bill, Price, lambda_dollars, peer_costs
+from atf_local.cost.billing import Bill, Price, lambda_dollars, peer_costs
 
 
 def test_bills_add_subtract_and_round_trip() -> None:

@@ -28,7 +28,7 @@ def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
     writes = [0.0, 0.1, 0.2, 2.0, 2.05, 5.0]
     lines = [{"kind": "write", "transition": "enqueue", "result": "applied", "t": t} for t in writes]
     lines.append({"kind": "write", "transition": "enqueue", "result": "rejected", "t": 2.1})
-    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (tmp_path / "wire-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     polls = consumer_polls(tmp_path)
     assert polls["polls"] == 3 and polls["max_tasks"] == 3
     assert polls["max_seconds"] == pytest.approx(0.2)
@@ -37,7 +37,7 @@ def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
 
 def test_polls_are_runs_of_sends_when_the_consumer_does_not_write(tmp_path: Path) -> None:
     lines = [{"kind": "sent", "task": str(i), "attempt": 0, "t": t} for i, t in enumerate([0.0, 0.1, 3.0])]
-    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (tmp_path / "wire-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     polls = consumer_polls(tmp_path)
     assert polls["polls"] == 2 and polls["max_tasks"] == 2 and polls["rejected_enqueues"] == 0
 

@@ -20,7 +20,6 @@ from botocore.exceptions import ReadTimeoutError
 
 from atf_core.config import StackConfig, Timeouts
 from atf_core.consumer.deadlines import lease_floor
-from atf_core.history import History
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Outcome, TaskStore
 from atf_sdk.worker.executor import TaskRunner
@@ -93,7 +92,7 @@ def test_a_task_handed_over_after_its_lease_ran_out_is_not_started() -> None:
     config = StackConfig.model_validate({"timeouts": TIMEOUTS.model_dump(), "lambdas": {"steady": {}}})
     heartbeats = Heartbeats(cast(TaskStore, HangingStore(0)), TIMEOUTS, terminate=terminate)
     store = cast(TaskStore, HangingStore(0))
-    runner = TaskRunner(store, config, "steady", lambda task: ran.append(task.id), heartbeats, History(None, "t"))
+    runner = TaskRunner(store, config, "steady", lambda task: ran.append(task.id), heartbeats)
     with contextlib.suppress(Terminated):
         runner.run(a_task(claim_age_s=FLOOR + 1))
     assert ran == [], "a task whose lease had run out was started"

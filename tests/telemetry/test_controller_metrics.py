@@ -67,7 +67,7 @@ def test_a_claim_is_counted_per_lambda_and_priority(
     world: tuple[Controller, DynamoTaskStore, MetricBuffer], config: StackConfig
 ) -> None:
     controller, store, buffer = world
-    task = controller._claim("work", enqueued(store, config, "high"))
+    task = controller.claim("work", enqueued(store, config, "high"))
     assert task is not None and task.status is TaskStatus.CLAIMED
     (claimed,) = named(flushed(buffer), Metric.CLAIMED)
     assert (claimed.dimensions, claimed.total) == ({"lambda": "work", "priority": "high", "service": WORKER_SERVICE}, 1)
@@ -79,7 +79,7 @@ def test_a_drop_gate_met_at_claim_time_counts_a_drop(
     controller, store, buffer = world
     item = enqueued(store, config, "low")
     Gating(store, config).set("work", None, GateAction.DROP, None, "test")
-    assert controller._claim("work", item) is None
+    assert controller.claim("work", item) is None
     assert [p.total for p in named(flushed(buffer), Metric.DROPPED, priority="low")] == [1]
     assert not named(flushed(buffer), Metric.CLAIMED)
 
@@ -91,6 +91,6 @@ def test_a_task_held_back_by_a_limit_is_counted_once_however_often_it_is_recheck
     controller._limiter = NoRoom()
     item = enqueued(store, config, "normal")
     for _ in range(3):
-        assert controller._claim("work", item) is None
+        assert controller.claim("work", item) is None
     (limited,) = named(flushed(buffer), Metric.LIMITED)
     assert (limited.dimensions["priority"], limited.total) == ("normal", 1)

@@ -21,8 +21,6 @@ from botocore.config import Config
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.faults import Plan, install
-from atf_core.history import History, recorded
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
 from atf_core.store import codec
@@ -33,6 +31,9 @@ from atf_local.faults.procs import Cluster, python_argv
 from atf_local.faults.spec import LAMBDAS_SPEC, ConsumerSpec, HostSpec, Scenario
 from atf_local.faults.tail import ExecKey, HistoryTail
 from atf_local.faults.workload import Workload
+from atf_local.instruments.faults import Plan, install
+from atf_local.instruments.history import History
+from atf_local.instruments.startup import CLOCK_OFFSET_ENV
 from atf_local.stack import free_port, wait_for_port
 
 log = logging.getLogger("atf.faults")
@@ -154,7 +155,7 @@ def _drive(
     started = time.time()
     cluster.history.record("phase", name="window open")
     faulty = _harness_clients(scenario, clients, seed, window)
-    store = recorded(DynamoTaskStore(faulty.dynamodb, config), cluster.history)
+    store = DynamoTaskStore(faulty.dynamodb, config)
     workload = Workload(Scheduling(store, config), cluster.history, scenario.loads, f"{scenario.key}-{int(started)}")
     workload.start()
     if scenario.inject is not None:
@@ -210,7 +211,7 @@ def _warm_up(scenario: Scenario, clients: AwsClients, config: StackConfig) -> No
 
 
 def _offset(seconds: float) -> dict[str, str]:
-    return {"ATF_CLOCK_OFFSET_S": str(seconds)} if seconds else {}
+    return {CLOCK_OFFSET_ENV: str(seconds)} if seconds else {}
 
 
 def _harness_clients(scenario: Scenario, clients: AwsClients, seed: int, window: Path) -> AwsClients:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from atf_local.faults.checker import Result
 from atf_local.faults.model import FinalTask, Record
 from atf_local.faults.workload import Load
+from atf_local.instruments.faults import FAULTS_ENV
 
 if TYPE_CHECKING:
     from atf_local.faults.harness import Run
@@ -32,7 +33,7 @@ LAMBDAS_SPEC = "atf_local.faults.lambdas:lambdas"
 
 @dataclass(frozen=True)
 class Faults:
-    """Fault rules for a process (see atf_core.faults): `rules` for every life of it,
+    """Fault rules for a process (see atf_local.instruments.faults): `rules` for every life of it,
     or `lives[i]` for its i-th life only. A rule is armed while its flag file exists
     (its "flag", by default "window": the fault window the harness opens after the
     warm-up and closes when it heals the faults)."""
@@ -51,7 +52,7 @@ class Faults:
         ]
         if not rules:
             return {}
-        return {"ATF_FAULTS": json.dumps({"seed": seed * 1000 + incarnation, "rules": rules})}
+        return {FAULTS_ENV: json.dumps({"seed": seed * 1000 + incarnation, "rules": rules})}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from typing import Any, NoReturn, TypedDict, Unpack
 
 from atf_core.config import LambdaSpec, StackConfig
 from atf_core.errors import InputError
-from atf_core.history import History
 from atf_core.lifecycle import Transition
 from atf_core.scheduling import build_task
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
@@ -93,7 +92,7 @@ class Eager:
         store = _Recorder()
         config = self._config_for(lambda_name)
         heartbeats = Heartbeats(store, config.timeouts, terminate=_lease_lost)  # tracks the task; never beats
-        TaskRunner(store, config, lambda_name, seen, heartbeats, History(None, "eager")).run(task)
+        TaskRunner(store, config, lambda_name, seen, heartbeats).run(task)
         transition, change = store.written
         delay = (change.next_at - change.now).total_seconds() if change.next_at is not None else None
         return Outcome(

@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
 from atf_core.limits import Grant, Limiter
@@ -77,8 +78,10 @@ class Controller:
         settings: ControllerSettings | None = None,
         store_client: DynamoDBClient | None = None,
         metrics: MetricBuffer | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._store = store
+        self._clock = clock
         self._sqs = sqs
         self._long_poll = sqs_long_poll
         self._config = config
@@ -93,10 +96,9 @@ class Controller:
         }
         self._receivers: list[threading.Thread] = []
         self._draining = threading.Event()
-        self._gates = GateView.of([], utcnow())
+        self._gates = GateView.of([], clock())
         self._gates_read = 0.0
         self._gate_lock = threading.Lock()
-        self.claimed = 0
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
@@ -172,15 +174,16 @@ class Controller:
             if not wanted():
                 buffer.hold(item, 0)
                 return None
-            task = self._claim(lambda_name, item, worker)
+            task = self.claim(lambda_name, item, worker)
             if task is not None:
                 return task
         return None
 
-    def _claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
+    def claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
+        """Claim one buffered message's task for `worker`, or act on its gate or limit; the task if claimed."""
         message = item.message
         ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
-        now = utcnow()
+        now = self._clock()
         try:
             gate = self._gate_on(lambda_name, item)
             if gate is not None:
@@ -198,7 +201,6 @@ class Controller:
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
         self._limited.discard(message.task_id)
         if outcome.applied and outcome.task is not None:
-            self.claimed += 1
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
             return outcome.task
         if isinstance(grant, Grant):
@@ -263,7 +265,7 @@ class Controller:
             if must or time.monotonic() - self._gates_read > self._settings.gate_refresh_s:
                 started = time.monotonic()
                 try:
-                    self._gates = GateView.of(self._store.gates(), utcnow())
+                    self._gates = GateView.of(self._store.gates(), self._clock())
                     self._gates_read = started
                 except Exception:
                     if must:

@@ -199,11 +199,6 @@ class CostMeter:
         events.register("before-parameter-build", self._before)
         events.register("after-call", self._after)
 
-    def reset(self) -> Bill:
-        with self._lock:
-            bill, self.bill = self.bill, Bill()
-        return bill
-
     def snapshot(self) -> Bill:
         with self._lock:
             return self.bill + Bill()
