@@ -19,6 +19,22 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 ENDPOINT_ENV = "ATF_AWS_ENDPOINT"
+# The error codes with which AWS says "too many requests, slow down" (those botocore's standard mode
+# retries as throttling, for DynamoDB and SQS and the services beside them).
+THROTTLING_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "LimitExceededException",
+        "SlowDown",
+    }
+)
 
 # Standard mode retries throttling and 5xx with jittered backoff. Three
 # attempts of at most 2 s each bound one call. (botocore's `max_attempts` counts

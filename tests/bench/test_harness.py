@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import percentile, summary
+from atf_core.telemetry import percentile
+from bench.common import summary
 from bench.throughput import consumer_polls, steady_rate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_percentiles_are_nearest_rank_and_unstarted_tasks_make_them_unknown() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert (percentile(values, 50), percentile(values, 95), percentile(values, 100)) == (50, 95, 100)
+    assert (percentile(values, 0.5), percentile(values, 0.95), percentile(values, 1)) == (50, 95, 100)
+    assert (percentile([3, 1, 2, 4], 0.5), percentile([7.0], 0.01), percentile(values, 0.07)) == (2, 7.0, 7)
     censored = summary([10.0] * 90 + [math.inf] * 10)
     assert censored["p50"] == 10 and censored["p95"] is None and censored["not_started"] == 10
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.store import codec
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.telemetry import percentile
 from atf_sdk.snapshot import QueueRow, Snapshot
 
 THROUGHPUT_WINDOW = timedelta(minutes=1)
@@ -57,12 +57,8 @@ def histogram(lags: list[float]) -> list[Bucket]:
     return [Bucket(label, counts[i]) for i, label in enumerate(labels)]
 
 
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile, as CloudWatch's pNN reads for small samples."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+def p95(values: list[float]) -> float | None:
+    return percentile(values, 0.95) if values else None
 
 
 def _ms(value: int) -> str:
@@ -122,7 +118,7 @@ class ConsoleData:
                 lags[key].append(lag)
         for key, row in rows.items():
             row.finished_per_min = float(finished[key])
-            row.lag_p95_ms = percentile(lags[key], 0.95)
+            row.lag_p95_ms = p95(lags[key])
         dead = Counter(t.lambda_ for t in tasks if t.status is TaskStatus.DEAD_LETTER)
         return Snapshot(
             source="local console", as_of=now, rows=list(rows.values()), gates=self.gates(),
@@ -137,7 +133,7 @@ class ConsoleData:
             lag = start_lag_ms(task)
             if lag is not None and task.lambda_ in found:
                 found[task.lambda_].append(lag)
-        return {name: (histogram(lags), percentile(lags, 0.95), len(lags)) for name, lags in found.items()}
+        return {name: (histogram(lags), p95(lags), len(lags)) for name, lags in found.items()}
 
     # -- gates ---------------------------------------------------------------
     def gates(self) -> list[Gate]:

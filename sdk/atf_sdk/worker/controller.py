@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
+from atf_core.backoff import ceiling
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
-RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff from the first to the second
+RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
 
 
@@ -133,7 +134,7 @@ class Controller:
                 failures += 1
                 log.exception("receive from %s/%s failed (%d in a row)", lambda_name, priority, failures)
                 buffer.may_hold_more(rank, False)  # a queue that cannot be read holds no lower priority back
-                self._draining.wait(min(RECEIVE_RETRY_S[1], RECEIVE_RETRY_S[0] * 2 ** (failures - 1)))
+                self._draining.wait(ceiling(failures, *RECEIVE_RETRY_S))
 
     def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
         """One receive, if this priority may receive now; False if it may not."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from atf_core import lifecycle
 from atf_core.aws import AwsClients, make_clients
+from atf_core.backoff import equal_jitter
 from atf_core.chains import Chains
 from atf_core.clock import Clock, process_clock
 from atf_core.config import StackConfig
@@ -215,7 +216,7 @@ class TaskRunner:
         delay = (
             after
             if after is not None
-            else lifecycle.backoff_seconds(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
+            else equal_jitter(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
         )
         self._finish(task, lifecycle.FAIL_RETRIABLE, error, delay)
 
