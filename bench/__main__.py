@@ -29,10 +29,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every `finally` stops its processes
-    for key, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
-        os.environ.setdefault(key, value)
+    from atf_local.environment import DUMMY_CREDENTIALS
     from atf_local.stack import REPO
+
+    for key, value in DUMMY_CREDENTIALS.items():
+        os.environ.setdefault(key, value)
     from bench.machine import describe
 
     args.out.mkdir(parents=True, exist_ok=True)

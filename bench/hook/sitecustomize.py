@@ -11,9 +11,8 @@ import os
 from pathlib import Path
 
 from atf_local.instruments.startup import install_from_env
+from bench.meter import METER_ENV, meter_this_process
 
 install_from_env()
-if os.environ.get("BENCH_METER_DIR"):
-    from bench.meter import meter_this_process
-
-    meter_this_process(Path(os.environ["BENCH_METER_DIR"]))
+if os.environ.get(METER_ENV):
+    meter_this_process(Path(os.environ[METER_ENV]))

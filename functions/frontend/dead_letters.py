@@ -15,12 +15,11 @@ from atf_core.api import (
     MAX_DEAD_LETTER_LIST,
     DeadLetterList,
     DeadLetterSelection,
-    Moment,
     RedriveRequest,
     dead_letter_filter,
 )
 from atf_core.deadletters import Selection
-from atf_core.schema import COLLECTION_PATTERN
+from atf_core.schema import COLLECTION_PATTERN, Moment
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import LambdaName
 from functions.frontend.services import services

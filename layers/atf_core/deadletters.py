@@ -18,7 +18,7 @@ from atf_core import lifecycle
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.errors import InputError, UnknownLambda
+from atf_core.errors import InputError
 from atf_core.schema import from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
@@ -108,9 +108,7 @@ class DeadLetters:
         return result
 
     def _partitions(self, selection: DeadLetterFilter) -> Iterator[Iterator[DueEntry]]:
-        spec = self._config.lambdas.get(selection.lambda_name)
-        if spec is None:
-            raise UnknownLambda(f"unknown lambda {selection.lambda_name!r}", "lambda")
+        spec = self._config.lambda_named(selection.lambda_name)
         equal = {}
         if selection.collection:
             equal[Attr.COLLECTION] = selection.collection

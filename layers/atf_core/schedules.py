@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError, Conflict, NotFound, UnknownLambda, UnknownPriority
+from atf_core.errors import AtfError, Conflict, NotFound, UnknownPriority
 from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
@@ -166,8 +166,6 @@ class Schedules:
         return self._items.put(schedule_id(schedule.name), fields, index, version)
 
     def _check(self, spec: ScheduleSpec) -> None:
-        lambda_spec = self._config.lambdas.get(spec.lambda_)
-        if lambda_spec is None:
-            raise UnknownLambda(f"unknown lambda {spec.lambda_!r}", "lambda")
+        lambda_spec = self._config.lambda_named(spec.lambda_)
         if spec.priority is not None and spec.priority not in lambda_spec.priorities:
             raise UnknownPriority(f"priority {spec.priority!r} is not one of {lambda_spec.priorities}", "priority")

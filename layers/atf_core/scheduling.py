@@ -8,7 +8,7 @@ from datetime import datetime
 from atf_core import lifecycle
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import Conflict, InputError, NotFound, UnknownLambda, UnknownPriority
+from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
 from atf_core.schema import MAX_SCHEDULE_AHEAD, ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
 
@@ -24,9 +24,7 @@ def task_id_for(lambda_name: str, key: str | None) -> str:
 
 def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> Task:
     """The task a request asks for, after the checks that need the configuration."""
-    spec = config.lambdas.get(request.lambda_)
-    if spec is None:
-        raise UnknownLambda(f"unknown lambda {request.lambda_!r}; known: {sorted(config.lambdas)}", "lambda")
+    spec = config.lambda_named(request.lambda_)
     priority = request.priority or spec.default_priority
     if priority not in spec.priorities:
         raise UnknownPriority(f"priority {priority!r} is not one of {spec.priorities}", "priority")

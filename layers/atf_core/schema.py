@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -122,6 +122,21 @@ def _fits(payload: dict[str, Any]) -> dict[str, Any]:
 Payload = Annotated[dict[str, Any], BeforeValidator(_a_json_object), AfterValidator(_fits)]
 
 
+def _zoned(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise PydanticCustomError("timezone_aware", "needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError("datetime_range", "is outside the representable range of times") from None
+    return moment
+
+
+# A moment a request names (a task's run_at and expire_at, a gate's until, a dead-letter window's
+# ends): with its time zone, and one that can be taken to UTC.
+Moment = Annotated[datetime, AfterValidator(_zoned)]
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 
@@ -176,35 +191,11 @@ class ScheduleRequest(BaseModel):
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
-    run_at: datetime | None = None
+    run_at: Moment | None = None
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
-    expire_at: datetime | None = Field(default=None, description="If not started by then, end as expired.")
-
-    @field_validator("expire_at")
-    @classmethod
-    def _expire_at_has_zone(cls, expire_at: datetime | None) -> datetime | None:
-        if expire_at is not None and expire_at.tzinfo is None:
-            raise ValueError("expire_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
-        if expire_at is not None:
-            try:
-                expire_at.astimezone(UTC)
-            except OverflowError:
-                raise ValueError("expire_at is outside the representable range of times") from None
-        return expire_at
-
-    @field_validator("run_at")
-    @classmethod
-    def _run_at_has_zone(cls, run_at: datetime | None) -> datetime | None:
-        if run_at is not None and run_at.tzinfo is None:
-            raise ValueError("run_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
-        if run_at is not None:
-            try:
-                run_at.astimezone(UTC)
-            except OverflowError:
-                raise ValueError("run_at is outside the representable range of times") from None
-        return run_at
+    expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
 
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:

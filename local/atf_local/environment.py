@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 
+from aws_lambda_powertools.shared import constants
+
+from atf_core.aws import ENDPOINT_ENV
+from atf_core.config import CONFIG_ENV
+
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",
@@ -11,9 +16,9 @@ DUMMY_CREDENTIALS = {
     "AWS_REGION": "us-east-1",
 }
 QUIET_POWERTOOLS = {
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_METRICS_DISABLED": "true",
-    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    constants.TRACER_DISABLED_ENV: "true",
+    constants.METRICS_DISABLED_ENV: "true",
+    constants.POWERTOOLS_LOG_LEVEL_ENV: "WARNING",
 }
 
 
@@ -22,8 +27,8 @@ def local_environment(endpoint: str, config_json: str) -> dict[str, str]:
     env = dict(os.environ)
     for key, value in {**DUMMY_CREDENTIALS, **QUIET_POWERTOOLS}.items():
         env.setdefault(key, value)
-    env["ATF_AWS_ENDPOINT"] = endpoint
-    env["ATF_CONFIG"] = config_json
+    env[ENDPOINT_ENV] = endpoint
+    env[CONFIG_ENV] = config_json
     return env
 
 

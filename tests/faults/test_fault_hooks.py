@@ -21,7 +21,8 @@ from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_local.environment import DUMMY_CREDENTIALS
-from atf_local.instruments.faults import EXIT_CODE, Plan, install
+from atf_local.instruments.faults import EXIT_CODE, FAULTS_ENV, Plan, install
+from atf_local.instruments.history import HISTORY_ENV
 from atf_local.instruments.startup import HOOK_DIR
 from atf_local.stack import REPO
 from tests.conftest import TEST_CONFIG
@@ -44,7 +45,7 @@ def recorded_faults(directory: Path) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def history_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ATF_HISTORY_DIR", str(tmp_path / "history"))
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history"))
     return tmp_path / "history"
 
 
@@ -100,8 +101,8 @@ def test_an_exit_ends_the_process_before_or_after_the_call(
         f"Item={{'id': {{'S': {kind!r}}}}})\n"
         "print('the call returned')\n"
     )
-    env = {**os.environ, **DUMMY_CREDENTIALS, "ATF_FAULTS": json.dumps({"rules": [rule]}),
-           "ATF_HISTORY_DIR": str(tmp_path / "exits"), "PYTHONPATH": str(HOOK_DIR)}  # fmt: skip
+    env = {**os.environ, **DUMMY_CREDENTIALS, FAULTS_ENV: json.dumps({"rules": [rule]}),
+           HISTORY_ENV: str(tmp_path / "exits"), "PYTHONPATH": str(HOOK_DIR)}  # the start-up hook  # fmt: skip
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, timeout=60)
     assert done.returncode == EXIT_CODE and b"the call returned" not in done.stdout
     item = make_clients(endpoint).dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": kind}})

@@ -23,8 +23,8 @@ from atf_core.store.dynamo import DynamoTaskStore
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.faults.tail import HistoryTail
 from atf_local.instruments.faults import Plan, install
-from atf_local.instruments.history import History
-from atf_local.instruments.startup import HOOK_DIR
+from atf_local.instruments.history import HISTORY_ENV, History
+from atf_local.instruments.startup import CLOCK_OFFSET_ENV, HOOK_DIR
 from atf_local.instruments.wire import RECOVERIES, WireRecorder
 from atf_local.stack import REPO
 from tests.functional.helpers import T0, force_status, new_task
@@ -135,7 +135,7 @@ def test_an_execution_is_busy_until_its_end_and_its_own_result_are_recorded(tmp_
     assert tail.busy_pids([pid]) == {}
 
 
-def run_with_hook(program: str, tmp_path: Path, **env: str) -> str:
+def run_with_hook(program: str, env: dict[str, str]) -> str:
     environment = {**os.environ, **DUMMY_CREDENTIALS, "PYTHONPATH": str(HOOK_DIR), **env}
     done = subprocess.run(
         [sys.executable, "-c", program], env=environment, cwd=REPO, capture_output=True, text=True, timeout=60
@@ -151,15 +151,15 @@ def test_the_start_up_hook_labels_each_client_as_the_framework_names_it(tmp_path
         "on_every_client(lambda client, label: print(label))\n"
         "make_clients('http://127.0.0.1:9')\n"
     )
-    printed = run_with_hook(program, tmp_path, ATF_HISTORY_DIR=str(tmp_path))
+    printed = run_with_hook(program, {HISTORY_ENV: str(tmp_path)})
     assert printed.split() == ["dynamodb", "sqs", "sqs_long_poll", "dynamodb_heartbeat"]
 
 
-def test_the_start_up_hook_shifts_the_process_clock_and_nothing_else(tmp_path: Path) -> None:
+def test_the_start_up_hook_shifts_the_process_clock_and_nothing_else() -> None:
     program = (
         "from atf_core.clock import process_clock\n"
         "from atf_core.schema import utcnow\n"
         "print(round((process_clock() - utcnow()).total_seconds()))\n"
     )
-    assert run_with_hook(program, tmp_path, ATF_CLOCK_OFFSET_S="-30").strip() == "-30"
-    assert run_with_hook(program, tmp_path).strip() == "0"
+    assert run_with_hook(program, {CLOCK_OFFSET_ENV: "-30"}).strip() == "-30"
+    assert run_with_hook(program, {}).strip() == "0"

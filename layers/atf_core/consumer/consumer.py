@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer.budget import QueueBudget
-from atf_core.consumer.deadlines import deadline_of, lease_floor, lost_attempt, observed_stamp
+from atf_core.consumer.deadlines import deadline_of, lost_attempt, observed_stamp
 from atf_core.consumer.tracker import EntryKey, InFlightTracker, where
 from atf_core.gating import GateView
 from atf_core.queues import QueueDirectory, TaskMessage
@@ -255,7 +255,7 @@ class Consumer:
             return deadline_ms  # not running: an early re-enqueue only duplicates a message
         stamp = (task.id, *sorted(observed_stamp(task).items()))
         first_seen = self._first_seen.setdefault(stamp, now_ms)
-        return max(deadline_ms, first_seen + int(lease_floor(self._config.timeouts) * 1000))
+        return max(deadline_ms, first_seen + int(self._config.timeouts.lease_floor * 1000))
 
     def _requeue(self, ref: TaskRef, task: Task, now: datetime, report: PollReport) -> TaskMessage | None:
         """Send a stuck task again; a running one's lost attempt goes into its error history (fenced by the

@@ -36,6 +36,7 @@ from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
 from atf_local.cost.billing import CostMeter
 from atf_local.cost.report import Estimate
+from atf_local.environment import DUMMY_CREDENTIALS
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller
 from atf_sdk.worker.executor import TaskRunner, build_runner
@@ -252,8 +253,7 @@ def embedded_aws(config: StackConfig) -> Iterator[AwsClients]:
     from atf_core.aws import ENDPOINT_ENV
 
     saved = {k: os.environ.pop(k, None) for k in (ENDPOINT_ENV,)}
-    dummies = {"AWS_ACCESS_KEY_ID": "cost", "AWS_SECRET_ACCESS_KEY": "cost", "AWS_DEFAULT_REGION": "us-east-1"}
-    for key, value in dummies.items():
+    for key, value in DUMMY_CREDENTIALS.items():
         os.environ.setdefault(key, value)
     try:
         with mock_aws():

@@ -25,13 +25,11 @@ from datetime import datetime, timedelta
 
 from atf_core import lifecycle
 from atf_core.clock import Clock
-from atf_core.config import Timeouts
-from atf_core.consumer.deadlines import lease_floor
+from atf_core.config import MISSES_ALLOWED, Timeouts
 from atf_core.schema import Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 
 log = logging.getLogger("atf.executor")
-MISSES_ALLOWED = 3
 EXIT_LOST_LEASE = 70
 WATCH_EVERY_S = 0.1
 LEASE_MARGIN_S = 0.5  # the watchdog's own lateness, and the time a process takes to die
@@ -113,7 +111,7 @@ class Heartbeats:
                     self._terminate(f"no heartbeat landed for {silent_for:.1f}s on task {entry.ref.id}")
 
     def _expired(self, entry: _Running) -> bool:
-        return time.monotonic() - entry.last_ok > lease_floor(self._timeouts) - LEASE_MARGIN_S
+        return time.monotonic() - entry.last_ok > self._timeouts.lease_floor - LEASE_MARGIN_S
 
     def _beat(self, entry: _Running) -> None:
         # A lease this process cannot prove (it was paused, or its clock jumped)

@@ -28,11 +28,12 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.shared import constants
 
 from atf_core.schema import Task
 from atf_core.telemetry import FLUSH_EVERY_S, WORKER_SERVICE, MetricBuffer
 
-SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
+SERVICE_ENV = constants.SERVICE_NAME_ENV
 TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection")
 _formatter = LambdaPowertoolsFormatter()
 
@@ -63,7 +64,7 @@ def _log_uncaught(args: threading.ExceptHookArgs) -> None:
 
 
 METRICS_MODES = ("auto", "emf", "off")
-METRICS_DISABLED_ENV = "POWERTOOLS_METRICS_DISABLED"
+METRICS_DISABLED_ENV = constants.METRICS_DISABLED_ENV
 
 
 def route_metrics(mode: str, stream: TextIO | None = None) -> str:
@@ -72,7 +73,7 @@ def route_metrics(mode: str, stream: TextIO | None = None) -> str:
 
     if mode not in METRICS_MODES:
         raise ValueError(f"metrics mode {mode!r} is not one of {METRICS_MODES}")
-    if mode == "auto" and (METRICS_DISABLED_ENV in os.environ or "POWERTOOLS_DEV" in os.environ):
+    if mode == "auto" and (METRICS_DISABLED_ENV in os.environ or constants.POWERTOOLS_DEV_ENV in os.environ):
         enabled = not is_metrics_disabled()
         why = f"{METRICS_DISABLED_ENV}={os.environ.get(METRICS_DISABLED_ENV, '')}"
     elif mode == "auto":
