@@ -71,11 +71,6 @@ def maybe_from_ms(millis: int | float | None) -> datetime | None:
     return None if millis is None else from_ms(millis)
 
 
-def payload_size(payload: dict[str, Any]) -> int:
-    """Size of the payload as it is stored: compact JSON in UTF-8."""
-    return len(encode_payload(payload).encode())
-
-
 def encode_payload(payload: dict[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
