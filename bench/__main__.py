@@ -29,8 +29,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every `finally` stops its processes
-    from atf_local.environment import DUMMY_CREDENTIALS
-    from atf_local.stack import REPO
+    from atf_local.environment import DUMMY_CREDENTIALS, REPO
 
     for key, value in DUMMY_CREDENTIALS.items():
         os.environ.setdefault(key, value)

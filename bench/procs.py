@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atf_core.config import StackConfig
-from atf_local.environment import local_environment
+from atf_local.environment import REPO, local_environment
 from atf_local.instruments.history import HISTORY_ENV
-from atf_local.stack import REPO, free_port, wait_for_port
+from atf_local.stack import free_port, wait_for_port
 from bench.meter import METER_ENV
 
 HOOK = Path(__file__).resolve().parent / "hook"

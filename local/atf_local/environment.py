@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from aws_lambda_powertools.shared import constants
 
 from atf_core.aws import ENDPOINT_ENV
 from atf_core.config import CONFIG_ENV
 
+# The checkout the local stack runs from: functions/ is deployed as code, not installed as a package,
+# so the local processes import it from here.
+REPO = Path(__file__).resolve().parents[2]
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",

@@ -20,11 +20,10 @@ from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
-from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.instruments.faults import EXIT_CODE, FAULTS_ENV, Plan, install
 from atf_local.instruments.history import HISTORY_ENV
 from atf_local.instruments.startup import HOOK_DIR
-from atf_local.stack import REPO
 from tests.conftest import TEST_CONFIG
 
 CONFIG = StackConfig.model_validate(TEST_CONFIG)

@@ -20,13 +20,12 @@ from atf_core.queues import TaskMessage
 from atf_core.schema import TaskStatus
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
-from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.faults.tail import HistoryTail
 from atf_local.instruments.faults import Plan, install
 from atf_local.instruments.history import HISTORY_ENV, History
 from atf_local.instruments.startup import CLOCK_OFFSET_ENV, HOOK_DIR
 from atf_local.instruments.wire import RECOVERIES, WireRecorder
-from atf_local.stack import REPO
 from tests.functional.helpers import T0, force_status, new_task
 
 

@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atf_local.environment import local_environment
+from atf_local.environment import REPO, local_environment
 from atf_local.instruments.history import HISTORY_ENV, History
 from atf_local.instruments.startup import HOOK_DIR
-from atf_local.stack import REPO
 
 EnvFor = Callable[[int], dict[str, str]]  # extra environment for the nth incarnation
 
