@@ -15,7 +15,7 @@ from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
-from atf_core.schedules import Schedules
+from atf_core.periodic_schedules import Schedules
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
 from atf_core.telemetry import CONSUMER_SERVICE, Metric, MetricBuffer, queue, watch_throttles

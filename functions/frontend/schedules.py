@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
 from atf_core.clock import process_clock
-from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import NAME_PATTERN
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import ScheduleName

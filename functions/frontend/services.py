@@ -16,11 +16,11 @@ from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
-from atf_core.schedules import Schedules
-from atf_core.scheduling import Scheduling
+from atf_core.periodic_schedules import Schedules
 from atf_core.stats import Stats
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
+from atf_core.tasks import Scheduling
 
 
 @dataclass(frozen=True)

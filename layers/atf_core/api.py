@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from atf_core.deadletters import DeadLetter, DeadLetterFilter
 from atf_core.errors import InputError
-from atf_core.periodic import Schedule
+from atf_core.recurrence import Schedule
 from atf_core.schema import (
     COLLECTION_PATTERN,
     MAX_SCHEDULE_AHEAD,
@@ -96,7 +96,7 @@ class GateList(BaseModel):
     gates: list[Gate]
 
 
-# Ids are uuid hex (atf_core.scheduling.task_id_for).
+# Ids are uuid hex (atf_core.tasks.task_id_for).
 TASK_ID_PATTERN = r"^[0-9a-f]{32}$"
 
 

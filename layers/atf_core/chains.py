@@ -24,7 +24,6 @@ from atf_core import lifecycle
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound
-from atf_core.scheduling import build_task, task_id_for
 from atf_core.schema import (
     COLLECTION_PATTERN,
     NAME_PATTERN,
@@ -38,6 +37,7 @@ from atf_core.schema import (
 )
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
+from atf_core.tasks import build_task, task_id_for
 
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)

@@ -177,7 +177,7 @@ class ScheduleRequest(BaseModel):
 
     Checks that need no configuration live here; whether the lambda and
     priority exist is checked against the stack's configuration by
-    `atf_core.scheduling`.
+    `atf_core.tasks`.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)

@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from atf_core.config import Limits, StackConfig
 from atf_core.deadletters import DEAD
 from atf_core.definitions import INDEX_NAME, Attr
-from atf_core.periodic import Schedule
+from atf_core.recurrence import Schedule
 from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store import codec
 from atf_core.store.schedules import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from

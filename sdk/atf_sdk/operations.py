@@ -34,7 +34,7 @@ from atf_core.api import (
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import DeadLetter, Selection
 from atf_core.errors import AtfError, input_error
-from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk import routes

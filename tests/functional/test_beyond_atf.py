@@ -15,8 +15,8 @@ from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, InputError
 from atf_core.limits import Limiter
-from atf_core.periodic import CatchUp, Overlap, ScheduleSpec
-from atf_core.schedules import Schedules
+from atf_core.periodic_schedules import Schedules
+from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus
 from atf_core.store.base import Change, DueEntry, TaskRef
 from atf_core.store.schedules import ItemStore

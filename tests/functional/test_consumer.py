@@ -12,10 +12,10 @@ from atf_core.config import StackConfig
 from atf_core.consumer import Consumer
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from tests.functional.helpers import T0
 
 

@@ -18,10 +18,10 @@ from botocore.config import Config
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
 from atf_core.store import codec
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.faults.checker import TERMINAL, Bounds, Result, check_run
 from atf_local.faults.injector import Injector

@@ -4,7 +4,7 @@
     outcome = eager.run("charge", {"order": 7}, attempt=3)
     assert outcome.status is TaskStatus.DEAD_LETTER and isinstance(outcome.raised, Fatal)
 
-The task is built as the frontend builds it (atf_core.scheduling.build_task: the lambda, priority and
+The task is built as the frontend builds it (atf_core.tasks.build_task: the lambda, priority and
 payload checked against the configuration, with the errors the API would answer), claimed at the
 attempt asked for, and run by the executor's own TaskRunner: the TaskContext the callback gets, and
 what Retry, Fatal, another exception or the last attempt make of the task, are the executor's. Only
@@ -21,10 +21,10 @@ from typing import Any, NoReturn, TypedDict, Unpack
 from atf_core.config import LambdaSpec, StackConfig
 from atf_core.errors import InputError
 from atf_core.lifecycle import Transition
-from atf_core.scheduling import build_task
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, DueEntry, TaskRef, TaskStore
 from atf_core.store.base import Outcome as Written
+from atf_core.tasks import build_task
 from atf_sdk.operations import checked
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats

@@ -1,4 +1,5 @@
-"""Accepting, reading and cancelling tasks: what the frontend does."""
+"""One-off tasks as the frontend handles them: how a request becomes a task, and accepting, reading
+and cancelling one (Scheduling). Periodic ones are in periodic_schedules.py, chains in chains.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Managing periodic schedules, and firing the due ones (the consumer does, every poll)."""
+"""Managing periodic schedules, and firing the due ones (the consumer does, every poll); when each
+recurs is atf_core.recurrence."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from datetime import datetime, timedelta
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict, NotFound, UnknownPriority
-from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
-from atf_core.scheduling import Scheduling
+from atf_core.recurrence import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
 from atf_core.store.schedules import (
@@ -22,6 +22,7 @@ from atf_core.store.schedules import (
     schedule_from,
     schedule_id,
 )
+from atf_core.tasks import Scheduling
 
 log = logging.getLogger("atf.schedules")
 SAVE_TRIES = 5
