@@ -39,7 +39,7 @@ def put_schedule(name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> S
 def list_schedules(
     lambda_name: Annotated[str | None, Query(alias="lambda", pattern=NAME_PATTERN)] = None,
 ) -> ScheduleList:
-    found = services().schedules.list()
+    found = services().schedules.all()
     mine = [s for s in found if lambda_name is None or s.spec.lambda_ == lambda_name]
     return ScheduleList(schedules=sorted(mine, key=lambda s: s.name))
 

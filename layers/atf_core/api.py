@@ -3,7 +3,7 @@
 Defined once here because two sides read them: the frontend Lambda (which
 only has this layer) and the SDK's client. Task and Gate records are the
 schema's own models; dead letters, schedules and chains travel as their core
-modules' own types (DeadLetter, Selection, ScheduleSpec, Schedule, ChainSpec,
+modules' own types (DeadLetter, BulkResult, ScheduleSpec, Schedule, ChainSpec,
 ChainView), wrapped here only where a list or an extra field needs a home.
 """
 

@@ -50,7 +50,7 @@ class DeadLetter:
 
 
 @dataclass
-class Selection:
+class BulkResult:
     """What a redrive or discard did, or in a dry run would do."""
 
     dry_run: bool
@@ -66,7 +66,7 @@ class DeadLetters:
         self._config = config
         self._clock = clock
 
-    def list(self, selection: DeadLetterFilter) -> list[DeadLetter]:
+    def matching(self, selection: DeadLetterFilter) -> list[DeadLetter]:
         """The oldest `limit` dead letters of the selection, oldest first.
 
         Each partition is read in time order, so its first `limit` entries are
@@ -78,12 +78,12 @@ class DeadLetters:
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
-    ) -> Selection:
+    ) -> BulkResult:
         """Back to new, each with `budget` more attempts, started at most per_second a second."""
         if per_second is not None and per_second <= 0:
             raise InputError("per_second must be positive", "per_second")
-        matched = self.list(selection)
-        result = Selection(dry_run=dry_run, matched=matched)
+        matched = self.matching(selection)
+        result = BulkResult(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now = self._clock()
         for i, dead in enumerate(matched):
@@ -97,9 +97,9 @@ class DeadLetters:
                 result.changed += 1
         return result
 
-    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> Selection:
-        matched = self.list(selection)
-        result = Selection(dry_run=dry_run, matched=matched)
+    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
+        matched = self.matching(selection)
+        result = BulkResult(dry_run=dry_run, matched=matched)
         if not dry_run:
             now = self._clock()
             for dead in matched:

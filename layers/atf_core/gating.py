@@ -65,7 +65,8 @@ class Gating:
         if not self._store.delete_gate(lambda_name, collection):
             raise NotFound(f"no gate on {lambda_name}/{collection or '*'}", "lambda")
 
-    def list(self) -> list[Gate]:
+    def gates(self) -> list[Gate]:
+        """Every gate stored, in force or past its until (view() keeps those in force)."""
         return self._store.gates()
 
     def view(self, now: datetime | None = None) -> GateView:

@@ -3,7 +3,6 @@ recurs is atf_core.recurrence."""
 
 from __future__ import annotations
 
-import builtins
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -71,7 +70,7 @@ class Schedules:
             raise NotFound(f"no schedule {name!r}", "name")
         return found
 
-    def list(self) -> list[Schedule]:
+    def all(self) -> list[Schedule]:
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
         return [schedule_from(raw) for raw in (self._items.get(i) for i in ids) if raw]
 
@@ -91,7 +90,7 @@ class Schedules:
                 return updated
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
-    def upcoming(self, name: str, count: int = 5) -> builtins.list[datetime]:  # `list` is a method here
+    def upcoming(self, name: str, count: int = 5) -> list[datetime]:
         schedule = self.get(name)
         return schedule.spec.upcoming(self._clock(), schedule.created_at, count)
 

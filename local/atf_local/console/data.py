@@ -18,7 +18,7 @@ from typing import Any
 
 from atf_core.aws import AwsClients
 from atf_core.config import StackConfig
-from atf_core.deadletters import DeadLetter, DeadLetterFilter, DeadLetters, Selection
+from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.definitions import Attr
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
@@ -137,7 +137,7 @@ class ConsoleData:
 
     # -- gates ---------------------------------------------------------------
     def gates(self) -> list[Gate]:
-        return sorted(self._gating.list(), key=lambda g: (g.lambda_, g.collection or ""))
+        return sorted(self._gating.gates(), key=lambda g: (g.lambda_, g.collection or ""))
 
     def set_gate(self, lambda_name: str, collection: str | None, action: GateAction, reason: str) -> Gate:
         return self._gating.set(lambda_name, collection, action, None, reason)
@@ -147,7 +147,7 @@ class ConsoleData:
 
     # -- dead letters --------------------------------------------------------
     def dead_letters(self, selection: DeadLetterFilter) -> list[DeadLetter]:
-        return self._dead_letters.list(selection)
+        return self._dead_letters.matching(selection)
 
-    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> Selection:
+    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> BulkResult:
         return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second)

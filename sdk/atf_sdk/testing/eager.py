@@ -8,7 +8,7 @@ The task is built as the frontend builds it (atf_core.tasks.build_task: the lamb
 payload checked against the configuration, with the errors the API would answer), claimed at the
 attempt asked for, and run by the executor's own TaskRunner: the TaskContext the callback gets, and
 what Retry, Fatal, another exception or the last attempt make of the task, are the executor's. Only
-the task store differs: the runner's one write is recorded instead of sent, and becomes the Outcome.
+the task store differs: the runner's one write is recorded instead of sent, and becomes the AttemptResult.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class TaskFields(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AttemptResult:
     """How one attempt ended, as the executor would record it."""
 
     status: TaskStatus  # success, retriable_failure, dead_letter or fatal_failure
@@ -85,7 +85,9 @@ class Eager:
         """What the callback is given for that task, to call it yourself."""
         return TaskContext.of(self.task(lambda_name, payload, **fields))
 
-    def run(self, lambda_name: str, payload: dict[str, Any] | None = None, **fields: Unpack[TaskFields]) -> Outcome:
+    def run(
+        self, lambda_name: str, payload: dict[str, Any] | None = None, **fields: Unpack[TaskFields]
+    ) -> AttemptResult:
         """Run the registered callback once, as an executor would; how it ended."""
         task = self.task(lambda_name, payload, **fields)
         seen = _Seen(self._callback(lambda_name))
@@ -95,7 +97,7 @@ class Eager:
         TaskRunner(store, config, lambda_name, seen, heartbeats).run(task)
         transition, change = store.written
         delay = (change.next_at - change.now).total_seconds() if change.next_at is not None else None
-        return Outcome(
+        return AttemptResult(
             status=transition.target,
             context=seen.context or TaskContext.of(task),
             value=seen.value,
