@@ -1,6 +1,6 @@
 """Meters every DynamoDB and SQS client of a process the benchmarks start.
 
-Loaded by the benchmarks' start-up hook (bench/hook/sitecustomize.py) when
+The benchmarks' start-up hook (bench/hook/sitecustomize.py) attaches it when
 BENCH_METER_DIR is set, so the framework's own code is metered without a line
 of it changing. The process writes its cumulative bill to
 BENCH_METER_DIR/<pid>.json twice a second and as it exits; the benchmark
