@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 ENDPOINT_ENV = "ATF_AWS_ENDPOINT"
-# The error codes with which AWS says "too many requests, slow down" (those botocore's standard mode
-# retries as throttling, for DynamoDB and SQS and the services beside them).
+# The error codes with which AWS says "too many requests, slow down": the frontend answers them with
+# a 429, and the consumer and the worker hosts count them (Metric.THROTTLES). They are those of the
+# list botocore's standard retry mode treats as throttling (botocore.retries.standard) that say so
+# alone: not TransactionInProgressException, BandwidthLimitExceeded or PriorRequestNotComplete.
 THROTTLING_CODES = frozenset(
     {
         "ThrottlingException",
