@@ -19,7 +19,7 @@ STAMP := $(VENV)/.installed-$(shell cat $(LOCK) $(PACKAGES) | cksum | cut -d' ' 
 REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,testing]\n-e ./local\n'
 OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local
 LOWEST := .venv-lowest
-# The Lambda runtime's (infra/atf_infra/constructs/layer.py); a test keeps them equal
+# The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
 LOCK_PYTHON := 3.11
 
 .PHONY: setup test test-lowest lock run serve lint clean infra-cli bench chromium faults

@@ -441,7 +441,8 @@ def _add_optional_verbs(verbs: Any) -> None:
         except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
             top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])")
             top.add_argument("ignored", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-            top.set_defaults(run=lambda _: sys.exit(install_hint(missing, "atf top")))
+            hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
+            top.set_defaults(run=lambda _: sys.exit(hint))
     if importlib.util.find_spec("moto") is not None:  # atf cost measures on an embedded AWS
         importlib.import_module("atf_sdk.cost").add_cost_command(verbs)
 

@@ -6,7 +6,7 @@ import re
 import sys
 from importlib.metadata import version
 
-from atf_infra.constructs import layer
+from atf_cdk.constructs import layer
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
