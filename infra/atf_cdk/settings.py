@@ -56,6 +56,7 @@ class WorkerSettings(Strict):
     min_tasks: int = Field(default=1, ge=0, le=1000, description="0: no task while nothing is queued or due.")
     max_tasks: int = Field(default=10, ge=0, le=1000)
     backlog_per_task: int = Field(default=50, ge=1, description="Queued + in flight + due soon, per running task.")
+    acknowledgements: dict[str, str] = Field(default_factory=dict, description="cdk-nag rule -> reason.")
 
     @model_validator(mode="after")
     def _fargate_size(self) -> WorkerSettings:
@@ -81,6 +82,7 @@ class WorkerSettings(Strict):
             memory_mib=self.memory_mib,
             architecture=self.architecture,
             scaling=Scaling(min_tasks=self.min_tasks, max_tasks=self.max_tasks, backlog_per_task=self.backlog_per_task),
+            acknowledgements=self.acknowledgements,
         )
 
 

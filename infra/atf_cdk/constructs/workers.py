@@ -236,6 +236,8 @@ class WorkerFleet(Construct):
             self.task_role.add_to_policy(statement)
         for number, policy in enumerate(service.managed_policies):
             self.task_role.add_managed_policy(_managed_policy(self, f"ManagedPolicy{number}", policy))
+        for rule, reason in service.acknowledgements.items():
+            acknowledge(self.task_role, rule, reason)
 
     def _task_definition(self, props: WorkerProps) -> ecs.FargateTaskDefinition:
         service = props.service
