@@ -439,8 +439,9 @@ def _add_optional_verbs(verbs: Any) -> None:
         try:
             importlib.import_module("atf_sdk.top").add_top_command(verbs)
         except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
-            top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])")
-            top.add_argument("ignored", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            # Any arguments are taken (none is an option here), so the answer is what to install.
+            top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
+            top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
             hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
             top.set_defaults(run=lambda _: sys.exit(hint))
     if importlib.util.find_spec("moto") is not None:  # atf cost measures on an embedded AWS
