@@ -81,8 +81,9 @@ class WorkerService:
 
     `image`: an `ecs.ContainerImage` (e.g. `ContainerImage.from_asset("path/with/Dockerfile")`), or a
     reference: 'repository:tag' in this account's ECR, or a full registry reference. None deploys the
-    service at 0 tasks until an image is given. `command` overrides the image's CMD; without one, the
-    image's `atf worker module:lambdas` serves the lambdas named in ATF_LAMBDA, which the service sets."""
+    service at 0 tasks until an image is given. The service sets ATF_LAMBDA to `lambdas` (comma-separated),
+    and `atf worker module:lambdas` serves what ATF_LAMBDA names by default, so one image can serve every
+    service. `command` overrides the image's CMD (e.g. to pass `--only`, which overrides ATF_LAMBDA)."""
 
     name: str
     lambdas: Sequence[str]

@@ -45,7 +45,13 @@ class WorkerSettings(Strict):
             "@digest) is pulled from that registry. Without one the service runs no task until one is given."
         ),
     )
-    command: list[str] | None = Field(default=None, description="Overrides the image's CMD.")
+    command: list[str] | None = Field(
+        default=None,
+        description=(
+            "Overrides the image's CMD. Not needed to pick the lambdas: the service sets ATF_LAMBDA to them, "
+            "which `atf worker module:lambdas` serves by default (--only overrides it)."
+        ),
+    )
     environment: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, SecretSettings] = Field(default_factory=dict)
     managed_policies: list[str] = Field(default_factory=list, description="ARNs or AWS-managed policy names.")

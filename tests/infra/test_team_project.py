@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,6 +23,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
 from atf_core.config import StackConfig
+from tests.docs.markdown import blocks
 from tests.infra.conftest import ROOT, Synthesized, flatten
 from tests.infra.test_checks import CFN_LINT_IGNORED
 
@@ -124,3 +129,34 @@ def test_a_lambda_served_twice_or_not_at_all_is_refused() -> None:
         AtfProps(config=config, workers=[WorkerService(name="a", lambdas=["resize"])])
     with pytest.raises(ValueError, match="which the framework sets itself"):
         WorkerService(name="a", lambdas=["resize"], environment={"ATF_CONFIG": "{}"})
+
+
+def test_the_readmes_deploy_block_synthesizes_the_project(tmp_path: Path) -> None:
+    """README's "Deploy with the construct" block, which the doc test cannot run (the layer's pip needs the
+    index), run as its reader would: `python` in the project's directory."""
+    (block,) = [b for b in blocks(ROOT / "README.md", ROOT) if b.language == "python" and "AtfStack(" in b.text]
+    assert block.skip is not None and "test_team_project.py" in block.skip
+    project = shutil.copytree(PROJECT, tmp_path / "project", ignore=shutil.ignore_patterns("cdk.out", "wheels"))
+    outdir = tmp_path / "cdk.out"
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),  # where App() writes, as the cdk CLI would tell it
+        "CDK_CONTEXT_JSON": json.dumps({BUNDLING_CONTEXT: "source"}),
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    }
+    run = subprocess.run(
+        [sys.executable, "-"], input=block.text, cwd=project, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    resources = json.loads((outdir / "thumbs-prod.template.json").read_text())["Resources"]
+    nested = [r for r in resources.values() if r["Type"] == "AWS::CloudFormation::Stack"]
+    assert len(nested) == 2  # one per worker service
+    services = {}
+    for path in outdir.glob("thumbsprod*.nested.template.json"):
+        for resource in json.loads(path.read_text())["Resources"].values():
+            if resource["Type"] == "AWS::ECS::TaskDefinition":
+                (container,) = resource["Properties"]["ContainerDefinitions"]
+                variables = {e["Name"]: e["Value"] for e in container["Environment"]}
+                services[variables["ATF_LAMBDA"]] = container
+    assert sorted(services) == ["notify", "resize"]
+    assert [s["Name"] for s in services["notify"]["Secrets"]] == ["WEBHOOK_TOKEN"]

@@ -94,7 +94,8 @@ def host_environment(
         CONFIG_ENV: config.to_env(),
         "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE,
         "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
-        # The lambdas this service is for: `atf worker module:lambdas` serves these (comma-separated).
+        # The lambdas this service is for (comma-separated): `atf worker module:lambdas` serves these by
+        # default, the only ones its task role reaches; `--only` in the command overrides them.
         "ATF_LAMBDA": ",".join(lambdas),
     }
     size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
