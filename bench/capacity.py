@@ -215,11 +215,12 @@ class BurstScaling:
     Without look-ahead the backlog appears in the queues as the tasks come due. SQS publishes its
     metrics to CloudWatch once a minute, and a target-tracking policy scales out after 3 one-minute
     data points above its target (Application Auto Scaling's scale-out alarm); then ECS starts the
-    tasks, which Fargate takes about a minute to bring to RUNNING (capacity, an ENI per task in
-    awsvpc mode, the image pull: ECS's best-practices guide, "Speeding up task launch"; an
-    assumption here, measured per image in practice). With look-ahead the consumer counts the
-    tasks due within `lookahead_s`, so the same chain runs that much earlier: when lookahead_s covers
-    it, the hosts are up when the burst comes due.
+    tasks. AWS puts a new Fargate task's start at "30-45 seconds or longer" (its own compute, an ENI
+    in awsvpc mode, the image pulled and unpacked: AWS re:Post, "How to speed up provisioning of ECS
+    Fargate task", pointing to the ECS best-practices guide's task-launch chapter); the model takes
+    60 s for a Python image of a few hundred MB, an assumption to measure per image. With look-ahead
+    the consumer counts the tasks due within `lookahead_s`, so the same chain runs that much earlier:
+    when lookahead_s covers it, the hosts are up when the burst comes due.
 
     Per-host throughput: the lower of what its CPU allows (the bench's measured framework CPU per
     task, Assumptions.worker_cpu_s_per_task, at the plan's headroom) and its slots (executors x

@@ -96,3 +96,13 @@ def test_a_service_at_zero_starts_on_its_own_alarm_and_has_nothing_before() -> N
     assert lag["without look-ahead"]["p50"] == pytest.approx(180 + 5_000 / 160, abs=0.1)
     assert lag["with look-ahead"]["max"] == 10_000 / 160
     assert "burst" in model((10_000,)) and model((10_000,))["burst"]["start-lag"] == burst_start_lag()
+
+
+def test_the_report_shows_the_burst_with_and_without_look_ahead() -> None:
+    from bench.report import _capacity
+
+    text = _capacity(model((10_000,)))
+    section = text[text.index("### A burst of 10,000 tasks due at one second") :]
+    assert "| without look-ahead | 300 | 316.2 | 344.4 |" in section
+    assert "| with look-ahead | 0 | 31.2 | 59.4 |" in section
+    assert "Saved: 285 s at p95" in section and "- fargate_start_s = 60.0" in section
