@@ -7,9 +7,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,6 +76,17 @@ def test_the_image_is_built_from_the_teams_dockerfile(team: Synthesized) -> None
     assert not (staged / "deploy").exists()  # the CDK app is not in the image
     assert image["destinations"], "pushed to the bootstrap repository on deploy"
     assert "ImageUri" not in json.dumps(_container(team, "resize")) and _container(team, "resize")["Image"]
+
+
+def test_the_teams_dockerfile_installs_packages_not_the_frameworks_tree() -> None:
+    text = (PROJECT / "Dockerfile").read_text()
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert re.search(rf"^FROM \S+/python:{re.escape(running)}-slim$", text, re.MULTILINE), "the Python the tests run"
+    copied = re.findall(r"^COPY (\S+)", text, re.MULTILINE)
+    assert copied == ["wheels/", "pyproject.toml", "src/"]
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("atf-sdk[worker]") for d in project["dependencies"])
+    assert re.search(r'^CMD \["atf", "worker", "thumbnails\.lambdas:lambdas"\]$', text, re.MULTILINE)
 
 
 def test_the_callbacks_get_their_environment_secret_and_permissions(team: Synthesized) -> None:
