@@ -25,10 +25,12 @@ from atf_core.api import BatchItem
 from atf_core.config import StackConfig
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
+from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
+from atf_sdk.extras import extra_for, install_hint
 
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
@@ -410,6 +412,7 @@ def _gate_checked(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atf", description="Async task framework for AWS")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
     worker = verbs.add_parser("worker", help="run a worker host for the lambdas a module registers")
     worker.add_argument("lambdas", help="module:attribute of a Lambdas registry, e.g. examples.lambdas:lambdas")
@@ -439,7 +442,14 @@ def _add_optional_verbs(verbs: Any) -> None:
     verbs other installed packages declare under the `atf.commands` entry point (`atf cost`, from atf-local):
     each entry names a function that adds its verb to the subparsers."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
-        importlib.import_module("atf_sdk.top").add_top_command(verbs)
+        try:
+            importlib.import_module("atf_sdk.top").add_top_command(verbs)
+        except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
+            # Any arguments are taken (none is an option here), so the answer is what to install.
+            top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
+            top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
+            hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
+            top.set_defaults(run=lambda _: sys.exit(hint))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)
 
@@ -447,7 +457,13 @@ def _add_optional_verbs(verbs: Any) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int | None] = args.run
-    sys.exit(run(args) or 0)
+    try:
+        code = run(args)
+    except ModuleNotFoundError as missing:  # an optional part of atf-sdk that was not installed
+        if extra_for(missing) is None:
+            raise
+        sys.exit(install_hint(missing, f"atf {args.verb}"))
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":
