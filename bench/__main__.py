@@ -29,10 +29,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every `finally` stops its processes
-    for key, value in {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+    from atf_local.environment import DUMMY_CREDENTIALS, REPO
+
+    for key, value in DUMMY_CREDENTIALS.items():
         os.environ.setdefault(key, value)
-    from atf_local.stack import REPO
     from bench.machine import describe
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cost(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     from atf_core.config import StackConfig
-    from atf_sdk.cost import Estimate, measure
+    from atf_local.cost.command import measure
+    from atf_local.cost.report import Estimate
 
     config = StackConfig.model_validate({"name": "default", "lambdas": {"work": {"priorities": ["normal"]}}})
     return measure(config, Estimate(batch=2 if args.quick else 10)).to_dict()

@@ -16,6 +16,8 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from atf_core.telemetry import percentile
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -171,12 +173,10 @@ def simulate_start_lag(
             lags.append(max(dues[index], finished + a.send_latency_s) + a.claim_latency_s - dues[index])
             index += 1
         poll_at = max(poll_at + a.poll_interval_s, finished)
-    ordered = sorted(lags) or [0.0]
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
-
-    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "max": ordered[-1]}
+    lags = lags or [0.0]
+    return {q: percentile(lags, fraction) for q, fraction in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))} | {
+        "max": max(lags)
+    }
 
 
 def recording(a: Assumptions) -> Assumptions:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atf_core.billing import Bill
+from atf_core.telemetry import percentile
+from atf_local.cost.billing import Bill
 from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench.procs import Stack
@@ -68,13 +69,6 @@ def warm_up(stack: Stack, client: AtfClient, tasks: int = 20) -> None:
         raise RuntimeError(f"warm-up: only {len(done)} of {len(ids)} tasks ran; see {stack.workdir}/*.log")
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 def per_task_calls(bill: Bill, tasks: int) -> dict[str, float]:
     """Calls per task by API, failed conditional writes counted with their call."""
     calls: dict[str, float] = {}
@@ -99,9 +93,9 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
     return {
         "n": len(values),
         "not_started": sum(1 for v in values if not math.isfinite(v)),
-        "p50": finite(percentile(values, 50)),
-        "p95": finite(percentile(values, 95)),
-        "p99": finite(percentile(values, 99)),
+        "p50": finite(percentile(values, 0.50)),
+        "p95": finite(percentile(values, 0.95)),
+        "p99": finite(percentile(values, 0.99)),
         "max": finite(max(values)),
         "min": finite(min(values)),
     }
@@ -125,7 +119,7 @@ def slow_tail(history_dir: Path, run_at: dict[str, float], lags_ms: dict[str, fl
     task (negative: before run_at), from the later of run_at and that send to the claim, claim to start."""
     if not lags_ms:
         return {}
-    cutoff = percentile(list(lags_ms.values()), 95)
+    cutoff = percentile(lags_ms.values(), 0.95)
     stages = stage_times(history_dir)
     rows = [(stages[i], run_at[i]) for i, lag in lags_ms.items() if lag >= cutoff and {"sent", "claim", "start"}
             <= stages.get(i, {}).keys()]  # fmt: skip
@@ -133,7 +127,7 @@ def slow_tail(history_dir: Path, run_at: dict[str, float], lags_ms: dict[str, fl
         return {}
 
     def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2] * 1000
+        return percentile(values, 0.5) * 1000
 
     return {
         "tasks": len(rows),

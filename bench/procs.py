@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atf_core.config import StackConfig
-from atf_local.environment import local_environment
-from atf_local.stack import REPO, free_port, wait_for_port
+from atf_local.environment import REPO, local_environment
+from atf_local.instruments.history import HISTORY_ENV
+from atf_local.stack import free_port, wait_for_port
+from bench.meter import METER_ENV
 
 HOOK = Path(__file__).resolve().parent / "hook"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -78,10 +80,10 @@ class Stack:
         # Every process imports the framework from the checkout this benchmark runs from.
         paths = [HOOK, REPO, REPO / "layers", REPO / "sdk", REPO / "local"]
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
-        env["BENCH_METER_DIR"] = str(self.meter_dir)
-        env.pop("ATF_HISTORY_DIR", None)
+        env[METER_ENV] = str(self.meter_dir)
+        env.pop(HISTORY_ENV, None)
         if history:
-            env["ATF_HISTORY_DIR"] = str(self.history_dir)
+            env[HISTORY_ENV] = str(self.history_dir)
         return {**env, **self.extra_env}
 
     def start(self) -> None:

@@ -89,7 +89,7 @@ def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
     enqueue writes) with no gap over gap_s."""
     times: list[float] = []
     rejected = 0  # enqueue writes that found the task already further on: each is billed a write unit
-    for record in load_records(history_dir, "consumer-*.jsonl"):
+    for record in load_records(history_dir, "wire-*.jsonl"):  # only consumers send or enqueue
         if record.get("kind") == "sent":
             times.append(record["t"])
         elif record.get("transition") == "enqueue":

@@ -1,56 +1,18 @@
-"""Meters every DynamoDB and SQS client of a process the benchmarks start.
+"""The benchmarks' start-up hook: Python imports `sitecustomize` as it starts.
 
-Python imports `sitecustomize` at start-up from sys.path; the benchmarks put
-this directory on PYTHONPATH (with BENCH_METER_DIR set) for the processes of
-the local stack and the worker host, spawned executors included, so the
-framework's own code is metered without a line of it changing. Each process
-writes its cumulative bill to BENCH_METER_DIR/<pid>.json twice a second; the
-benchmark subtracts the snapshots taken at the edges of its window.
+The benchmarks put this directory on PYTHONPATH for the processes of the local
+stack and the worker host (spawned executors included), with the checkout on
+it too. Each process gets the instruments its environment asks for
+(atf_local.instruments.startup: the history of state writes and sends) and,
+with BENCH_METER_DIR set, the meter of its AWS calls (bench/meter.py).
 """
 
-from __future__ import annotations
-
 import os
+from pathlib import Path
 
-if os.environ.get("BENCH_METER_DIR"):
-    import atexit
-    import json
-    import sys
-    import threading
-    import time
-    from pathlib import Path
+from atf_local.instruments.startup import install_from_env
+from bench.meter import METER_ENV, meter_this_process
 
-    import botocore.session
-
-    from atf_core.billing import CostMeter
-
-    _meter = CostMeter(reader=None, bill_writes=False)  # writes are priced by the cost lifecycles
-    _create_client = botocore.session.Session.create_client
-    _path = Path(os.environ["BENCH_METER_DIR"]) / f"{os.getpid()}.json"
-
-    def _metered_create_client(self, service_name, *args, **kwargs):  # type: ignore[no-untyped-def]
-        client = _create_client(self, service_name, *args, **kwargs)
-        if service_name in ("dynamodb", "sqs"):
-            _meter.attach(client)
-        return client
-
-    _dumping = threading.Lock()  # the periodic thread and atexit share one temporary file
-
-    def _dump() -> None:
-        snapshot = {"pid": os.getpid(), "argv": sys.argv, "t": time.time(), "bill": _meter.snapshot().to_dict()}
-        with _dumping:
-            temporary = _path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(snapshot))
-            temporary.replace(_path)
-
-    def _dump_every_half_second() -> None:
-        while True:
-            time.sleep(0.5)
-            try:
-                _dump()
-            except OSError:
-                return
-
-    botocore.session.Session.create_client = _metered_create_client  # type: ignore[method-assign]
-    threading.Thread(target=_dump_every_half_second, daemon=True, name="bench-meter").start()
-    atexit.register(_dump)
+install_from_env()
+if os.environ.get(METER_ENV):
+    meter_this_process(Path(os.environ[METER_ENV]))

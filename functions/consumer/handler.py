@@ -11,11 +11,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from atf_core.aws import make_clients
 from atf_core.chains import Chains
+from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
-from atf_core.history import History, recorded
-from atf_core.schedules import Schedules
+from atf_core.periodic_schedules import Schedules
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
 from atf_core.telemetry import CONSUMER_SERVICE, Metric, MetricBuffer, queue, watch_throttles
@@ -48,14 +48,14 @@ def _consumer(index: int, of: int) -> Consumer:
     for client in (clients.dynamodb, clients.sqs):
         watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
     config = _config()
-    history = History.from_env("consumer")
-    store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
+    store = DynamoTaskStore(clients.dynamodb, config)
     items = ItemStore(clients.dynamodb, config.table_name)
     chores: list[Housekeeping] = []
     if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
-        chains = Chains(store, items, config)
-        chores = [Schedules(store, items, config).fire_due, lambda now, _: chains.sweep(now)]
-    return Consumer(store, clients.sqs, config, ConsumerGroup(index, of), housekeeping=chores, history=history)
+        chains = Chains(store, items, config, clock=process_clock)
+        chores = [Schedules(store, items, config, clock=process_clock).fire_due, lambda now, _: chains.sweep(now)]
+    group = ConsumerGroup(index, of)
+    return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores)
 
 
 def record(report: PollReport, seconds: float) -> None:

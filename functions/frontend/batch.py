@@ -16,9 +16,9 @@ from botocore.exceptions import ClientError
 from atf_core.api import BatchItem, BatchRequest, BatchResult, ErrorBody, ScheduledTask
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict
-from atf_core.scheduling import Scheduling, build_task, task_id_for
 from atf_core.schema import ScheduleRequest, from_ms, to_ms
 from atf_core.store.base import CreateResult
+from atf_core.tasks import Scheduling, build_task, task_id_for
 from functions.frontend.errors import from_client_error
 
 # Writes are independent conditional puts: a few at a time keep a batch of

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.api import LinkRetry
 from atf_core.chains import ChainSpec, ChainView
-from atf_core.schema import from_ms, to_ms, utcnow
+from atf_core.clock import process_clock
+from atf_core.schema import from_ms, to_ms
 from functions.frontend.metrics import count_scheduled
 from functions.frontend.openapi_doc import JSON, error_responses, ok
 from functions.frontend.params import ChainId, LinkName
@@ -29,7 +30,7 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
     },
 )
 def create_chain(spec: Annotated[ChainSpec, Body()]) -> Response[ChainView]:
-    now = from_ms(to_ms(utcnow()))  # as the chain stores it
+    now = from_ms(to_ms(process_clock()))  # as the chain stores it
     view = services().chains.create(spec, now=now)
     # A chain found by its key keeps the creation time of the request that made it.
     created = view.created_at == now

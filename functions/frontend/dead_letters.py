@@ -15,12 +15,11 @@ from atf_core.api import (
     MAX_DEAD_LETTER_LIST,
     DeadLetterList,
     DeadLetterSelection,
-    Moment,
     RedriveRequest,
     dead_letter_filter,
 )
-from atf_core.deadletters import Selection
-from atf_core.schema import COLLECTION_PATTERN
+from atf_core.deadletters import BulkResult
+from atf_core.schema import COLLECTION_PATTERN, Moment
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import LambdaName
 from functions.frontend.services import services
@@ -44,15 +43,15 @@ def list_dead_letters(
     limit: Annotated[int, Query(ge=1, le=MAX_DEAD_LETTER_LIST)] = 100,
 ) -> DeadLetterList:
     selection = dead_letter_filter(lambda_name, collection, error_type, since, until, limit)
-    return DeadLetterList(dead_letters=services().dead_letters.list(selection))
+    return DeadLetterList(dead_letters=services().dead_letters.matching(selection))
 
 
 @router.post(
     "/v1/lambdas/<lambda_name>/dead-letters/redrive",
     summary="Send a selection of dead letters back to new with a fresh attempt budget, at a drip rate",
-    responses={**ok(200, SELECTION_DOC, Selection), **error_responses(400, 415)},
+    responses={**ok(200, SELECTION_DOC, BulkResult), **error_responses(400, 415)},
 )
-def redrive_dead_letters(lambda_name: LambdaName, request: Annotated[RedriveRequest, Body()]) -> Selection:
+def redrive_dead_letters(lambda_name: LambdaName, request: Annotated[RedriveRequest, Body()]) -> BulkResult:
     return services().dead_letters.redrive(
         request.filter(lambda_name), request.dry_run, per_second=request.per_second, budget=request.budget
     )
@@ -61,7 +60,7 @@ def redrive_dead_letters(lambda_name: LambdaName, request: Annotated[RedriveRequ
 @router.post(
     "/v1/lambdas/<lambda_name>/dead-letters/discard",
     summary="End a selection of dead letters as fatal_failure",
-    responses={**ok(200, "What matched and how many ended", Selection), **error_responses(400, 415)},
+    responses={**ok(200, "What matched and how many ended", BulkResult), **error_responses(400, 415)},
 )
-def discard_dead_letters(lambda_name: LambdaName, request: Annotated[DeadLetterSelection, Body()]) -> Selection:
+def discard_dead_letters(lambda_name: LambdaName, request: Annotated[DeadLetterSelection, Body()]) -> BulkResult:
     return services().dead_letters.discard(request.filter(lambda_name), request.dry_run)

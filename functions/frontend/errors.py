@@ -21,6 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from botocore.exceptions import ClientError
 
 from atf_core.api import ErrorBody
+from atf_core.aws import THROTTLING_CODES
 from atf_core.errors import (
     AtfError,
     InputError,
@@ -38,14 +39,6 @@ JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # Path parameters are named for Python; callers know them by these names.
 _PARAM_NAMES = {"task_id": "id", "chain_id": "id", "lambda_name": "lambda"}
-_THROTTLING = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-    }
-)
 
 
 def error_response(error: AtfError) -> Response[ErrorBody]:
@@ -80,7 +73,7 @@ def media_type_error(
 
 def from_client_error(error: ClientError) -> AtfError:
     code = str(error.response.get("Error", {}).get("Code", ""))
-    if code in _THROTTLING:
+    if code in THROTTLING_CODES:
         return Throttled("the task store is throttling; retry with backoff")
     return Unavailable("the task store did not answer; retry with backoff")
 

@@ -18,7 +18,8 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.schema import Gate, ScheduleRequest, Task, utcnow
+from atf_core.clock import process_clock
+from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_core.telemetry import NAMESPACE
 from functions.frontend import chains, dead_letters, errors, schedules
@@ -60,7 +61,7 @@ def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[Sched
 )
 def schedule_tasks(batch: Annotated[BatchRequest, Body()]) -> BatchResult:
     found = services()
-    result = schedule_batch(found.scheduling, found.config, batch, utcnow())
+    result = schedule_batch(found.scheduling, found.config, batch, process_clock())
     count_scheduled([batch.tasks[r.index].lambda_ for r in result.results if r.status == 201])
     return result
 

@@ -9,15 +9,13 @@ CDK app's gateway responses give those answers the same ErrorBody); and its
 operations carry no tags. Schemas nothing refers to any more are left out, so
 every $ref resolves.
 
-`python -m functions.frontend.openapi_doc` rewrites the committed copy,
-functions/frontend/openapi.json, which a test compares with the live one.
+functions/frontend/openapi_file.py writes the committed copy, which a test
+compares with the live one.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -27,7 +25,6 @@ from pydantic import BaseModel
 from atf_core.api import ErrorBody
 
 JSON = "application/json"
-COMMITTED = Path(__file__).with_name("openapi.json")
 TITLE = "ATF frontend API"
 _SCHEMAS = "#/components/schemas/"
 VERSION = "1"
@@ -149,18 +146,3 @@ def _refs(node: Any, prefix: str) -> set[str]:
     ref = node.get("$ref")
     found = {ref.removeprefix(prefix)} if isinstance(ref, str) and ref.startswith(prefix) else set()
     return found.union(*(_refs(value, prefix) for value in node.values()))
-
-
-def render(app: APIGatewayRestResolver) -> str:
-    return json.dumps(document(app), indent=2, sort_keys=True) + "\n"
-
-
-def main() -> None:
-    from functions.frontend.handler import app
-
-    COMMITTED.write_text(render(app))
-    print(f"wrote {COMMITTED}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

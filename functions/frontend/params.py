@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 
 from atf_core.api import TASK_ID_PATTERN
 from atf_core.chains import LINK_NAME_PATTERN
-from atf_core.periodic import SCHEDULE_NAME_PATTERN
+from atf_core.recurrence import SCHEDULE_NAME_PATTERN
 from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
 
 TaskId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A task id, as scheduling returned it.")]

@@ -12,8 +12,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
-from atf_core.periodic import Schedule, ScheduleSpec
-from atf_core.schema import NAME_PATTERN, utcnow
+from atf_core.clock import process_clock
+from atf_core.recurrence import Schedule, ScheduleSpec
+from atf_core.schema import NAME_PATTERN
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import ScheduleName
 from functions.frontend.services import services
@@ -38,7 +39,7 @@ def put_schedule(name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> S
 def list_schedules(
     lambda_name: Annotated[str | None, Query(alias="lambda", pattern=NAME_PATTERN)] = None,
 ) -> ScheduleList:
-    found = services().schedules.list()
+    found = services().schedules.all()
     mine = [s for s in found if lambda_name is None or s.spec.lambda_ == lambda_name]
     return ScheduleList(schedules=sorted(mine, key=lambda s: s.name))
 
@@ -50,7 +51,7 @@ def list_schedules(
 )
 def get_schedule(name: ScheduleName, upcoming: Annotated[int, Query(ge=0, le=MAX_UPCOMING)] = 5) -> ScheduleView:
     schedule = services().schedules.get(name)
-    moments = [] if schedule.paused else schedule.spec.upcoming(utcnow(), schedule.created_at, upcoming)
+    moments = [] if schedule.paused else schedule.spec.upcoming(process_clock(), schedule.created_at, upcoming)
     return ScheduleView(**dict(schedule), upcoming=moments)
 
 

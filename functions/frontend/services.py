@@ -12,14 +12,15 @@ from functools import lru_cache
 
 from atf_core.aws import ENDPOINT_ENV, make_clients
 from atf_core.chains import Chains
+from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
-from atf_core.schedules import Schedules
-from atf_core.scheduling import Scheduling
+from atf_core.periodic_schedules import Schedules
 from atf_core.stats import Stats
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
+from atf_core.tasks import Scheduling
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,10 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
     items = ItemStore(clients.dynamodb, config.table_name)
     return Services(
         config,
-        Scheduling(store, config),
+        Scheduling(store, config, process_clock),
         Gating(store, config),
         Stats(clients.dynamodb, config),
-        DeadLetters(store, config),
-        Schedules(store, items, config),
-        Chains(store, items, config),
+        DeadLetters(store, config, process_clock),
+        Schedules(store, items, config, process_clock),
+        Chains(store, items, config, process_clock),
     )

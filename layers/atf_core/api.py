@@ -3,25 +3,25 @@
 Defined once here because two sides read them: the frontend Lambda (which
 only has this layer) and the SDK's client. Task and Gate records are the
 schema's own models; dead letters, schedules and chains travel as their core
-modules' own types (DeadLetter, Selection, ScheduleSpec, Schedule, ChainSpec,
+modules' own types (DeadLetter, BulkResult, ScheduleSpec, Schedule, ChainSpec,
 ChainView), wrapped here only where a list or an extra field needs a home.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated
+from datetime import datetime
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from atf_core.deadletters import DeadLetter, DeadLetterFilter
 from atf_core.errors import InputError
-from atf_core.periodic import Schedule
+from atf_core.recurrence import Schedule
 from atf_core.schema import (
     COLLECTION_PATTERN,
     MAX_SCHEDULE_AHEAD,
     Gate,
     GateAction,
+    Moment,
     ScheduleRequest,
     TaskStatus,
     utcnow,
@@ -81,21 +81,13 @@ class GateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: GateAction
-    until: datetime | None = Field(default=None, description="RFC 3339; the gate lifts itself then.")
+    until: Moment | None = Field(default=None, description="RFC 3339; the gate lifts itself then.")
     reason: str = Field(default="", max_length=500)
 
     @field_validator("until")
     @classmethod
     def _until_is_plausible(cls, until: datetime | None) -> datetime | None:
-        if until is None:
-            return None
-        if until.tzinfo is None:
-            raise ValueError("until needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
-        try:
-            ahead = until - utcnow()
-        except OverflowError:
-            raise ValueError("until is outside the representable range of times") from None
-        if ahead > MAX_SCHEDULE_AHEAD:
+        if until is not None and until - utcnow() > MAX_SCHEDULE_AHEAD:
             raise ValueError("until is more than a year ahead")
         return until
 
@@ -104,22 +96,13 @@ class GateList(BaseModel):
     gates: list[Gate]
 
 
-# Ids are uuid hex (atf_core.scheduling.task_id_for).
+# Ids are uuid hex (atf_core.tasks.task_id_for).
 TASK_ID_PATTERN = r"^[0-9a-f]{32}$"
 
 
 # -- dead letters -------------------------------------------------------------------
 
 
-def _representable(moment: datetime) -> datetime:
-    try:
-        moment.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("the time is outside the representable range of times") from None
-    return moment
-
-
-Moment = Annotated[AwareDatetime, AfterValidator(_representable)]
 ERROR_TYPE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$"
 
 

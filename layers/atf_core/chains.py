@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound
-from atf_core.scheduling import build_task, task_id_for
 from atf_core.schema import (
     COLLECTION_PATTERN,
     NAME_PATTERN,
@@ -37,6 +37,7 @@ from atf_core.schema import (
 )
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
+from atf_core.tasks import build_task, task_id_for
 
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
@@ -133,13 +134,14 @@ class StoredChain:
 
 
 class Chains:
-    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._items = items
         self._config = config
+        self._clock = clock
 
     def create(self, spec: ChainSpec, now: datetime | None = None) -> ChainView:
-        now = now or utcnow()
+        now = now or self._clock()
         chain = StoredChain(task_id_for("#chain", spec.key), spec, now, 0)
         tasks = [self._link_task(chain, link, now) for link in spec.links]  # every link checked first
         if not self._items.put(
@@ -158,7 +160,7 @@ class Chains:
 
     def advance(self, chain_id: str, now: datetime | None = None) -> int:
         """Release every waiting link whose parents have all succeeded; returns how many."""
-        now = now or utcnow()
+        now = now or self._clock()
         chain = self._load(chain_id)
         view = self._view(chain)
         done = {link.name for link in view.links if link.status is TaskStatus.SUCCESS}
@@ -175,7 +177,7 @@ class Chains:
     def cancel(self, chain_id: str) -> ChainView:
         """Cancel every link that has not started; running links finish."""
         chain = self._load(chain_id)
-        now = utcnow()
+        now = self._clock()
         for link in self._view(chain).links:
             if lifecycle.CANCEL.allows(link.status):
                 change = Change(now=now, reason=f"chain {chain_id} cancelled")
@@ -191,7 +193,7 @@ class Chains:
         if link.status is not TaskStatus.DEAD_LETTER:
             raise Conflict(f"link {link_name!r} is {link.status.value}; only a dead letter can be retried", "link")
         ref = self._ref(chain, link_name)
-        now = utcnow()
+        now = self._clock()
         attempts = budget or self._config.lambdas[ref.lambda_name].max_attempts
         change = Change(now=now, next_at=now, max_attempts=attempts, reason="retried in its chain")
         self._store.transition(ref, lifecycle.REDRIVE, change)

@@ -15,12 +15,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
+from atf_core.errors import UnknownLambda
 from atf_core.schema import NAME_PATTERN
 
 CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
 # Where Lambda unpacks a function's code; a relative ATF_CONFIG_FILE is taken from there.
 TASK_ROOT_ENV = "LAMBDA_TASK_ROOT"
+# Heartbeats that may fail in a row before an executor ends itself.
+MISSES_ALLOWED = 3
 
 
 class Limits(BaseModel):
@@ -57,9 +60,9 @@ class LambdaSpec(BaseModel):
 class Timeouts(BaseModel):
     """ATF's timeouts, in seconds.
 
-    heartbeat_timeout must exceed three heartbeat intervals plus the time
-    boto3 may spend retrying one heartbeat: an executor whose heartbeats fail
-    kills itself before the consumer may hand its task to someone else.
+    The heartbeat timeout must exceed the lease floor: an executor whose
+    heartbeats fail kills itself before the consumer may hand its task to
+    someone else.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -75,13 +78,19 @@ class Timeouts(BaseModel):
     def call_budget(self) -> float:
         return HEARTBEAT_CALL_BUDGET_S
 
+    @property
+    def lease_floor(self) -> float:
+        """How long an executor can go without a successful heartbeat before it kills itself: the misses
+        allowed in a row, and the longest the last of them can take. The consumer re-enqueues a running
+        task only once it has watched its stamp stay unchanged this long (atf_core.consumer.deadlines)."""
+        return MISSES_ALLOWED * self.heartbeat_interval + self.call_budget
+
     @model_validator(mode="after")
     def _leases_outlast_self_termination(self) -> Timeouts:
-        floor = 3 * self.heartbeat_interval + self.call_budget
-        if self.heartbeat <= floor:
+        if self.heartbeat <= self.lease_floor:
             raise ValueError(
-                f"timeouts.heartbeat ({self.heartbeat}s) must exceed 3 x heartbeat_interval "
-                f"+ the heartbeat call's retry budget ({self.call_budget}s) = {floor}s"
+                f"timeouts.heartbeat ({self.heartbeat}s) must exceed {MISSES_ALLOWED} x heartbeat_interval "
+                f"+ the heartbeat call's retry budget ({self.call_budget}s) = {self.lease_floor}s"
             )
         if self.claim < self.heartbeat:
             raise ValueError("timeouts.claim must be at least timeouts.heartbeat")
@@ -123,8 +132,12 @@ class StackConfig(BaseModel):
                 raise ValueError(f"lambda name {name!r} must match {NAME_PATTERN}")
         return self
 
-    def lambda_spec(self, name: str) -> LambdaSpec:
-        return self.lambdas[name]
+    def lambda_named(self, name: str) -> LambdaSpec:
+        """The lambda of that name; UnknownLambda, naming the field and the lambdas there are, if none."""
+        spec = self.lambdas.get(name)
+        if spec is None:
+            raise UnknownLambda(f"unknown lambda {name!r}; known: {sorted(self.lambdas)}", "lambda")
+        return spec
 
     def shards_of(self, lambda_name: str) -> int:
         return self.lambdas[lambda_name].shards or self.shards

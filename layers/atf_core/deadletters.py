@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.errors import InputError, UnknownLambda
+from atf_core.errors import InputError
 from atf_core.schema import from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
@@ -49,7 +50,7 @@ class DeadLetter:
 
 
 @dataclass
-class Selection:
+class BulkResult:
     """What a redrive or discard did, or in a dry run would do."""
 
     dry_run: bool
@@ -60,11 +61,12 @@ class Selection:
 
 
 class DeadLetters:
-    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._config = config
+        self._clock = clock
 
-    def list(self, selection: DeadLetterFilter) -> list[DeadLetter]:
+    def matching(self, selection: DeadLetterFilter) -> list[DeadLetter]:
         """The oldest `limit` dead letters of the selection, oldest first.
 
         Each partition is read in time order, so its first `limit` entries are
@@ -76,14 +78,14 @@ class DeadLetters:
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
-    ) -> Selection:
+    ) -> BulkResult:
         """Back to new, each with `budget` more attempts, started at most per_second a second."""
         if per_second is not None and per_second <= 0:
             raise InputError("per_second must be positive", "per_second")
-        matched = self.list(selection)
-        result = Selection(dry_run=dry_run, matched=matched)
+        matched = self.matching(selection)
+        result = BulkResult(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
-        now = utcnow()
+        now = self._clock()
         for i, dead in enumerate(matched):
             start = now + timedelta(seconds=i / per_second) if per_second else now
             result.first_at = result.first_at or start
@@ -95,20 +97,18 @@ class DeadLetters:
                 result.changed += 1
         return result
 
-    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> Selection:
-        matched = self.list(selection)
-        result = Selection(dry_run=dry_run, matched=matched)
+    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
+        matched = self.matching(selection)
+        result = BulkResult(dry_run=dry_run, matched=matched)
         if not dry_run:
-            now = utcnow()
+            now = self._clock()
             for dead in matched:
                 change = Change(now=now, reason="discarded from the dead letters")
                 result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)
         return result
 
     def _partitions(self, selection: DeadLetterFilter) -> Iterator[Iterator[DueEntry]]:
-        spec = self._config.lambdas.get(selection.lambda_name)
-        if spec is None:
-            raise UnknownLambda(f"unknown lambda {selection.lambda_name!r}", "lambda")
+        spec = self._config.lambda_named(selection.lambda_name)
         equal = {}
         if selection.collection:
             equal[Attr.COLLECTION] = selection.collection

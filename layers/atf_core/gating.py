@@ -7,7 +7,7 @@ from datetime import datetime
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
-from atf_core.errors import InputError, NotFound, UnknownLambda
+from atf_core.errors import InputError, NotFound
 from atf_core.schema import Gate, GateAction, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 
@@ -51,8 +51,7 @@ class Gating:
     def set(
         self, lambda_name: str, collection: str | None, action: GateAction, until: datetime | None, reason: str = ""
     ) -> Gate:
-        if lambda_name not in self._config.lambdas:
-            raise UnknownLambda(f"unknown lambda {lambda_name!r}", "lambda")
+        self._config.lambda_named(lambda_name)  # UnknownLambda if there is none
         now = utcnow()
         if until is not None and until <= now:
             raise InputError("until is in the past", "until")
@@ -66,7 +65,8 @@ class Gating:
         if not self._store.delete_gate(lambda_name, collection):
             raise NotFound(f"no gate on {lambda_name}/{collection or '*'}", "lambda")
 
-    def list(self) -> list[Gate]:
+    def gates(self) -> list[Gate]:
+        """Every gate stored, in force or past its until (view() keeps those in force)."""
         return self._store.gates()
 
     def view(self, now: datetime | None = None) -> GateView:

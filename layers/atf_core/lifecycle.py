@@ -12,7 +12,7 @@ How the scheduling index follows ATF's table, at fewer write units:
 - processing: a heartbeat moves next_timestamp to heartbeat + timeout only when
   the entry would otherwise come due within half a timeout; the other beats
   write just the heartbeat stamp, which is what the consumer's lease check reads.
-- retriable_failure: next_timestamp = now + backoff (or the callback's retry-after).
+- retriable_failure: next_timestamp = now + backoff (atf_core.backoff; or the callback's retry-after).
 - terminal: the entry leaves the index.
 - dead_letter: the entry moves to the lambda's dead-letter partition, keyed by
   when it died, so dead letters can be listed by time window.
@@ -111,12 +111,6 @@ TRANSITIONS: tuple[Transition, ...] = (
     CANCEL,
     DROP,
 )
-
-
-def backoff_seconds(attempt: int, base: float, cap: float, jitter: float) -> float:
-    """Exponential backoff with full jitter; `jitter` is a uniform draw in [0, 1)."""
-    ceiling = min(cap, base * 2.0 ** max(0, attempt - 1))
-    return ceiling / 2 + (ceiling / 2) * jitter
 
 
 def heartbeat_moves_entry(entry_due: datetime | None, now: datetime, timeout_s: float) -> bool:

@@ -7,13 +7,12 @@ these models; nothing else defines the shape of a task.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -51,13 +50,9 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
-# Fault injection shifts one component's clock (ATF_CLOCK_OFFSET_S) to show
-# that offsets between components delay recovery but never break a guarantee.
-_CLOCK_OFFSET = timedelta(seconds=float(os.environ.get("ATF_CLOCK_OFFSET_S", "0") or 0))
-
-
 def utcnow() -> datetime:
-    return datetime.now(UTC) + _CLOCK_OFFSET
+    """The system clock: the default clock of every component (see atf_core.clock)."""
+    return datetime.now(UTC)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -74,11 +69,6 @@ def from_ms(millis: int | float) -> datetime:
 
 def maybe_from_ms(millis: int | float | None) -> datetime | None:
     return None if millis is None else from_ms(millis)
-
-
-def payload_size(payload: dict[str, Any]) -> int:
-    """Size of the payload as it is stored: compact JSON in UTF-8."""
-    return len(encode_payload(payload).encode())
 
 
 def encode_payload(payload: dict[str, Any]) -> str:
@@ -127,6 +117,21 @@ def _fits(payload: dict[str, Any]) -> dict[str, Any]:
 Payload = Annotated[dict[str, Any], BeforeValidator(_a_json_object), AfterValidator(_fits)]
 
 
+def _zoned(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise PydanticCustomError("timezone_aware", "needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError("datetime_range", "is outside the representable range of times") from None
+    return moment
+
+
+# A moment a request names (a task's run_at and expire_at, a gate's until, a dead-letter window's
+# ends): with its time zone, and one that can be taken to UTC.
+Moment = Annotated[datetime, AfterValidator(_zoned)]
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 
@@ -172,7 +177,7 @@ class ScheduleRequest(BaseModel):
 
     Checks that need no configuration live here; whether the lambda and
     priority exist is checked against the stack's configuration by
-    `atf_core.scheduling`.
+    `atf_core.tasks`.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
@@ -181,35 +186,11 @@ class ScheduleRequest(BaseModel):
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
-    run_at: datetime | None = None
+    run_at: Moment | None = None
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
-    expire_at: datetime | None = Field(default=None, description="If not started by then, end as expired.")
-
-    @field_validator("expire_at")
-    @classmethod
-    def _expire_at_has_zone(cls, expire_at: datetime | None) -> datetime | None:
-        if expire_at is not None and expire_at.tzinfo is None:
-            raise ValueError("expire_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
-        if expire_at is not None:
-            try:
-                expire_at.astimezone(UTC)
-            except OverflowError:
-                raise ValueError("expire_at is outside the representable range of times") from None
-        return expire_at
-
-    @field_validator("run_at")
-    @classmethod
-    def _run_at_has_zone(cls, run_at: datetime | None) -> datetime | None:
-        if run_at is not None and run_at.tzinfo is None:
-            raise ValueError("run_at needs a time zone offset (RFC 3339), e.g. 2026-01-01T00:00:00Z")
-        if run_at is not None:
-            try:
-                run_at.astimezone(UTC)
-            except OverflowError:
-                raise ValueError("run_at is outside the representable range of times") from None
-        return run_at
+    expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
 
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:

@@ -34,7 +34,6 @@ per 100 sampled tasks or schedules; COUNT queries page through at most
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -48,11 +47,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from atf_core.config import Limits, StackConfig
 from atf_core.deadletters import DEAD
 from atf_core.definitions import INDEX_NAME, Attr
-from atf_core.errors import UnknownLambda
-from atf_core.periodic import Schedule
+from atf_core.recurrence import Schedule
 from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store import codec
 from atf_core.store.schedules import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from
+from atf_core.telemetry import percentile
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -160,9 +159,7 @@ class Stats:
         self._workers = workers
 
     def of(self, lambda_name: str, now: datetime | None = None) -> LambdaStats:
-        spec = self._config.lambdas.get(lambda_name)
-        if spec is None:
-            raise UnknownLambda(f"unknown lambda {lambda_name!r}; known: {sorted(self._config.lambdas)}", "lambda")
+        spec = self._config.lambda_named(lambda_name)
         now = now or utcnow()
         horizon = to_ms(now + timedelta(seconds=self._config.lookahead))
         jobs = [(p, s) for p in spec.priorities for s in range(self._config.shards_of(lambda_name))]
@@ -326,5 +323,4 @@ def _start_lag(items: Iterable[dict[str, Any]]) -> StartLag:
     )
     if not lags:
         return StartLag(samples=0)
-    p90 = lags[min(len(lags) - 1, int(0.9 * len(lags)))]
-    return StartLag(samples=len(lags), p50_ms=int(statistics.median_low(lags)), p90_ms=p90, max_ms=lags[-1])
+    return StartLag(samples=len(lags), p50_ms=percentile(lags, 0.5), p90_ms=percentile(lags, 0.9), max_ms=lags[-1])

@@ -12,11 +12,14 @@ percentiles from them).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from atf_core.aws import THROTTLING_CODES
 
 NAMESPACE = "ATF"
 # The worker hosts' `service` dimension when POWERTOOLS_SERVICE_NAME is unset; the CDK app sets the same
@@ -27,20 +30,6 @@ FLUSH_EVERY_S = 10.0
 # EMF takes up to 100 values of one metric per document, and Powertools prints
 # on its own (even when metrics are disabled) once a metric reaches 100.
 _VALUES_PER_DOCUMENT = 99
-THROTTLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "LimitExceededException",
-        "SlowDown",
-    }
-)
 
 
 class Metric:
@@ -64,6 +53,21 @@ class Metric:
     THROTTLES = "Throttles"  # AWS calls answered with a throttling error (before botocore's retry)
     CONSUMER_ERRORS = "ConsumerErrors"
     TASKS_DUE_SOON = "TasksDueSoon"  # consumer, per lambda: tasks due within the look-ahead, each group its shards
+
+
+Number = TypeVar("Number", int, float)
+
+
+def percentile(values: Iterable[Number], fraction: float) -> Number:
+    """The nearest-rank percentile: the smallest value with at least `fraction` (0 < fraction <= 1) of the
+    values at or below it, so always one that was observed; p50 is the lower median. The one definition
+    behind every pNN the API, the console, the fault checker and the benchmarks report, and how CloudWatch's
+    pNN reads for small samples."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values to take a percentile of")
+    rank = math.ceil(round(fraction * len(ordered), 9))  # rounded first: 0.07 * 100 is 7.000000000000001
+    return ordered[max(1, rank) - 1]
 
 
 class Dimension:
@@ -178,7 +182,7 @@ def watch_throttles(client: Any, on_throttle: Callable[[str], None]) -> None:
 
     def received(parsed_response: Mapping[str, Any] | None = None, **_: Any) -> None:
         code = ((parsed_response or {}).get("Error") or {}).get("Code")
-        if code in THROTTLE_CODES:
+        if code in THROTTLING_CODES:
             on_throttle(service)
 
     client.meta.events.register(f"response-received.{service}", received)

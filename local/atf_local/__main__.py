@@ -11,7 +11,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
-from atf_local.stack import REPO, LocalStack
+from atf_local.environment import REPO
+from atf_local.stack import LocalStack
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
 WITHOUT_CONFIG = f"${CONFIG_ENV} (JSON), else ${CONFIG_FILE_ENV} (a path), else {DEFAULT_CONFIG.relative_to(REPO)}"

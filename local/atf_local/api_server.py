@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
+from atf_local.environment import REPO
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 SIGV4_SCHEME = "AWS4-HMAC-SHA256 "
@@ -159,8 +160,6 @@ class _Server(ThreadingHTTPServer):
 
 
 def frontend_handler() -> Handler:
-    from atf_local.stack import REPO
-
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # functions/ is deployed as code, not installed as a package
     from functions.frontend.handler import lambda_handler

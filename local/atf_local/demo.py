@@ -21,7 +21,8 @@ from rich.text import Text
 from atf_core.config import StackConfig
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_local import environment
-from atf_local.stack import REPO, LocalStack, free_port
+from atf_local.environment import REPO
+from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient
 
 STYLE = {

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from aws_lambda_powertools.shared import constants
+
+from atf_core.aws import ENDPOINT_ENV
+from atf_core.config import CONFIG_ENV
+
+# The checkout the local stack runs from: functions/ is deployed as code, not installed as a package,
+# so the local processes import it from here.
+REPO = Path(__file__).resolve().parents[2]
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",
@@ -11,9 +20,9 @@ DUMMY_CREDENTIALS = {
     "AWS_REGION": "us-east-1",
 }
 QUIET_POWERTOOLS = {
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_METRICS_DISABLED": "true",
-    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    constants.TRACER_DISABLED_ENV: "true",
+    constants.METRICS_DISABLED_ENV: "true",
+    constants.POWERTOOLS_LOG_LEVEL_ENV: "WARNING",
 }
 
 
@@ -22,8 +31,8 @@ def local_environment(endpoint: str, config_json: str) -> dict[str, str]:
     env = dict(os.environ)
     for key, value in {**DUMMY_CREDENTIALS, **QUIET_POWERTOOLS}.items():
         env.setdefault(key, value)
-    env["ATF_AWS_ENDPOINT"] = endpoint
-    env["ATF_CONFIG"] = config_json
+    env[ENDPOINT_ENV] = endpoint
+    env[CONFIG_ENV] = config_json
     return env
 
 

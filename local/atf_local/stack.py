@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
@@ -15,9 +14,8 @@ from atf_local import environment
 from atf_local.api_server import ApiServer
 from atf_local.atomic import atomic_dynamodb
 from atf_local.console import ConsoleServer
+from atf_local.environment import REPO
 from atf_local.provision import provision
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -3,13 +3,16 @@
 `atf worker` runs a worker host; every other verb talks to the frontend API
 (ATF_API_URL, or --api-url) through the SDK's client, with human tables by
 default and JSON with --json. The verbs for dead letters, schedules and chains
-live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed.
+live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed; and
+the verbs installed packages declare under the `atf.commands` entry point
+(`atf cost`, with the local stack).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
 
 LAMBDA_ENV = "ATF_LAMBDA"  # the lambda a worker serves by default (the CDK app sets it on each worker service)
+COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
 
 
 def _stack_config(path: Path | None) -> StackConfig:
@@ -434,7 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_optional_verbs(verbs: Any) -> None:
-    """Verbs of modules that may not be installed: `atf top` (atf_sdk.top, with the console work)."""
+    """Verbs of modules that may not be installed: `atf top` (atf_sdk.top, with the console work), and the
+    verbs other installed packages declare under the `atf.commands` entry point (`atf cost`, from atf-local):
+    each entry names a function that adds its verb to the subparsers."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
         try:
             importlib.import_module("atf_sdk.top").add_top_command(verbs)
@@ -444,8 +450,8 @@ def _add_optional_verbs(verbs: Any) -> None:
             top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
             hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
             top.set_defaults(run=lambda _: sys.exit(hint))
-    if importlib.util.find_spec("moto") is not None:  # atf cost measures on an embedded AWS
-        importlib.import_module("atf_sdk.cost").add_cost_command(verbs)
+    for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(verbs)
 
 
 def main(argv: list[str] | None = None) -> None:

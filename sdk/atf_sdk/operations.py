@@ -1,7 +1,7 @@
 """Every call of the frontend API, defined once: what it sends where, what it checks first, what it returns.
 
 Each is a plan (atf_sdk.transport): AtfClient runs it blocking, AsyncAtfClient awaited, so the two have
-the same methods. Results are the core's own types (Task, Gate, DeadLetter, Selection, Schedule,
+the same methods. Results are the core's own types (Task, Gate, DeadLetter, BulkResult, Schedule,
 ChainView, ...), read back from JSON with pydantic, so a caller holds exactly what the server's core
 returned. Input checked here before sending is refused with the errors the API would answer
 (atf_core.errors, naming the field), never pydantic's own ValidationError, and nothing is sent.
@@ -32,9 +32,9 @@ from atf_core.api import (
     ScheduleView,
 )
 from atf_core.chains import ChainSpec, ChainView
-from atf_core.deadletters import DeadLetter, Selection
+from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
-from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk import routes
@@ -43,7 +43,7 @@ from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
 BATCH_SIZE = 100
 Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
-_SELECTION = TypeAdapter(Selection)
+_BULK_RESULT = TypeAdapter(BulkResult)
 
 
 def checked(model: type[Model], value: Model | Any, within: str | None = None) -> Model:
@@ -230,7 +230,7 @@ class DeadLetterCalls(ApiClient):
         dry_run: bool = False,
         per_second: float | None = None,
         budget: int | None = None,
-    ) -> Plan[Selection]:
+    ) -> Plan[BulkResult]:
         """Back to new with `budget` more attempts each (default: the lambda's max_attempts), the n-th
         starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
@@ -248,16 +248,16 @@ class DeadLetterCalls(ApiClient):
         until: datetime | None = None,
         limit: int = MAX_DEAD_LETTER_ACTION,
         dry_run: bool = False,
-    ) -> Plan[Selection]:
+    ) -> Plan[BulkResult]:
         """End the selected dead letters as fatal_failure."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
         request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run})
         return (yield from self._select(lambda_name, "discard", request))
 
-    def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Plan[Selection]:
+    def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Plan[BulkResult]:
         body = request.model_dump(mode="json", exclude_none=True)
         reply = yield from self._request("POST", routes.dead_letters(lambda_name, action), body)
-        return _SELECTION.validate_python(reply)
+        return _BULK_RESULT.validate_python(reply)
 
 
 class ScheduleCalls(ApiClient):

@@ -98,7 +98,7 @@ def _ms(value: float | None) -> str:
 
 
 def render_text(snapshot: Snapshot, width: int = 120) -> str:
-    """One frame as plain text, for tests and --once."""
+    """One frame as plain text, without colour, as a test or a log reads it (--once prints `render` itself)."""
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, force_terminal=False).print(render(snapshot))
     return out.getvalue()

@@ -35,6 +35,7 @@ import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from atf_core.backoff import full_jitter
 from atf_core.errors import AtfError, MissingAuthentication, Unavailable, from_wire
 
 API_URL_ENV = "ATF_API_URL"
@@ -87,15 +88,15 @@ Plan = Generator[Step, Answer, T]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Full-jitter exponential backoff; Retry-After, when the server sends it, is a floor."""
+    """Exponential backoff with full jitter (atf_core.backoff); Retry-After, when the server sends it, is a floor."""
 
     attempts: int = 5
     base_s: float = 0.2
     cap_s: float = 5.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        ceiling = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
-        return max(random.uniform(0, ceiling), min(retry_after or 0.0, self.cap_s))
+        drawn = full_jitter(attempt, self.base_s, self.cap_s, random.random())
+        return max(drawn, min(retry_after or 0.0, self.cap_s))
 
 
 def request(method: str, path: str, body: Any, retry: RetryPolicy) -> Plan[Any]:

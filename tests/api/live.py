@@ -21,8 +21,8 @@ from typing import TypeVar
 
 import pytest
 
-from atf_local.environment import local_environment
-from atf_local.stack import REPO, free_port, wait_for_port
+from atf_local.environment import REPO, local_environment
+from atf_local.stack import free_port, wait_for_port
 from atf_sdk.client import AtfClient, RetryPolicy
 
 LIVE_CONFIG = {

@@ -11,9 +11,10 @@ from openapi_spec_validator import validate
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
 from functions.frontend.handler import app
-from functions.frontend.openapi_doc import COMMITTED, TAGS, render
+from functions.frontend.openapi_doc import TAGS
+from functions.frontend.openapi_file import COMMITTED, render
 
-REGENERATE = "the API changed: run `.venv/bin/python -m functions.frontend.openapi_doc` and commit openapi.json"
+REGENERATE = "the API changed: run `.venv/bin/python -m functions.frontend.openapi_file` and commit openapi.json"
 
 
 def test_the_committed_document_matches_the_routes() -> None:

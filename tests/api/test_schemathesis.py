@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from atf_local.stack import LocalStack
-from functions.frontend.openapi_doc import COMMITTED
+from functions.frontend.openapi_file import COMMITTED
 from tests.api.conftest import DUMMY
 
 EXAMPLES_PER_OPERATION = 30

@@ -17,8 +17,8 @@ import pytest
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV
 from atf_core.errors import UnknownLambda
 from atf_local.__main__ import DEFAULT_CONFIG, serve_config
-from atf_local.environment import DUMMY_CREDENTIALS
-from atf_local.stack import REPO, free_port
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
+from atf_local.stack import free_port
 from atf_sdk.client import AtfClient, RetryPolicy
 
 

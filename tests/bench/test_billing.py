@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from atf_core.billing import Bill, Price, lambda_dollars, peer_costs
+from atf_local.cost.billing import Bill, Price, lambda_dollars, peer_costs
+from atf_local.cost.report import per_task
 
 
 def test_bills_add_subtract_and_round_trip() -> None:
@@ -19,9 +20,10 @@ def test_bills_add_subtract_and_round_trip() -> None:
 
 
 def test_dollars_per_million_tasks_use_the_on_demand_prices() -> None:
-    # 6 write units and 0.3 SQS requests per task: 6 x 0.625 + 0.3 x 0.40
-    bill = Bill(write_units=6_000, sqs_requests=300)
-    assert bill.dollars_per_million_tasks(1_000) == pytest.approx(3.87)
+    # 6 write units, 2 read units and 0.3 SQS requests per task: 6 x 0.625 + 2 x 0.125 + 0.3 x 0.40
+    bill = Bill(write_units=6_000, read_units=2_000, sqs_requests=300)
+    cost = per_task("steady", bill, {}, 1_000)
+    assert cost.dollars_per_million == pytest.approx(4.12)
 
 
 def test_peers_are_priced_as_the_issue_describes() -> None:

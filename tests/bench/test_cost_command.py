@@ -8,7 +8,9 @@ import json
 import pytest
 
 from atf_core.config import StackConfig
-from atf_sdk.cost import SCENARIOS, Estimate, add_cost_command, measure
+from atf_local.cost.command import add_cost_command, measure
+from atf_local.cost.lifecycles import SCENARIOS
+from atf_local.cost.report import Estimate
 
 CONFIG = StackConfig.model_validate({"name": "cost", "shards": 1, "lambdas": {"work": {"priorities": ["normal"]}}})
 

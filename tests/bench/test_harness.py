@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import percentile, summary
+from atf_core.telemetry import percentile
+from bench.common import summary
 from bench.throughput import consumer_polls, steady_rate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_percentiles_are_nearest_rank_and_unstarted_tasks_make_them_unknown() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert (percentile(values, 50), percentile(values, 95), percentile(values, 100)) == (50, 95, 100)
+    assert (percentile(values, 0.5), percentile(values, 0.95), percentile(values, 1)) == (50, 95, 100)
+    assert (percentile([3, 1, 2, 4], 0.5), percentile([7.0], 0.01), percentile(values, 0.07)) == (2, 7.0, 7)
     censored = summary([10.0] * 90 + [math.inf] * 10)
     assert censored["p50"] == 10 and censored["p95"] is None and censored["not_started"] == 10
 
@@ -28,7 +30,7 @@ def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
     writes = [0.0, 0.1, 0.2, 2.0, 2.05, 5.0]
     lines = [{"kind": "write", "transition": "enqueue", "result": "applied", "t": t} for t in writes]
     lines.append({"kind": "write", "transition": "enqueue", "result": "rejected", "t": 2.1})
-    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (tmp_path / "wire-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     polls = consumer_polls(tmp_path)
     assert polls["polls"] == 3 and polls["max_tasks"] == 3
     assert polls["max_seconds"] == pytest.approx(0.2)
@@ -37,7 +39,7 @@ def test_polls_are_runs_of_enqueue_writes(tmp_path: Path) -> None:
 
 def test_polls_are_runs_of_sends_when_the_consumer_does_not_write(tmp_path: Path) -> None:
     lines = [{"kind": "sent", "task": str(i), "attempt": 0, "t": t} for i, t in enumerate([0.0, 0.1, 3.0])]
-    (tmp_path / "consumer-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (tmp_path / "wire-1.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     polls = consumer_polls(tmp_path)
     assert polls["polls"] == 2 and polls["max_tasks"] == 2 and polls["rejected_enqueues"] == 0
 

@@ -21,7 +21,7 @@ import pytest
 
 from atf_core.schema import Gate, GateAction
 from atf_core.telemetry import WORKER_SERVICE
-from atf_local.stack import REPO
+from atf_local.environment import REPO
 from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, QueueRow, Snapshot
 from atf_sdk.top import render_text
 from tests.console.conftest import ConsoleStack

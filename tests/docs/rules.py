@@ -40,7 +40,7 @@ RULES = [
         "a test or benchmark suite of its own, minutes long (`make test` runs the tests, this one among them)",
     ),
     Rule(
-        r"^python -m functions\.frontend\.openapi_doc\b",
+        r"^python -m functions\.frontend\.openapi_file\b",
         "skip",
         "rewrites the committed OpenAPI document; tests/api/test_openapi.py checks that it has not drifted",
     ),

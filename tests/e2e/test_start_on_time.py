@@ -15,8 +15,8 @@ from typing import Any
 
 from atf_core.errors import Conflict
 from atf_core.gating import Gating
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.tasks import Scheduling
 from tests.e2e.conftest import RunningStack
 
 Host = Callable[..., "Popen[bytes]"]

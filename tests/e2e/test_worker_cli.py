@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from atf_local.environment import DUMMY_CREDENTIALS
-from atf_local.stack import REPO
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from tests.conftest import TEST_CONFIG
 
 ENDPOINT_AND_CONFIG = ("ATF_AWS_ENDPOINT", "ATF_CONFIG", "ATF_CONFIG_FILE", "ATF_LAMBDA", "AWS_ENDPOINT_URL")

@@ -14,8 +14,8 @@ from subprocess import Popen
 from typing import Any
 
 from atf_core.gating import Gating
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
+from atf_core.tasks import Scheduling
 from tests.e2e.conftest import RunningStack, executors_of
 
 Host = Callable[..., "Popen[bytes]"]

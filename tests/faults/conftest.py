@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from atf_core.aws import make_clients
-from atf_local.environment import DUMMY_CREDENTIALS
-from atf_local.stack import REPO, free_port, wait_for_port
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
+from atf_local.stack import free_port, wait_for_port
 from tests.conftest import TEST_CONFIG
 
 

@@ -10,17 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from atf_core import lifecycle
-from atf_core.aws import AwsClients, make_clients
+from atf_core.aws import HEARTBEAT_CONFIG, RETRY_CONFIG, AwsClients, attempts, make_clients
 from atf_core.config import StackConfig
-from atf_core.faults import EXIT_CODE, Plan, install
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
-from atf_local.environment import DUMMY_CREDENTIALS
-from atf_local.stack import REPO
+from atf_core.tasks import Scheduling
+from atf_local.environment import DUMMY_CREDENTIALS, REPO
+from atf_local.instruments.faults import EXIT_CODE, FAULTS_ENV, Plan, install
+from atf_local.instruments.history import HISTORY_ENV
+from atf_local.instruments.startup import HOOK_DIR
 from tests.conftest import TEST_CONFIG
 
 CONFIG = StackConfig.model_validate(TEST_CONFIG)
@@ -41,7 +44,7 @@ def recorded_faults(directory: Path) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def history_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ATF_HISTORY_DIR", str(tmp_path / "history"))
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history"))
     return tmp_path / "history"
 
 
@@ -51,6 +54,16 @@ def test_throttling_and_5xx_are_retried_by_botocore(endpoint: str, history_dir: 
     reply = clients.dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": "nothing"}})
     assert reply["ResponseMetadata"]["RetryAttempts"] == 2
     assert sorted(recorded_faults(history_dir)) == ["error5xx", "throttle"]
+
+
+@pytest.mark.parametrize("config", [RETRY_CONFIG, HEARTBEAT_CONFIG], ids=["calls", "heartbeats"])
+def test_a_call_makes_no_more_attempts_than_its_retry_budget_counts(endpoint: str, config: Config) -> None:
+    # The lease floor counts one heartbeat call as retry_budget_s: each of its attempts timing out, and the backoff
+    client = make_clients(endpoint, config=config).dynamodb
+    install(client, "dynamodb", Plan.from_json(json.dumps({"seed": 7, "rules": [{"kind": "throttle"}]})))
+    with pytest.raises(ClientError) as throttled:
+        client.get_item(TableName=CONFIG.table_name, Key={"id": {"S": "nothing"}})
+    assert throttled.value.response["ResponseMetadata"]["RetryAttempts"] + 1 == attempts(config)
 
 
 def test_a_lost_response_lands_and_the_retry_reconciles_through_the_writer_token(endpoint: str) -> None:
@@ -87,8 +100,8 @@ def test_an_exit_ends_the_process_before_or_after_the_call(
         f"Item={{'id': {{'S': {kind!r}}}}})\n"
         "print('the call returned')\n"
     )
-    env = {**os.environ, **DUMMY_CREDENTIALS, "ATF_FAULTS": json.dumps({"rules": [rule]}),
-           "ATF_HISTORY_DIR": str(tmp_path / "exits")}  # fmt: skip
+    env = {**os.environ, **DUMMY_CREDENTIALS, FAULTS_ENV: json.dumps({"rules": [rule]}),
+           HISTORY_ENV: str(tmp_path / "exits"), "PYTHONPATH": str(HOOK_DIR)}  # the start-up hook  # fmt: skip
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, timeout=60)
     assert done.returncode == EXIT_CODE and b"the call returned" not in done.stdout
     item = make_clients(endpoint).dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": kind}})

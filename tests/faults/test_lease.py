@@ -3,7 +3,7 @@
 The consumer re-enqueues a running task once it has watched the task's last
 heartbeat (or claim) stamp stay unchanged for the lease floor on its own
 clock, and that stamp landed no earlier than the call that wrote it was sent
-(see atf_core.consumer.deadlines). So an executor is safe only if it is gone
+(see atf_core.consumer.deadlines and Timeouts.lease_floor). So an executor is safe only if it is gone
 within the lease floor of sending its last successful heartbeat, or of the
 claim, whatever its heartbeat calls are doing meanwhile.
 """
@@ -19,8 +19,6 @@ from typing import Any, cast
 from botocore.exceptions import ReadTimeoutError
 
 from atf_core.config import StackConfig, Timeouts
-from atf_core.consumer.deadlines import lease_floor
-from atf_core.history import History
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Outcome, TaskStore
 from atf_sdk.worker.executor import TaskRunner
@@ -28,7 +26,7 @@ from atf_sdk.worker.heartbeat import Heartbeats
 
 # The shortest timeouts the configuration accepts, so the test is quick.
 TIMEOUTS = Timeouts(heartbeat_interval=0.2, heartbeat=7, claim=7)
-FLOOR = lease_floor(TIMEOUTS)
+FLOOR = TIMEOUTS.lease_floor
 
 
 class HangingStore:
@@ -93,7 +91,7 @@ def test_a_task_handed_over_after_its_lease_ran_out_is_not_started() -> None:
     config = StackConfig.model_validate({"timeouts": TIMEOUTS.model_dump(), "lambdas": {"steady": {}}})
     heartbeats = Heartbeats(cast(TaskStore, HangingStore(0)), TIMEOUTS, terminate=terminate)
     store = cast(TaskStore, HangingStore(0))
-    runner = TaskRunner(store, config, "steady", lambda task: ran.append(task.id), heartbeats, History(None, "t"))
+    runner = TaskRunner(store, config, "steady", lambda task: ran.append(task.id), heartbeats)
     with contextlib.suppress(Terminated):
         runner.run(a_task(claim_age_s=FLOOR + 1))
     assert ran == [], "a task whose lease had run out was started"

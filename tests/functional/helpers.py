@@ -7,10 +7,10 @@ from typing import Any
 
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.scheduling import build_task
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import codec
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import build_task
 
 T0 = datetime(2030, 1, 1, 12, 0, 0).astimezone()
 

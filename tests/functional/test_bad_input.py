@@ -13,10 +13,10 @@ from pydantic import BaseModel, ValidationError
 from atf_core.chains import ChainSpec
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, InputError, PayloadTooLarge, WrongType, input_error
-from atf_core.periodic import ScheduleSpec
-from atf_core.scheduling import Scheduling
+from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import MAX_PAYLOAD_BYTES, ScheduleRequest
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 
 PARSE_ERRORS = [
     ({"lambda": "work", "payload": "not an object"}, "payload"),

@@ -15,8 +15,8 @@ from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, InputError
 from atf_core.limits import Limiter
-from atf_core.periodic import CatchUp, Overlap, ScheduleSpec
-from atf_core.schedules import Schedules
+from atf_core.periodic_schedules import Schedules
+from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus
 from atf_core.store.base import Change, DueEntry, TaskRef
 from atf_core.store.schedules import ItemStore
@@ -58,10 +58,10 @@ def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(worl
     for task, kind in zip(dead, ["KeyError", "ValueError", "ValueError"], strict=True):
         run_once(world, task.id, "sleepy", "fail", kind)
     letters = DeadLetters(world.store, world.config)
-    assert len(letters.list(DeadLetterFilter("sleepy"))) == 3
-    assert {d.id for d in letters.list(DeadLetterFilter("sleepy", collection="a"))} == {dead[0].id, dead[1].id}
-    assert [d.id for d in letters.list(DeadLetterFilter("sleepy", error_type="KeyError"))] == [dead[0].id]
-    window = letters.list(DeadLetterFilter("sleepy", since=T + timedelta(seconds=1)))
+    assert len(letters.matching(DeadLetterFilter("sleepy"))) == 3
+    assert {d.id for d in letters.matching(DeadLetterFilter("sleepy", collection="a"))} == {dead[0].id, dead[1].id}
+    assert [d.id for d in letters.matching(DeadLetterFilter("sleepy", error_type="KeyError"))] == [dead[0].id]
+    window = letters.matching(DeadLetterFilter("sleepy", since=T + timedelta(seconds=1)))
     assert window == []
     # a dry run says how many and which, and changes nothing
     dry = letters.redrive(DeadLetterFilter("sleepy", error_type="ValueError"), dry_run=True, per_second=1)
@@ -129,7 +129,7 @@ def test_overlap_skip_waits_for_the_previous_occurrence(world: World) -> None:
 def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> None:
     spec = ScheduleSpec.model_validate({"lambda": "work", "cron": "0 9 * * 1-5", "timezone": "Europe/Paris"})
     schedules(world).put("weekday", spec, now=T)
-    assert [s.name for s in schedules(world).list()] == ["weekday"]
+    assert [s.name for s in schedules(world).all()] == ["weekday"]
     upcoming = schedules(world).upcoming("weekday", 3)
     assert all(moment.astimezone().weekday() < 5 for moment in upcoming) and len(upcoming) == 3
     schedules(world).set_paused("weekday", True)
@@ -137,7 +137,7 @@ def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> 
     assert schedules(world).fire_due(world.now).created == 0
     schedules(world).set_paused("weekday", False)
     schedules(world).delete("weekday")
-    assert schedules(world).list() == []
+    assert schedules(world).all() == []
 
 
 def test_bad_schedules_are_refused() -> None:

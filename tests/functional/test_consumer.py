@@ -10,13 +10,12 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer
-from atf_core.consumer.deadlines import lease_floor
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from tests.functional.helpers import T0
 
 
@@ -299,9 +298,9 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(
         beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=world.config.timeouts.heartbeat))
         assert world.store.transition(ref, heartbeat, beat).applied
         timeout = world.config.timeouts.heartbeat
-    took = poll_until_requeued(world, limit_s=timeout + lease_floor(world.config.timeouts) + 2)
+    took = poll_until_requeued(world, limit_s=timeout + world.config.timeouts.lease_floor + 2)
     # never before the timeout; at most one lease floor later, the consumer's own watch of the stamp
-    assert timeout <= took <= timeout + lease_floor(world.config.timeouts) + 1
+    assert timeout <= took <= timeout + world.config.timeouts.lease_floor + 1
     [again] = world.drain()
     assert (again.task_id, again.attempt) == (task.id, 1)  # the next claim makes it attempt 2
     requeued = world.store.get(task.id)
@@ -345,7 +344,7 @@ def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World
     # A second consumer whose clock is an hour ahead sees the claim deadline long passed
     ahead = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now + timedelta(hours=1))
     assert ahead.poll().requeued == 0
-    world.advance(lease_floor(world.config.timeouts) - 1)
+    world.advance(world.config.timeouts.lease_floor - 1)
     assert ahead.poll().requeued == 0
     world.advance(2)
     assert ahead.poll().requeued == 1
@@ -354,7 +353,7 @@ def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World
 def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: World) -> None:
     task = world.schedule()
     ref = TaskRef.of(task)
-    limit = world.config.timeouts.claim + lease_floor(world.config.timeouts) + 2
+    limit = world.config.timeouts.claim + world.config.timeouts.lease_floor + 2
     for _ in range(task.max_attempts):
         world.consumer.poll()
         [message] = world.drain()

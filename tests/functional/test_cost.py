@@ -8,14 +8,14 @@ import pytest
 
 from atf_core import lifecycle
 from atf_core.aws import make_clients
-from atf_core.billing import CostMeter, index_write_units, item_size, write_units
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
+from atf_local.cost.billing import CostMeter, index_write_units, item_size, write_units
 from tests.functional.helpers import T0
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 from atf_cdk.constructs import layer
 from atf_cdk.constructs.function import CONFIG_FILE, CopyPackage
 from atf_cdk.constructs.workers import _is_registry_reference
-from atf_cdk.sources import core_source
+from atf_cdk.sources import core_source, functions_source
 
 from tests.infra.conftest import ROOT
 
@@ -94,3 +97,38 @@ def test_the_layer_ships_the_installed_atf_core_which_in_a_checkout_is_the_trees
     assert core_source() == ROOT / "layers" / "atf_core"
     declared = tomllib.loads((ROOT / "layers" / "pyproject.toml").read_text())["project"]["dependencies"]
     assert layer.requirements() == [*declared, *layer.HANDLER_REQUIREMENTS]
+
+
+# What ships carries no test or measurement instrument (they live in atf_local and attach from outside).
+INSTRUMENT_MODULES = frozenset({"faults", "history", "billing", "cost", "wire", "instruments", "sitecustomize"})
+TEST_SWITCHES = ("ATF_FAULTS", "ATF_HISTORY_DIR", "ATF_CLOCK_OFFSET_S")
+
+
+def shipped(tmp_path: Path) -> dict[str, str]:
+    """Every Python file of the Lambda layer, the function packages and the SDK wheel, with its text."""
+    layer.LocalLayerBundling(core_source(), with_dependencies=False).try_bundle(str(tmp_path / "layer"), None)
+    for function in ("consumer", "frontend"):
+        CopyPackage(functions_source(), function, "{}").try_bundle(str(tmp_path / function), None)
+    files = {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*.py")}
+    # The wheel from a clean copy: setuptools' build/ directory may hold modules deleted since.
+    source = shutil.copytree(ROOT / "sdk", tmp_path / "sdk-source", ignore=shutil.ignore_patterns("build", "*.egg-*"))
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path / "wheel"), str(source)]
+    subprocess.run(command, check=True, timeout=300)
+    [wheel] = (tmp_path / "wheel").glob("atf_sdk-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        files.update({f"wheel/{n}": archive.read(n).decode() for n in archive.namelist() if n.endswith(".py")})
+    return files
+
+
+def test_what_ships_carries_no_instrument_and_reads_no_test_switch(tmp_path: Path) -> None:
+    files = shipped(tmp_path)
+    assert "layer/python/atf_core/clock.py" in files and "wheel/atf_sdk/worker/executor.py" in files
+    assert "consumer/functions/consumer/handler.py" in files and "frontend/functions/frontend/handler.py" in files
+    instruments = [path for path in files if INSTRUMENT_MODULES & set(Path(path).with_suffix("").parts)]
+    assert instruments == []
+    switches = [(path, name) for path, text in files.items() for name in TEST_SWITCHES if name in text]
+    assert switches == []
+    # The SDK's pytest plugin (atf_sdk.testing) starts the local stack, from its `testing` extra
+    imports_local = re.compile(r"^\s*(from|import) atf_local\b", re.MULTILINE)
+    local = [path for path, text in files.items() if imports_local.search(text) and "testing" not in Path(path).parts]
+    assert local == [], "shipped code imports the local stack"

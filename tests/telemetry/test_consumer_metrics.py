@@ -11,9 +11,9 @@ import pytest
 from atf_core.config import StackConfig
 from atf_core.consumer import PollReport
 from atf_core.gating import Gating
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_core.telemetry import CONSUMER_SERVICE, Metric
 from atf_local.consumer_process import FakeLambdaContext
 from functions.consumer import handler

@@ -13,10 +13,10 @@ from atf_core.config import StackConfig
 from atf_core.gating import Gating
 from atf_core.limits import Grant
 from atf_core.queues import TaskMessage
-from atf_core.scheduling import Scheduling
 from atf_core.schema import GateAction, ScheduleRequest, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller, ControllerSettings
@@ -67,7 +67,7 @@ def test_a_claim_is_counted_per_lambda_and_priority(
     world: tuple[Controller, DynamoTaskStore, MetricBuffer], config: StackConfig
 ) -> None:
     controller, store, buffer = world
-    task = controller._claim("work", enqueued(store, config, "high"))
+    task = controller.claim("work", enqueued(store, config, "high"))
     assert task is not None and task.status is TaskStatus.CLAIMED
     (claimed,) = named(flushed(buffer), Metric.CLAIMED)
     assert (claimed.dimensions, claimed.total) == ({"lambda": "work", "priority": "high", "service": WORKER_SERVICE}, 1)
@@ -79,7 +79,7 @@ def test_a_drop_gate_met_at_claim_time_counts_a_drop(
     controller, store, buffer = world
     item = enqueued(store, config, "low")
     Gating(store, config).set("work", None, GateAction.DROP, None, "test")
-    assert controller._claim("work", item) is None
+    assert controller.claim("work", item) is None
     assert [p.total for p in named(flushed(buffer), Metric.DROPPED, priority="low")] == [1]
     assert not named(flushed(buffer), Metric.CLAIMED)
 
@@ -91,6 +91,6 @@ def test_a_task_held_back_by_a_limit_is_counted_once_however_often_it_is_recheck
     controller._limiter = NoRoom()
     item = enqueued(store, config, "normal")
     for _ in range(3):
-        assert controller._claim("work", item) is None
+        assert controller.claim("work", item) is None
     (limited,) = named(flushed(buffer), Metric.LIMITED)
     assert (limited.dimensions["priority"], limited.total) == ("normal", 1)

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus
+from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE
-from atf_local.stack import REPO
+from atf_local.environment import REPO
 from tests.e2e.conftest import RunningStack, stack  # noqa: F401 - the fixture
 from tests.telemetry.emf import named
 

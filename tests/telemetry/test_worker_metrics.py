@@ -14,11 +14,10 @@ import pytest
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
-from atf_core.history import History
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
@@ -60,7 +59,7 @@ def run(store: DynamoTaskStore, config: StackConfig, task: Task, callback: Calla
     """Run one task through a TaskRunner; the EMF its metrics flush to."""
     buffer = MetricBuffer(service=WORKER_SERVICE)
     heartbeats = Heartbeats(store, config.timeouts)
-    TaskRunner(store, config, task.lambda_, callback, heartbeats, History(None, "test"), buffer).run(task)
+    TaskRunner(store, config, task.lambda_, callback, heartbeats, buffer).run(task)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         buffer.flush()

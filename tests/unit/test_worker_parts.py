@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from atf_core.config import Timeouts
+from atf_core.config import MISSES_ALLOWED, Timeouts
 from atf_core.consumer.budget import QueueBudget
 from atf_core.lifecycle import Transition
 from atf_core.queues import TaskMessage
@@ -17,7 +17,7 @@ from atf_core.schema import Task, TaskStatus
 from atf_core.store.base import Change, Outcome, TaskRef
 from atf_sdk.worker.buffers import Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
-from atf_sdk.worker.heartbeat import MISSES_ALLOWED, Heartbeats
+from atf_sdk.worker.heartbeat import Heartbeats
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 

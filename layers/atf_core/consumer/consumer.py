@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.consumer.budget import QueueBudget
-from atf_core.consumer.deadlines import deadline_of, lease_floor, lost_attempt, observed_stamp
+from atf_core.consumer.deadlines import deadline_of, lost_attempt, observed_stamp
 from atf_core.consumer.tracker import EntryKey, InFlightTracker, where
 from atf_core.gating import GateView
-from atf_core.history import History
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, Task, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
@@ -87,7 +86,6 @@ class Consumer:
         group: ConsumerGroup | None = None,
         clock: Callable[[], datetime] = utcnow,
         housekeeping: Sequence[Housekeeping] = (),
-        history: History | None = None,
     ) -> None:
         self._store = store
         self._sqs = sqs
@@ -102,7 +100,6 @@ class Consumer:
         self._first_seen: dict[tuple[object, ...], int] = {}
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
-        self._history = history or History(None, "consumer")  # records each send, for benchmarks and checkers
 
     def poll(self) -> PollReport:
         now = self._clock()
@@ -258,7 +255,7 @@ class Consumer:
             return deadline_ms  # not running: an early re-enqueue only duplicates a message
         stamp = (task.id, *sorted(observed_stamp(task).items()))
         first_seen = self._first_seen.setdefault(stamp, now_ms)
-        return max(deadline_ms, first_seen + int(lease_floor(self._config.timeouts) * 1000))
+        return max(deadline_ms, first_seen + int(self._config.timeouts.lease_floor * 1000))
 
     def _requeue(self, ref: TaskRef, task: Task, now: datetime, report: PollReport) -> TaskMessage | None:
         """Send a stuck task again; a running one's lost attempt goes into its error history (fenced by the
@@ -309,7 +306,6 @@ class Consumer:
                 key = (item.entry.id, item.entry.next_ms)
                 self._tracker.wait(key, deadline_ms, where(item.entry))
                 self._tracker.sent(key, to_ms(now), where(item.entry))
-                self._history.record("sent", task=item.message.task_id, attempt=item.message.attempt)
                 sent += 1
         report.enqueued += sent
         return sent

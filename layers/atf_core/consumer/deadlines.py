@@ -2,8 +2,8 @@
 
 A running task is re-enqueued only when its deadline has passed AND this
 consumer has itself watched the same claim or heartbeat timestamp stay
-unchanged for the lease floor (three heartbeat intervals plus one call's
-retry budget), measured on its own clock. The stamp was written before the
+unchanged for the lease floor (Timeouts.lease_floor: three heartbeat
+intervals plus one call's retry budget), measured on its own clock. The stamp was written before the
 consumer first saw it, so the executor has really been silent at least that
 long and has killed itself: an offset between the components' clocks can
 delay a re-enqueue, never make it early enough to run one task twice.
@@ -27,11 +27,6 @@ def deadline_of(task: Task, timeouts: Timeouts) -> datetime | None:
     if task.status is TaskStatus.PROCESSING and task.heartbeat_at:
         return task.heartbeat_at + timedelta(seconds=timeouts.heartbeat)
     return None
-
-
-def lease_floor(timeouts: Timeouts) -> float:
-    """How long an executor can go without a successful heartbeat before it kills itself."""
-    return 3 * timeouts.heartbeat_interval + timeouts.call_budget
 
 
 def observed_stamp(task: Task) -> dict[str, int]:

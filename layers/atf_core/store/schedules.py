@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from atf_core.definitions import INDEX_NAME, Attr
-from atf_core.periodic import Schedule, ScheduleSpec
+from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import from_ms, maybe_from_ms, to_ms
 from atf_core.store import codec
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,12 +18,13 @@ from typing import Any
 
 from atf_core.aws import AwsClients
 from atf_core.config import StackConfig
-from atf_core.deadletters import DeadLetter, DeadLetterFilter, DeadLetters, Selection
+from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.definitions import Attr
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.store import codec
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.telemetry import percentile
 from atf_sdk.snapshot import QueueRow, Snapshot
 
 THROUGHPUT_WINDOW = timedelta(minutes=1)
@@ -57,12 +57,8 @@ def histogram(lags: list[float]) -> list[Bucket]:
     return [Bucket(label, counts[i]) for i, label in enumerate(labels)]
 
 
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile, as CloudWatch's pNN reads for small samples."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+def p95(values: list[float]) -> float | None:
+    return percentile(values, 0.95) if values else None
 
 
 def _ms(value: int) -> str:
@@ -122,7 +118,7 @@ class ConsoleData:
                 lags[key].append(lag)
         for key, row in rows.items():
             row.finished_per_min = float(finished[key])
-            row.lag_p95_ms = percentile(lags[key], 0.95)
+            row.lag_p95_ms = p95(lags[key])
         dead = Counter(t.lambda_ for t in tasks if t.status is TaskStatus.DEAD_LETTER)
         return Snapshot(
             source="local console", as_of=now, rows=list(rows.values()), gates=self.gates(),
@@ -137,11 +133,11 @@ class ConsoleData:
             lag = start_lag_ms(task)
             if lag is not None and task.lambda_ in found:
                 found[task.lambda_].append(lag)
-        return {name: (histogram(lags), percentile(lags, 0.95), len(lags)) for name, lags in found.items()}
+        return {name: (histogram(lags), p95(lags), len(lags)) for name, lags in found.items()}
 
     # -- gates ---------------------------------------------------------------
     def gates(self) -> list[Gate]:
-        return sorted(self._gating.list(), key=lambda g: (g.lambda_, g.collection or ""))
+        return sorted(self._gating.gates(), key=lambda g: (g.lambda_, g.collection or ""))
 
     def set_gate(self, lambda_name: str, collection: str | None, action: GateAction, reason: str) -> Gate:
         return self._gating.set(lambda_name, collection, action, None, reason)
@@ -151,7 +147,7 @@ class ConsoleData:
 
     # -- dead letters --------------------------------------------------------
     def dead_letters(self, selection: DeadLetterFilter) -> list[DeadLetter]:
-        return self._dead_letters.list(selection)
+        return self._dead_letters.matching(selection)
 
-    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> Selection:
+    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> BulkResult:
         return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second)

@@ -9,7 +9,7 @@ from html import escape
 from urllib.parse import quote, urlencode
 
 from atf_core.config import StackConfig
-from atf_core.deadletters import DeadLetter, DeadLetterFilter, Selection
+from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter
 from atf_core.schema import Gate, Task
 from atf_local.console.data import Bucket
 from atf_sdk.snapshot import QueueRow, Snapshot
@@ -233,7 +233,7 @@ def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter, found: list
     )
 
 
-def redrive_message(result: Selection) -> str:
+def redrive_message(result: BulkResult) -> str:
     verb = "would redrive" if result.dry_run else "redrove"
     count = len(result.matched) if result.dry_run else result.changed
     span = f" ({when(result.first_at)} to {when(result.last_at)} UTC)" if result.first_at and count else ""

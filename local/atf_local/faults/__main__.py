@@ -14,12 +14,12 @@ from typing import Any
 
 from rich.console import Console
 
+from atf_local.environment import REPO
 from atf_local.faults.checker import Bounds
-from atf_local.faults.harness import Outcome, judge, run_scenario
+from atf_local.faults.harness import ScenarioRun, judge, run_scenario
 from atf_local.faults.report import print_table, write_markdown
 from atf_local.faults.scenarios import BUILDERS, CI_SUBSET, soak
 from atf_local.faults.spec import Scenario
-from atf_local.stack import REPO
 
 DEFAULT_OUT = REPO / "local" / "atf_local" / "faults" / "results.md"
 
@@ -56,10 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace, console: Console) -> list[Outcome]:
+def _run(args: argparse.Namespace, console: Console) -> list[ScenarioRun]:
     numbers = args.scenario or (list(CI_SUBSET) if args.ci else sorted(BUILDERS))
     runs = args.runs or Path(tempfile.mkdtemp(prefix="atf-faults-"))
-    outcomes: list[Outcome] = []
+    outcomes: list[ScenarioRun] = []
     for number in numbers:
         recipe = {"number": number, "ci": args.ci, "soak_minutes": args.soak_minutes}
         scenario = _build(recipe)
@@ -76,7 +76,7 @@ def _build(recipe: dict[str, Any]) -> Scenario:
     return soak(ci, float(recipe["soak_minutes"])) if number == 12 else BUILDERS[number](ci)
 
 
-def _recheck(run_dir: Path) -> Outcome:
+def _recheck(run_dir: Path) -> ScenarioRun:
     run = json.loads((run_dir / "run.json").read_text())
     bounds = Bounds(**{**run["bounds"], "watched": tuple(run["bounds"]["watched"])})
     return judge(_build(run["recipe"]), run_dir, bounds, float(run["seconds"]))

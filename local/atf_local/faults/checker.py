@@ -22,6 +22,7 @@ from pathlib import Path
 
 from atf_core.lifecycle import TRANSITIONS
 from atf_core.schema import TERMINAL_STATUSES
+from atf_core.telemetry import percentile
 from atf_local.faults.model import (
     CONT,
     Execution,
@@ -246,4 +247,4 @@ def _start_lag(result: Result, accepted: dict[str, Record], runs: list[Execution
     )
     if lags:
         result.max_start_lag_s = max(0.0, lags[-1])
-        result.p95_start_lag_s = max(0.0, lags[min(len(lags) - 1, int(0.95 * len(lags)))])
+        result.p95_start_lag_s = max(0.0, percentile(lags, 0.95))

@@ -7,11 +7,8 @@ import dataclasses
 import json
 import logging
 import os
-import random
 import shutil
-import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,18 +18,19 @@ from botocore.config import Config
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.faults import Plan, install
-from atf_core.history import History, recorded
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
 from atf_core.store import codec
 from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.faults.checker import TERMINAL, Bounds, Result, check_run
+from atf_local.faults.injector import Injector
+from atf_local.faults.processes import add_consumer, add_host
 from atf_local.faults.procs import Cluster, python_argv
-from atf_local.faults.spec import LAMBDAS_SPEC, ConsumerSpec, HostSpec, Scenario
-from atf_local.faults.tail import ExecKey, HistoryTail
+from atf_local.faults.spec import Scenario
 from atf_local.faults.workload import Workload
+from atf_local.instruments.faults import Plan, install
+from atf_local.instruments.history import History
 from atf_local.stack import free_port, wait_for_port
 
 log = logging.getLogger("atf.faults")
@@ -40,64 +38,18 @@ HARNESS_CONFIG = Config(retries={"mode": "standard", "max_attempts": 10}, connec
 
 
 @dataclass
-class Outcome:
+class ScenarioRun:
+    """A scenario's run, judged: the verdict, how long it took, where its history is."""
+
     scenario: Scenario
     result: Result
     seconds: float
     run_dir: Path
 
 
-class Run:
-    """What a scenario's fault injection can do while the workload runs."""
-
-    def __init__(self, cluster: Cluster, scenario: Scenario, seed: int) -> None:
-        self.cluster = cluster
-        self.scenario = scenario
-        self.seed = seed
-        self.rng = random.Random(seed)
-        self.tail = HistoryTail(cluster.history_dir)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def wait_for(self, done: Callable[[], bool], timeout_s: float, every_s: float = 0.2) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if done():
-                return True
-            time.sleep(every_s)
-        return done()
-
-    def busy_executor(self, host: str | None = None, timeout_s: float = 30.0) -> tuple[int, list[ExecKey]] | None:
-        """An executor (of `host`) running a task right now, chosen with the run's seed."""
-        found: list[tuple[int, list[ExecKey]]] = []
-
-        def look() -> bool:
-            busy = self.tail.busy_pids(self.cluster.executors(host))
-            found[:] = sorted(busy.items())
-            return bool(found)
-
-        if not self.wait_for(look, timeout_s):
-            return None
-        return self.rng.choice(found)
-
-    def signal(self, pid: int, sig: signal.Signals) -> None:
-        self.cluster.signal(pid, sig, injected=sig is not signal.SIGCONT)
-
-    def add_host(self, spec: HostSpec) -> None:
-        _add_host(self.cluster, spec, self.seed)
-
-    def arm(self, flag: str) -> None:
-        """Open the faults of the rules that name this flag."""
-        self.cluster.history.record("phase", name=f"armed {flag}")
-        (self.cluster.run_dir / "flags" / flag).touch()
-
-    def disarm(self, flag: str) -> None:
-        (self.cluster.run_dir / "flags" / flag).unlink(missing_ok=True)
-        self.cluster.history.record("phase", name=f"disarmed {flag}")
-
-
-def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1, recipe: dict[str, Any] | None = None) -> Outcome:
+def run_scenario(
+    scenario: Scenario, out_root: Path, seed: int = 1, recipe: dict[str, Any] | None = None
+) -> ScenarioRun:
     """Run one scenario in out_root/NN-key and judge it. `recipe` (how the scenario was
     built) is kept in run.json with the bounds, so `check` can judge the run again."""
     began = time.monotonic()
@@ -128,7 +80,7 @@ def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1, recipe: dict
     return judge(scenario, run_dir, bounds, seconds)
 
 
-def judge(scenario: Scenario, run_dir: Path, bounds: Bounds, seconds: float) -> Outcome:
+def judge(scenario: Scenario, run_dir: Path, bounds: Bounds, seconds: float) -> ScenarioRun:
     """The checker's verdict on a run's history, with the scenario's own expectations."""
     result, records, final = check_run(run_dir, bounds)
     for expectation in scenario.expect:
@@ -136,7 +88,7 @@ def judge(scenario: Scenario, run_dir: Path, bounds: Bounds, seconds: float) -> 
             result.violate(message)
     for target in scenario.targets:
         result.missed_targets += target(result, records, final)
-    return Outcome(scenario, result, seconds, run_dir)
+    return ScenarioRun(scenario, result, seconds, run_dir)
 
 
 def _drive(
@@ -144,9 +96,9 @@ def _drive(
 ) -> tuple[float, float | None]:
     """Start the processes and the workload, inject, heal; returns (healed_t, drained_t)."""
     for consumer in scenario.consumers:
-        _add_consumer(cluster, consumer, seed)
+        add_consumer(cluster, consumer, seed)
     for host in scenario.hosts:
-        _add_host(cluster, host, seed)
+        add_host(cluster, host, seed)
     cluster.start_monitor()
     _warm_up(scenario, clients, config)
     window = cluster.run_dir / "flags" / "window"
@@ -154,11 +106,11 @@ def _drive(
     started = time.time()
     cluster.history.record("phase", name="window open")
     faulty = _harness_clients(scenario, clients, seed, window)
-    store = recorded(DynamoTaskStore(faulty.dynamodb, config), cluster.history)
+    store = DynamoTaskStore(faulty.dynamodb, config)
     workload = Workload(Scheduling(store, config), cluster.history, scenario.loads, f"{scenario.key}-{int(started)}")
     workload.start()
     if scenario.inject is not None:
-        scenario.inject(Run(cluster, scenario, seed))
+        scenario.inject(Injector(cluster, seed))
     workload.done.wait()
     time.sleep(max(0.0, started + scenario.fault_window_s - time.time()))
     window.unlink()
@@ -168,29 +120,6 @@ def _drive(
     drained_t = _wait_drained(reader, workload.accepted, healed_t + scenario.drain_bound_s * 1.5 + 10)
     cluster.history.record("phase", name="drained" if drained_t else "not drained")
     return healed_t, drained_t
-
-
-def _add_consumer(cluster: Cluster, spec: ConsumerSpec, seed: int) -> None:
-    argv = python_argv("-m", "atf_local", "consumer", "--group", str(spec.group), "--groups", str(spec.groups))
-
-    def env_for(incarnation: int) -> dict[str, str]:
-        return {**_offset(spec.offset_s), **spec.faults.env(seed, incarnation, cluster.run_dir / "flags")}
-
-    cluster.add(spec.name, "consumer", argv, env_for, restart=spec.restart)
-
-
-def _add_host(cluster: Cluster, spec: HostSpec, seed: int) -> None:
-    argv = python_argv(
-        "-m", "atf_sdk.cli", "worker", LAMBDAS_SPEC, "--config", str(cluster.run_dir / "stack.json"),
-        "--executors", str(spec.executors), "--threads", str(spec.threads), "--receive-wait", "1",
-    )  # fmt: skip
-    for name in spec.only:
-        argv += ["--only", name]
-
-    def env_for(incarnation: int) -> dict[str, str]:
-        return {**_offset(spec.offset_s), **spec.faults.env(seed, incarnation, cluster.run_dir / "flags")}
-
-    cluster.add(spec.name, "host", argv, env_for, restart=spec.restart)
 
 
 def _warm_up(scenario: Scenario, clients: AwsClients, config: StackConfig) -> None:
@@ -207,10 +136,6 @@ def _warm_up(scenario: Scenario, clients: AwsClients, config: StackConfig) -> No
         ids += [scheduling.schedule(request).task.id for _ in range(max(1, threads))]
     if _wait_drained(store, ids, time.time() + 120) is None:
         log.warning("warm-up tasks did not finish in 120 s; starting anyway")
-
-
-def _offset(seconds: float) -> dict[str, str]:
-    return {"ATF_CLOCK_OFFSET_S": str(seconds)} if seconds else {}
 
 
 def _harness_clients(scenario: Scenario, clients: AwsClients, seed: int, window: Path) -> AwsClients:

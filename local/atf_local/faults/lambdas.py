@@ -12,12 +12,11 @@ import os
 import random
 import time
 
-from atf_core.history import History
-from atf_sdk.worker.registry import Lambdas, Retry, TaskContext
+from atf_local.instruments.executions import RecordedLambdas, execution_history
+from atf_sdk.worker.registry import Retry, TaskContext
 
 POISON_EXIT_CODE = 99
-lambdas = Lambdas()
-_history: History | None = None
+lambdas = RecordedLambdas()  # each callback records its start and end for the checker
 
 
 def _sleep_and_maybe_fail(task: TaskContext) -> None:
@@ -53,7 +52,5 @@ def quiet(task: TaskContext) -> None:
 @lambdas.register("poison")
 def poison(task: TaskContext) -> None:
     """Kills the executor that runs it, on every attempt, like a segfaulting native library."""
-    global _history
-    _history = _history or History.from_env("lambda")
-    _history.record("exit", reason="poison", task=task.id, attempt=task.attempt, code=POISON_EXIT_CODE)
+    execution_history().record("exit", reason="poison", task=task.id, attempt=task.attempt, code=POISON_EXIT_CODE)
     os._exit(POISON_EXIT_CODE)

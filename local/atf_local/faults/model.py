@@ -1,7 +1,8 @@
 """What one run left behind, read back: executions, state writes, process lives.
 
-The history is JSON lines from every process (atf_core.history, the fault
-hooks, the harness); the final snapshot is the table as the harness found it
+The history is JSON lines from every process (atf_local.instruments: the
+callbacks' starts and ends, the state writes seen on the wire, the fault
+hooks; and the harness's own records); the final snapshot is the table as the harness found it
 once the run was over. All times are time.time() on one machine, so records
 of different processes compare directly (the clock offsets the scenarios
 inject touch only the task timestamps the framework writes, never these).

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atf_core.history import History
-from atf_local.environment import local_environment
-from atf_local.stack import REPO
+from atf_local.environment import REPO, local_environment
+from atf_local.instruments.history import HISTORY_ENV, History
+from atf_local.instruments.startup import HOOK_DIR
 
 EnvFor = Callable[[int], dict[str, str]]  # extra environment for the nth incarnation
 
@@ -70,7 +70,10 @@ class Cluster:
 
     def _launch(self, managed: Managed) -> None:
         env = local_environment(self.endpoint, self._config_json)
-        env.update({"ATF_HISTORY_DIR": str(self.history_dir), "PYTHONUNBUFFERED": "1"})
+        # The start-up hook attaches the history recorder, and the faults and clock offset env_for asks for
+        hook_path = [str(HOOK_DIR), *filter(None, [env.get("PYTHONPATH")])]
+        env.update({HISTORY_ENV: str(self.history_dir), "PYTHONPATH": os.pathsep.join(hook_path)})
+        env["PYTHONUNBUFFERED"] = "1"
         env.update(managed.env_for(managed.incarnation))
         log = (self.run_dir / "logs" / f"{managed.name}-{managed.incarnation}.log").open("ab")
         popen = subprocess.Popen(

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from atf_local.faults.harness import Outcome
+from atf_local.faults.harness import ScenarioRun
 
 COLUMNS = (
     "#", "scenario", "tasks", "faults injected", "lost", "duplicate executions", "overlapping executions",
@@ -18,7 +18,7 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def row(outcome: Outcome) -> list[str]:
+def row(outcome: ScenarioRun) -> list[str]:
     r, s = outcome.result, outcome.scenario
     return [
         str(s.number), s.title, str(r.tasks), str(r.faults), str(r.lost), str(r.duplicates), str(r.overlaps),
@@ -27,18 +27,18 @@ def row(outcome: Outcome) -> list[str]:
     ]  # fmt: skip
 
 
-def _verdict(outcome: Outcome) -> str:
+def _verdict(outcome: ScenarioRun) -> str:
     r = outcome.result
     if not r.ok:
         return f"FAIL ({len(r.violations)})"
     return "ok, target missed" if r.missed_targets else "ok"
 
 
-def _lags(outcome: Outcome) -> str:
+def _lags(outcome: ScenarioRun) -> str:
     return ", ".join(f"{name} {lag:.1f}" for name, lag in sorted(outcome.result.lag_by_lambda.items()))
 
 
-def print_table(outcomes: Sequence[Outcome], console: Console | None = None) -> None:
+def print_table(outcomes: Sequence[ScenarioRun], console: Console | None = None) -> None:
     table = Table(title="ATF guarantees under injected faults")
     for column in COLUMNS:
         table.add_column(column, justify="left" if column == "scenario" else "right")
@@ -53,7 +53,7 @@ def print_table(outcomes: Sequence[Outcome], console: Console | None = None) -> 
             console.print(f"[yellow]scenario {outcome.scenario.number}: target missed: {missed}[/yellow]")
 
 
-def write_markdown(outcomes: Sequence[Outcome], path: Path, command: str) -> None:
+def write_markdown(outcomes: Sequence[ScenarioRun], path: Path, command: str) -> None:
     lines = [
         "# Fault-injection results",
         "",

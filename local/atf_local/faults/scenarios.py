@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from atf_local.faults import expect
-from atf_local.faults.harness import Run
-from atf_local.faults.spec import ConsumerSpec, Faults, HostSpec, Rules, Scenario
+from atf_local.faults.injector import Injector
+from atf_local.faults.processes import ConsumerSpec, Faults, HostSpec, Rules
+from atf_local.faults.spec import Scenario
 from atf_local.faults.tail import ExecKey
 from atf_local.faults.workload import Load
 
@@ -25,7 +26,7 @@ def _size(ci: bool, full: Any, small: Any) -> Any:
 
 
 # -- 1. kill -9 of an executor mid-task -------------------------------------------
-def _kill_busy(run: Run, kills: int, every_s: float, host: str | None = None) -> None:
+def _kill_busy(run: Injector, kills: int, every_s: float, host: str | None = None) -> None:
     for _ in range(kills):
         run.sleep(every_s)
         busy = run.busy_executor(host)
@@ -51,7 +52,7 @@ HOLD_RESULTS: Rules = (
 )  # fmt: skip
 
 
-def _pause(run: Run, pid: int, running: list[ExecKey], before_cont: Callable[[], None] = lambda: None) -> None:
+def _pause(run: Injector, pid: int, running: list[ExecKey], before_cont: Callable[[], None] = lambda: None) -> None:
     run.signal(pid, signal.SIGSTOP)
     # Keep it stopped until its tasks have run again elsewhere: its lease is long gone.
     run.wait_for(_reran(run, running), timeout_s=60, every_s=0.5)
@@ -59,7 +60,7 @@ def _pause(run: Run, pid: int, running: list[ExecKey], before_cont: Callable[[],
     run.signal(pid, signal.SIGCONT)
 
 
-def _pause_mid_run_and_mid_report(run: Run, mid_run: bool) -> None:
+def _pause_mid_run_and_mid_report(run: Injector, mid_run: bool) -> None:
     """Round one: stop host-a's executor while a task runs. Round two: hold its result
     write (a partition on that call alone), stop it while it reports, and let the write
     go out only after the task has run again elsewhere: that late write must be refused."""
@@ -76,7 +77,7 @@ def _pause_mid_run_and_mid_report(run: Run, mid_run: bool) -> None:
     run.disarm("hold-results")
 
 
-def _reran(run: Run, keys: list[ExecKey]) -> Callable[[], bool]:
+def _reran(run: Injector, keys: list[ExecKey]) -> Callable[[], bool]:
     return lambda: all(run.tail.rerun_ended(key) for key in keys)
 
 
@@ -193,7 +194,7 @@ def lost_response(ci: bool) -> Scenario:
 PARTITION: Rules = ({"kind": "blackhole", "flag": "partition"},)  # every call of the host hangs, then times out
 
 
-def _partition_then_kill(run: Run, kills: int) -> None:
+def _partition_then_kill(run: Injector, kills: int) -> None:
     """Cut host-a off from AWS while it runs long tasks. Its clock is 30 s behind the
     consumer's, so its stamps look long expired: only the lease floor, which the consumer
     measures on its own clock, stands between its tasks and a second run."""
@@ -254,7 +255,7 @@ def noisy(ci: bool) -> Scenario:
 
 
 # -- 11. SIGTERM of a worker host during work ----------------------------------------
-def _terminate_hosts(run: Run, every_s: float) -> None:
+def _terminate_hosts(run: Injector, every_s: float) -> None:
     for old, new in (("host-a", "host-c"), ("host-b", "host-d")):
         run.sleep(every_s)
         pid = run.cluster.get(old).pid

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from atf_local.faults.checker import Result
+from atf_local.faults.injector import Injector
 from atf_local.faults.model import FinalTask, Record
+from atf_local.faults.processes import ConsumerSpec, HostSpec, Rules
 from atf_local.faults.workload import Load
 
-if TYPE_CHECKING:
-    from atf_local.faults.harness import Run
-
-Rules = tuple[dict[str, Any], ...]
 Expect = Callable[[Result, list[Record], dict[str, FinalTask]], list[str]]
 
 # The timeouts of the test configuration: a 1 s heartbeat, leases of 10 s.
@@ -27,52 +23,6 @@ LAMBDAS: dict[str, dict[str, Any]] = {
     "noisy": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3},
     "quiet": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3},
 }
-LAMBDAS_SPEC = "atf_local.faults.lambdas:lambdas"
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Fault rules for a process (see atf_core.faults): `rules` for every life of it,
-    or `lives[i]` for its i-th life only. A rule is armed while its flag file exists
-    (its "flag", by default "window": the fault window the harness opens after the
-    warm-up and closes when it heals the faults)."""
-
-    rules: Rules = ()
-    lives: tuple[Rules, ...] = ()
-
-    def env(self, seed: int, incarnation: int, flags: Path) -> dict[str, str]:
-        if self.lives:
-            chosen = list(self.lives[incarnation]) if incarnation < len(self.lives) else []
-        else:
-            chosen = list(self.rules)
-        rules = [
-            {**{k: v for k, v in rule.items() if k != "flag"}, "while_exists": str(flags / rule.get("flag", "window"))}
-            for rule in chosen
-        ]
-        if not rules:
-            return {}
-        return {"ATF_FAULTS": json.dumps({"seed": seed * 1000 + incarnation, "rules": rules})}
-
-
-@dataclass(frozen=True)
-class HostSpec:
-    name: str
-    executors: int = 1
-    threads: int = 2
-    only: tuple[str, ...] = ()
-    offset_s: float = 0.0
-    faults: Faults = Faults()
-    restart: bool = True
-
-
-@dataclass(frozen=True)
-class ConsumerSpec:
-    name: str = "consumer"
-    group: int = 0
-    groups: int = 1
-    offset_s: float = 0.0
-    faults: Faults = Faults()
-    restart: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,7 +34,7 @@ class Scenario:
     loads: tuple[Load, ...]
     hosts: tuple[HostSpec, ...]
     consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(),)
-    inject: Callable[[Run], None] | None = None
+    inject: Callable[[Injector], None] | None = None
     fault_window_s: float = 0.0  # the fault window stays open at least this long after the start
     drain_bound_s: float = 60.0
     watched: tuple[str, ...] = ()

@@ -1,5 +1,9 @@
 """Reads the executors' history as it grows, so the harness can aim a fault at
-an executor that is running a task right now."""
+an executor that is running a task right now.
+
+An execution counts as running from its callback's start until both its end and
+its own result write (applied, refused or failed) are recorded: an executor
+still reporting a result is busy, and a fault aimed at it lands mid-report."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from atf_local.faults.model import RESULT_TRANSITIONS
 
 ExecKey = tuple[str, int]  # (task id, attempt)
 
@@ -19,11 +25,12 @@ class HistoryTail:
     ended: set[ExecKey] = field(default_factory=set)
     started: set[ExecKey] = field(default_factory=set)
     faulted: dict[int, list[str]] = field(default_factory=dict)  # pid -> "kind:target" of its injected faults
+    _closing: dict[ExecKey, set[str]] = field(default_factory=dict)  # what has been seen of an execution's end
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def refresh(self) -> None:
         with self._lock:
-            for pattern in ("executor-*.jsonl", "faults-*.jsonl"):
+            for pattern in ("executor-*.jsonl", "wire-*.jsonl", "faults-*.jsonl"):
                 for path in sorted(self.directory.glob(pattern)):
                     self._read(path)
 
@@ -39,14 +46,23 @@ class HistoryTail:
             except ValueError:
                 continue
             key = (str(record.get("task")), int(record.get("attempt") or 0))
-            if record.get("kind") == "fault":
+            kind = record.get("kind")
+            if kind == "fault":
                 self.faulted.setdefault(int(record["pid"]), []).append(f"{record['fault']}:{record.get('target')}")
-            elif record.get("kind") == "start":
+            elif kind == "start":
                 self.open[key] = int(record["pid"])
                 self.started.add(key)
-            elif record.get("kind") == "end":
-                self.open.pop(key, None)
+            elif kind == "end":
                 self.ended.add(key)
+                self._close(key, "end")
+            elif kind == "write" and record.get("transition") in RESULT_TRANSITIONS:
+                self._close(key, "result")
+
+    def _close(self, key: ExecKey, seen: str) -> None:
+        closing = self._closing.setdefault(key, set())
+        closing.add(seen)
+        if closing == {"end", "result"}:
+            self.open.pop(key, None)
 
     def busy_pids(self, among: list[int]) -> dict[int, list[ExecKey]]:
         """Executors among `among` with an execution under way (as far as the history says)."""

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from atf_core.history import History
-from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
+from atf_core.tasks import Scheduling
+from atf_local.instruments.history import History
 
 log = logging.getLogger("atf.faults")
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from atf_core.api import MAX_DEAD_LETTER_ACTION
-from atf_core.deadletters import DeadLetter, Selection
+from atf_core.deadletters import BulkResult, DeadLetter
 from atf_sdk.commands.support import client, common, console, guarded, json_out, moment, when
 
 SHOWN = 20  # rows of a selection printed as a table; --json has them all
@@ -58,7 +58,7 @@ def _discard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(done: Selection, verb: str, past: str) -> None:
+def _summary(done: BulkResult, verb: str, past: str) -> None:
     shown = done.matched[:SHOWN]
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:

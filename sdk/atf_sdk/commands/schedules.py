@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from atf_core.periodic import CatchUp, Overlap, Schedule, ScheduleSpec
+from atf_core.recurrence import CatchUp, Overlap, Schedule, ScheduleSpec
 from atf_sdk.commands.support import client, common, console, guarded, json_file, json_object, json_out, when
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from atf_sdk.client import AtfClient
 
-Run = Callable[[argparse.Namespace], int]
+Command = Callable[[argparse.Namespace], int]
 
 
 def client(args: argparse.Namespace) -> AtfClient:
@@ -60,7 +60,7 @@ def when(moment: datetime | None) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z") if moment else "-"
 
 
-def guarded(run: Run) -> Run:
+def guarded(run: Command) -> Command:
     """API and input errors as one line (or a JSON object with --json) and exit status 1."""
 
     def guarded_run(args: argparse.Namespace) -> int:

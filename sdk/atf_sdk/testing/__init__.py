@@ -16,19 +16,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from atf_sdk.testing.eager import Eager, Outcome, TaskFields
+    from atf_sdk.testing.eager import AttemptResult, Eager, TaskFields
     from atf_sdk.testing.stack import RunningStack, RunningWorker, local_stack, worker_host
 
 _WHERE = {
     "Eager": "eager",
-    "Outcome": "eager",
+    "AttemptResult": "eager",
     "TaskFields": "eager",
     "RunningStack": "stack",
     "RunningWorker": "stack",
     "local_stack": "stack",
     "worker_host": "stack",
 }
-__all__ = ["Eager", "Outcome", "RunningStack", "RunningWorker", "TaskFields", "local_stack", "worker_host"]
+__all__ = ["AttemptResult", "Eager", "RunningStack", "RunningWorker", "TaskFields", "local_stack", "worker_host"]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,11 +4,11 @@
     outcome = eager.run("charge", {"order": 7}, attempt=3)
     assert outcome.status is TaskStatus.DEAD_LETTER and isinstance(outcome.raised, Fatal)
 
-The task is built as the frontend builds it (atf_core.scheduling.build_task: the lambda, priority and
+The task is built as the frontend builds it (atf_core.tasks.build_task: the lambda, priority and
 payload checked against the configuration, with the errors the API would answer), claimed at the
 attempt asked for, and run by the executor's own TaskRunner: the TaskContext the callback gets, and
 what Retry, Fatal, another exception or the last attempt make of the task, are the executor's. Only
-the task store differs: the runner's one write is recorded instead of sent, and becomes the Outcome.
+the task store differs: the runner's one write is recorded instead of sent, and becomes the AttemptResult.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import Any, NoReturn, TypedDict, Unpack
 
 from atf_core.config import LambdaSpec, StackConfig
 from atf_core.errors import InputError
-from atf_core.history import History
 from atf_core.lifecycle import Transition
-from atf_core.scheduling import build_task
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, DueEntry, TaskRef, TaskStore
 from atf_core.store.base import Outcome as Written
+from atf_core.tasks import build_task
 from atf_sdk.operations import checked
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
@@ -45,7 +44,7 @@ class TaskFields(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AttemptResult:
     """How one attempt ended, as the executor would record it."""
 
     status: TaskStatus  # success, retriable_failure, dead_letter or fatal_failure
@@ -86,17 +85,19 @@ class Eager:
         """What the callback is given for that task, to call it yourself."""
         return TaskContext.of(self.task(lambda_name, payload, **fields))
 
-    def run(self, lambda_name: str, payload: dict[str, Any] | None = None, **fields: Unpack[TaskFields]) -> Outcome:
+    def run(
+        self, lambda_name: str, payload: dict[str, Any] | None = None, **fields: Unpack[TaskFields]
+    ) -> AttemptResult:
         """Run the registered callback once, as an executor would; how it ended."""
         task = self.task(lambda_name, payload, **fields)
         seen = _Seen(self._callback(lambda_name))
         store = _Recorder()
         config = self._config_for(lambda_name)
         heartbeats = Heartbeats(store, config.timeouts, terminate=_lease_lost)  # tracks the task; never beats
-        TaskRunner(store, config, lambda_name, seen, heartbeats, History(None, "eager")).run(task)
+        TaskRunner(store, config, lambda_name, seen, heartbeats).run(task)
         transition, change = store.written
         delay = (change.next_at - change.now).total_seconds() if change.next_at is not None else None
-        return Outcome(
+        return AttemptResult(
             status=transition.target,
             context=seen.context or TaskContext.of(task),
             value=seen.value,

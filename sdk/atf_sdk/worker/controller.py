@@ -24,6 +24,8 @@ from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
+from atf_core.backoff import ceiling
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
 from atf_core.limits import Grant, Limiter
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
-RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff from the first to the second
+RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
 
 
@@ -77,8 +79,10 @@ class Controller:
         settings: ControllerSettings | None = None,
         store_client: DynamoDBClient | None = None,
         metrics: MetricBuffer | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._store = store
+        self._clock = clock
         self._sqs = sqs
         self._long_poll = sqs_long_poll
         self._config = config
@@ -93,10 +97,9 @@ class Controller:
         }
         self._receivers: list[threading.Thread] = []
         self._draining = threading.Event()
-        self._gates = GateView.of([], utcnow())
+        self._gates = GateView.of([], clock())
         self._gates_read = 0.0
         self._gate_lock = threading.Lock()
-        self.claimed = 0
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
@@ -131,7 +134,7 @@ class Controller:
                 failures += 1
                 log.exception("receive from %s/%s failed (%d in a row)", lambda_name, priority, failures)
                 buffer.may_hold_more(rank, False)  # a queue that cannot be read holds no lower priority back
-                self._draining.wait(min(RECEIVE_RETRY_S[1], RECEIVE_RETRY_S[0] * 2 ** (failures - 1)))
+                self._draining.wait(ceiling(failures, *RECEIVE_RETRY_S))
 
     def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
         """One receive, if this priority may receive now; False if it may not."""
@@ -172,15 +175,16 @@ class Controller:
             if not wanted():
                 buffer.hold(item, 0)
                 return None
-            task = self._claim(lambda_name, item, worker)
+            task = self.claim(lambda_name, item, worker)
             if task is not None:
                 return task
         return None
 
-    def _claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
+    def claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
+        """Claim one buffered message's task for `worker`, or act on its gate or limit; the task if claimed."""
         message = item.message
         ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
-        now = utcnow()
+        now = self._clock()
         try:
             gate = self._gate_on(lambda_name, item)
             if gate is not None:
@@ -198,7 +202,6 @@ class Controller:
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
         self._limited.discard(message.task_id)
         if outcome.applied and outcome.task is not None:
-            self.claimed += 1
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
             return outcome.task
         if isinstance(grant, Grant):
@@ -263,7 +266,7 @@ class Controller:
             if must or time.monotonic() - self._gates_read > self._settings.gate_refresh_s:
                 started = time.monotonic()
                 try:
-                    self._gates = GateView.of(self._store.gates(), utcnow())
+                    self._gates = GateView.of(self._store.gates(), self._clock())
                     self._gates_read = started
                 except Exception:
                     if must:

@@ -23,17 +23,18 @@ from multiprocessing.connection import Client
 from typing import TYPE_CHECKING
 
 from atf_core import lifecycle
-from atf_core.aws import make_clients
+from atf_core.aws import AwsClients, make_clients
+from atf_core.backoff import equal_jitter
 from atf_core.chains import Chains
+from atf_core.clock import Clock, process_clock
 from atf_core.config import StackConfig
-from atf_core.history import History, recorded
 from atf_core.limits import Limiter
 from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.store.schedules import ItemStore
 from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
-from atf_sdk.worker.heartbeat import Heartbeats
+from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
@@ -76,18 +77,10 @@ def executor_main(spec: ExecutorSpec) -> None:
     metrics = worker_metrics()
     for client in (clients.dynamodb, clients.dynamodb_heartbeat):
         watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
-    history = History.from_env("executor")
-    store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
-    limiter = Limiter(clients.dynamodb, config)
-    heartbeats = Heartbeats(
-        recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history),
-        config.timeouts,
-        on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id)),
-    )
+    runner = build_runner(clients, config, spec.lambda_name, callback, metrics, process_clock)
+    heartbeats = runner.heartbeats
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
-    runner = TaskRunner(store, config, spec.lambda_name, callback, heartbeats, history, metrics)
-    runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter)
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
     ]
@@ -117,6 +110,31 @@ def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
                 return
 
 
+def build_runner(
+    clients: AwsClients,
+    config: StackConfig,
+    lambda_name: str,
+    callback: Callback,
+    metrics: MetricBuffer,
+    clock: Clock,
+    terminate: Callable[[str], None] = die,
+) -> TaskRunner:
+    """An executor's task runner as its process composes it: the results written through the main client, the
+    heartbeats through their own, limit slots renewed with each beat and given back after, chains advanced."""
+    store = DynamoTaskStore(clients.dynamodb, config)
+    limiter = Limiter(clients.dynamodb, config)
+    heartbeats = Heartbeats(
+        DynamoTaskStore(clients.dynamodb_heartbeat, config),
+        config.timeouts,
+        terminate=terminate,
+        on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id)),
+        clock=clock,
+    )
+    runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
+    runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter, clock)
+    return runner
+
+
 class TaskRunner:
     """Runs one task's callback and records how it ended."""
 
@@ -127,15 +145,15 @@ class TaskRunner:
         lambda_name: str,
         callback: Callback,
         heartbeats: Heartbeats,
-        history: History,
         metrics: MetricBuffer | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._store = store
         self._config = config
         self._callback = callback
         self._lambda_spec = config.lambdas[lambda_name]
-        self._heartbeats = heartbeats
-        self._history = history
+        self.heartbeats = heartbeats
+        self._clock = clock
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
         self.after_finish: Callable[[Task], None] = lambda task: None
@@ -146,14 +164,12 @@ class TaskRunner:
         return lifecycle.FAIL_TO_DEAD_LETTER if self._lambda_spec.dead_letter else lifecycle.FAIL_FATAL
 
     def run(self, task: Task) -> None:
-        self._heartbeats.track(task)
-        self._history.record("start", task=task.id, attempt=task.attempt)
+        self.heartbeats.track(task)
         with task_context(task):
             self._started(task)
             try:
                 self._execute(task)
             finally:
-                self._history.record("end", task=task.id, attempt=task.attempt)
                 self._after(task)
 
     def _started(self, task: Task) -> None:
@@ -200,7 +216,7 @@ class TaskRunner:
         delay = (
             after
             if after is not None
-            else lifecycle.backoff_seconds(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
+            else equal_jitter(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
         )
         self._finish(task, lifecycle.FAIL_RETRIABLE, error, delay)
 
@@ -209,8 +225,8 @@ class TaskRunner:
     ) -> None:
         # Stop heartbeating first: a heartbeat landing after the result would be
         # refused, and a refused heartbeat for a task still tracked ends the process.
-        self._heartbeats.untrack(task.id)
-        now = utcnow()
+        self.heartbeats.untrack(task.id)
+        now = self._clock()
         change = Change(
             now=now,
             attempt=task.attempt,
@@ -236,10 +252,10 @@ class TaskRunner:
 
 
 def _after_finish(
-    store: TaskStore, client: DynamoDBClient, config: StackConfig, limiter: Limiter
+    store: TaskStore, client: DynamoDBClient, config: StackConfig, limiter: Limiter, clock: Clock
 ) -> Callable[[Task], None]:
     """Give back the task's running slots, and let its chain carry on if it was a link."""
-    chains = Chains(store, ItemStore(client, config.table_name), config)
+    chains = Chains(store, ItemStore(client, config.table_name), config, clock)
 
     def after(task: Task) -> None:
         grant = limiter.grant_for(task.lambda_, task.collection, task.id)

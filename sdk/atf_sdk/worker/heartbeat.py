@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from atf_core import lifecycle
-from atf_core.config import Timeouts
-from atf_core.consumer.deadlines import lease_floor
+from atf_core.clock import Clock
+from atf_core.config import MISSES_ALLOWED, Timeouts
 from atf_core.schema import Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 
 log = logging.getLogger("atf.executor")
-MISSES_ALLOWED = 3
 EXIT_LOST_LEASE = 70
 WATCH_EVERY_S = 0.1
 LEASE_MARGIN_S = 0.5  # the watchdog's own lateness, and the time a process takes to die
@@ -46,7 +45,8 @@ class _Running:
     entry_due: datetime | None = None  # where this process last moved the task's index entry
 
 
-def _die(reason: str) -> None:
+def die(reason: str) -> None:
+    """End this executor process at once: what a lost lease does."""
     log.error("terminating executor: %s", reason)
     logging.shutdown()
     os._exit(EXIT_LOST_LEASE)
@@ -57,10 +57,12 @@ class Heartbeats:
         self,
         store: TaskStore,
         timeouts: Timeouts,
-        terminate: Callable[[str], None] = _die,
+        terminate: Callable[[str], None] = die,
         on_beat: Callable[[Task], None] | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._store = store
+        self._clock = clock
         self._timeouts = timeouts
         self._terminate = terminate
         self._on_beat = on_beat  # after each successful heartbeat: renew what the task holds (its limit slots)
@@ -72,7 +74,7 @@ class Heartbeats:
         # The lease began at the claim (the controller is on this host, on this clock), not
         # when this thread got the task: a process paused while its controller handed it a
         # task must not start it once the lease is gone.
-        age = max(0.0, (utcnow() - task.claimed_at).total_seconds()) if task.claimed_at else 0.0
+        age = max(0.0, (self._clock() - task.claimed_at).total_seconds()) if task.claimed_at else 0.0
         entry = _Running(task, TaskRef.of(task), task.attempt, time.monotonic() - age)
         if self._expired(entry):
             self._terminate(f"task {task.id} attempt {task.attempt} was claimed {age:.1f}s ago: its lease is gone")
@@ -109,7 +111,7 @@ class Heartbeats:
                     self._terminate(f"no heartbeat landed for {silent_for:.1f}s on task {entry.ref.id}")
 
     def _expired(self, entry: _Running) -> bool:
-        return time.monotonic() - entry.last_ok > lease_floor(self._timeouts) - LEASE_MARGIN_S
+        return time.monotonic() - entry.last_ok > self._timeouts.lease_floor - LEASE_MARGIN_S
 
     def _beat(self, entry: _Running) -> None:
         # A lease this process cannot prove (it was paused, or its clock jumped)
@@ -118,7 +120,7 @@ class Heartbeats:
         if self._expired(entry):
             self._terminate(f"no successful heartbeat for {silent_for:.1f}s on task {entry.ref.id}")
             return
-        now = utcnow()
+        now = self._clock()
         next_at = now + timedelta(seconds=self._timeouts.heartbeat)
         moves = lifecycle.heartbeat_moves_entry(entry.entry_due, now, self._timeouts.heartbeat)
         transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP

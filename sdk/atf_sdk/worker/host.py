@@ -27,9 +27,9 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from atf_core.aws import ENDPOINT_ENV, AwsClients, make_clients
+from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
-from atf_core.history import History, recorded
 from atf_core.store.dynamo import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
@@ -63,7 +63,7 @@ class WorkerHost:
         self._endpoint = os.environ.get(ENDPOINT_ENV)
         self._clients = clients or make_clients(self._endpoint)
         self.lambda_names = served_lambdas(settings, config)
-        self._store = recorded(DynamoTaskStore(self._clients.dynamodb, config), History.from_env("controller"))
+        self._store = DynamoTaskStore(self._clients.dynamodb, config)
         self.metrics = MetricBuffer(service=service_name())  # the controller's; each executor has its own
         for client in (self._clients.dynamodb, self._clients.sqs, self._clients.sqs_long_poll):
             watch_throttles(client, lambda _: self.metrics.count(Metric.THROTTLES))
@@ -76,6 +76,7 @@ class WorkerHost:
             settings.controller,
             store_client=self._clients.dynamodb,
             metrics=self.metrics,
+            clock=process_clock,
         )
         self._socket_dir = tempfile.mkdtemp(prefix="atf-host-")
         self._authkey = secrets.token_bytes(16)
@@ -124,9 +125,6 @@ class WorkerHost:
                 except Exception as error:
                     queue = queue_name(self._config, name, priority)
                     raise HostError(f"cannot reach queue {queue} at {where}: {_one_line(error)}") from error
-
-    def executor_pids(self) -> list[int]:
-        return [p.pid for p in self._executors.values() if p.pid is not None and p.is_alive()]
 
     def _spawn(self, lambda_name: str, slot: int) -> None:
         spec = ExecutorSpec(

@@ -33,10 +33,11 @@ from atf_sdk.extras import needs_extra
 
 try:
     from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+    from aws_lambda_powertools.shared import constants
 except ModuleNotFoundError as missing:  # atf-sdk installed without its worker extra
     raise needs_extra(missing, "a worker host (atf_sdk.worker)") from None
 
-SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
+SERVICE_ENV = constants.SERVICE_NAME_ENV
 TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection")
 _formatter = LambdaPowertoolsFormatter()
 
@@ -67,7 +68,7 @@ def _log_uncaught(args: threading.ExceptHookArgs) -> None:
 
 
 METRICS_MODES = ("auto", "emf", "off")
-METRICS_DISABLED_ENV = "POWERTOOLS_METRICS_DISABLED"
+METRICS_DISABLED_ENV = constants.METRICS_DISABLED_ENV
 
 
 def route_metrics(mode: str, stream: TextIO | None = None) -> str:
@@ -76,7 +77,7 @@ def route_metrics(mode: str, stream: TextIO | None = None) -> str:
 
     if mode not in METRICS_MODES:
         raise ValueError(f"metrics mode {mode!r} is not one of {METRICS_MODES}")
-    if mode == "auto" and (METRICS_DISABLED_ENV in os.environ or "POWERTOOLS_DEV" in os.environ):
+    if mode == "auto" and (METRICS_DISABLED_ENV in os.environ or constants.POWERTOOLS_DEV_ENV in os.environ):
         enabled = not is_metrics_disabled()
         why = f"{METRICS_DISABLED_ENV}={os.environ.get(METRICS_DISABLED_ENV, '')}"
     elif mode == "auto":

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 KB = 1024
 INDEX_KEYS = (Attr.INDEX_PK, Attr.INDEX_SK)
-# Dollars per million of each metered quantity, the ones a Bill holds.
-PRICES_PER_MILLION = {"write_units": 0.625, "read_units": 0.125, "sqs_requests": 0.40}
+# The quantities a Bill holds (priced per million by Price; index units are part of write_units).
+METERED = ("write_units", "read_units", "sqs_requests")
 
 
 class Price:
@@ -45,12 +45,9 @@ class Price:
     DYNAMODB_READ_UNITS = 0.125
     SQS_REQUESTS = 0.40
     API_GATEWAY_REST = 3.50
-    API_GATEWAY_HTTP = 1.00
     LAMBDA_REQUESTS = 0.20
     LAMBDA_GB_SECOND_X86 = 0.0000166667  # per GB-second, not per million
     LAMBDA_GB_SECOND_ARM = 0.0000133334
-    FARGATE_VCPU_HOUR = 0.04048  # per hour
-    FARGATE_GB_HOUR = 0.004445
     EVENTBRIDGE_SCHEDULER = 1.00
     STEP_FUNCTIONS_STANDARD_TRANSITIONS = 25.0
     CLOUD_TASKS_OPERATIONS = 0.40
@@ -136,12 +133,8 @@ class Bill:
     # "<service>.<call>/<quantity>": what each kind of call cost (index_units is part of write_units)
     detail: dict[str, float] = field(default_factory=dict)
 
-    def dollars_per_million_tasks(self, tasks: int) -> float:
-        per_task = {k: getattr(self, k) / max(1, tasks) for k in PRICES_PER_MILLION}
-        return float(sum(per_task[k] * price for k, price in PRICES_PER_MILLION.items()))
-
     def per_task(self, tasks: int) -> dict[str, float]:
-        return {k: getattr(self, k) / max(1, tasks) for k in PRICES_PER_MILLION}
+        return {k: getattr(self, k) / max(1, tasks) for k in METERED}
 
     def __add__(self, other: Bill) -> Bill:
         return Bill(
@@ -199,11 +192,6 @@ class CostMeter:
         events.register("before-parameter-build", self._before)
         events.register("after-call", self._after)
 
-    def reset(self) -> Bill:
-        with self._lock:
-            bill, self.bill = self.bill, Bill()
-        return bill
-
     def snapshot(self) -> Bill:
         with self._lock:
             return self.bill + Bill()
@@ -233,7 +221,7 @@ class CostMeter:
                 self._add(call, "read_units", _read_units(model.name, parsed, params))
 
     def _add(self, call: str, quantity: str, amount: float) -> None:
-        if quantity in PRICES_PER_MILLION:
+        if quantity in METERED:
             setattr(self.bill, quantity, getattr(self.bill, quantity) + amount)
         key = f"{call}/{quantity}"
         self.bill.detail[key] = self.bill.detail.get(key, 0.0) + amount

@@ -1,13 +1,14 @@
 """Fault injection through botocore's event hooks, for the guarantees suite.
 
-Inert unless ATF_FAULTS holds a JSON plan; `make_clients` then installs the
-plan on every client it builds. A plan is {"seed": 7, "rules": [...]}, and a
+Inert unless ATF_FAULTS holds a JSON plan; the start-up hook
+(atf_local.instruments.startup) then installs the plan on every DynamoDB and
+SQS client the process builds. A plan is {"seed": 7, "rules": [...]}, and a
 rule is:
 
     kind        throttle | error5xx | lost_response | blackhole | duplicate | exit_before | exit_after
     service     "dynamodb" or "sqs" (default: both)
     operations  e.g. ["UpdateItem"] (default: all)
-    clients     AwsClients fields, e.g. ["dynamodb_heartbeat"] (default: all)
+    clients     AwsClients fields, e.g. ["dynamodb_heartbeat"] (default: all; see startup.client_label)
     targets     UpdateItem only: the statuses the write moves a task to, e.g. ["claimed"]
     rate        chance per matching HTTP attempt (default 1)
     nth         fire on the nth matching attempt of this process only (exits)
@@ -33,14 +34,14 @@ import random
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from atf_core.history import History
+from atf_local.instruments.history import History
 
 FAULTS_ENV = "ATF_FAULTS"
 EXIT_CODE = 86  # distinguishes an injected exit from a crash or a heartbeat guard (70)
@@ -245,12 +246,3 @@ def install(client: Any, label: str, plan: Plan) -> None:
     faults = ClientFaults(plan, label, service, float(config.connect_timeout) + float(config.read_timeout))
     client.meta.events.register(f"before-send.{service}", faults.before_send)
     client.meta.events.register(f"after-call.{service}", faults.after_call)
-
-
-def install_all(clients: Any) -> None:
-    """Install the plan from ATF_FAULTS on every client of an AwsClients."""
-    plan = plan_from_env()
-    if plan is None:
-        return
-    for spec in fields(clients):
-        install(getattr(clients, spec.name), spec.name, plan)

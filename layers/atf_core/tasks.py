@@ -1,4 +1,5 @@
-"""Accepting, reading and cancelling tasks: what the frontend does."""
+"""One-off tasks as the frontend handles them: how a request becomes a task, and accepting, reading
+and cancelling one (Scheduling). Periodic ones are in periodic_schedules.py, chains in chains.py."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import uuid
 from datetime import datetime
 
 from atf_core import lifecycle
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import Conflict, InputError, NotFound, UnknownLambda, UnknownPriority
+from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
 from atf_core.schema import MAX_SCHEDULE_AHEAD, ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
 
@@ -23,9 +25,7 @@ def task_id_for(lambda_name: str, key: str | None) -> str:
 
 def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> Task:
     """The task a request asks for, after the checks that need the configuration."""
-    spec = config.lambdas.get(request.lambda_)
-    if spec is None:
-        raise UnknownLambda(f"unknown lambda {request.lambda_!r}; known: {sorted(config.lambdas)}", "lambda")
+    spec = config.lambda_named(request.lambda_)
     priority = request.priority or spec.default_priority
     if priority not in spec.priorities:
         raise UnknownPriority(f"priority {priority!r} is not one of {spec.priorities}", "priority")
@@ -51,12 +51,13 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
 
 
 class Scheduling:
-    def __init__(self, store: TaskStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._config = config
+        self._clock = clock
 
     def schedule(self, request: ScheduleRequest, now: datetime | None = None) -> CreateResult:
-        task = build_task(self._config, request, now or utcnow())
+        task = build_task(self._config, request, now or self._clock())
         result = self._store.create(task, request.fingerprint())
         if result.conflict:
             raise Conflict(f"key {request.key!r} was used for a different request", "key")
@@ -74,7 +75,7 @@ class Scheduling:
             return task
         if not lifecycle.CANCEL.allows(task.status):
             raise Conflict(f"task {task_id} is {task.status.value}; only tasks not yet started can be cancelled", "id")
-        outcome = self._store.transition(TaskRef.of(task), lifecycle.CANCEL, Change(now=utcnow(), reason=reason))
+        outcome = self._store.transition(TaskRef.of(task), lifecycle.CANCEL, Change(now=self._clock(), reason=reason))
         if not outcome.applied:
             now_status = outcome.task.status.value if outcome.task else "gone"
             raise Conflict(f"task {task_id} moved to {now_status} while cancelling", "id")

@@ -1,4 +1,5 @@
-"""Periodic tasks: a cron expression or a fixed rate, in a time zone, creating one task per occurrence.
+"""When a periodic schedule recurs: its spec (a cron expression or a fixed rate, in a time zone, creating
+one task per occurrence), the stored Schedule, and the occurrences that are due.
 
 Each occurrence's task has a deterministic idempotency key (schedule name +
 occurrence time), so two consumers firing the same schedule at once create

@@ -1,16 +1,16 @@
-"""Managing periodic schedules, and firing the due ones (the consumer does, every poll)."""
+"""Managing periodic schedules, and firing the due ones (the consumer does, every poll); when each
+recurs is atf_core.recurrence."""
 
 from __future__ import annotations
 
-import builtins
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError, Conflict, NotFound, UnknownLambda, UnknownPriority
-from atf_core.periodic import Overlap, Schedule, ScheduleSpec, choose
-from atf_core.scheduling import Scheduling
+from atf_core.errors import AtfError, Conflict, NotFound, UnknownPriority
+from atf_core.recurrence import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
 from atf_core.store.schedules import (
@@ -21,6 +21,7 @@ from atf_core.store.schedules import (
     schedule_from,
     schedule_id,
 )
+from atf_core.tasks import Scheduling
 
 log = logging.getLogger("atf.schedules")
 SAVE_TRIES = 5
@@ -33,17 +34,18 @@ class FireReport:
 
 
 class Schedules:
-    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig) -> None:
+    def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
         self._items = items
         self._config = config
-        self._scheduling = Scheduling(store, config)
+        self._clock = clock
+        self._scheduling = Scheduling(store, config, clock)
 
     # -- management ----------------------------------------------------------
     def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None) -> Schedule:
         """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now."""
         self._check(spec)
-        now = from_ms(to_ms(now or utcnow()))  # as stored, so what put returns is what get reads
+        now = from_ms(to_ms(now or self._clock()))  # as stored, so what put returns is what get reads
         for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
             current = self._find(name)
             schedule = Schedule(
@@ -68,7 +70,7 @@ class Schedules:
             raise NotFound(f"no schedule {name!r}", "name")
         return found
 
-    def list(self) -> list[Schedule]:
+    def all(self) -> list[Schedule]:
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
         return [schedule_from(raw) for raw in (self._items.get(i) for i in ids) if raw]
 
@@ -77,7 +79,7 @@ class Schedules:
             raise NotFound(f"no schedule {name!r}", "name")
 
     def set_paused(self, name: str, paused: bool, now: datetime | None = None) -> Schedule:
-        now = now or utcnow()
+        now = now or self._clock()
         for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
             current = self.get(name)
             following = current.spec.next_after(now, current.created_at)
@@ -88,9 +90,9 @@ class Schedules:
                 return updated
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
-    def upcoming(self, name: str, count: int = 5) -> builtins.list[datetime]:  # `list` is a method here
+    def upcoming(self, name: str, count: int = 5) -> list[datetime]:
         schedule = self.get(name)
-        return schedule.spec.upcoming(utcnow(), schedule.created_at, count)
+        return schedule.spec.upcoming(self._clock(), schedule.created_at, count)
 
     # -- firing --------------------------------------------------------------
     def fire_due(self, now: datetime, lookahead_s: float = 0.0) -> FireReport:
@@ -164,8 +166,6 @@ class Schedules:
         return self._items.put(schedule_id(schedule.name), fields, index, version)
 
     def _check(self, spec: ScheduleSpec) -> None:
-        lambda_spec = self._config.lambdas.get(spec.lambda_)
-        if lambda_spec is None:
-            raise UnknownLambda(f"unknown lambda {spec.lambda_!r}", "lambda")
+        lambda_spec = self._config.lambda_named(spec.lambda_)
         if spec.priority is not None and spec.priority not in lambda_spec.priorities:
             raise UnknownPriority(f"priority {spec.priority!r} is not one of {lambda_spec.priorities}", "priority")

@@ -1,0 +1,96 @@
+"""atf cost: what a task costs on AWS, measured by running the framework's own code.
+
+    atf cost --config stack.json [--payload-bytes 200] [--rate 100] [--tasks-per-request 100] [--json]
+
+Each lifecycle (atf_local.cost.lifecycles) runs through the framework's own
+components on an embedded in-process AWS (moto), every call billed by
+atf_local.cost.billing's rules. A task's bill is a function of the code, the
+stack's configuration and the payload size, not of where it runs, so the
+figures hold for a deployed stack with the same configuration; nothing is sent
+to a running stack. (The metered benchmarks under bench/ measure SQS requests
+per task under load, where batches fill less than here.)
+
+The verb is the local stack's: the CLI finds it through the `atf.commands`
+entry point atf-local declares, so it exists wherever the local stack is
+installed and the SDK wheel carries none of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from atf_core.config import StackConfig
+from atf_local.cost.billing import peer_costs
+from atf_local.cost.lifecycles import SCENARIOS, run_lifecycles
+from atf_local.cost.report import CostReport, Estimate, fixed_costs, frontend_costs, per_task, render
+
+
+def measure(config: StackConfig, estimate: Estimate | None = None, only: tuple[str, ...] = SCENARIOS) -> CostReport:
+    """Run every lifecycle (or those named) on a fresh embedded AWS and price it."""
+    estimate = estimate or Estimate()
+    scenarios = [
+        per_task(name, run.meter.bill, run.steps, estimate.batch)
+        for name, run in run_lifecycles(config, estimate, only)
+    ]
+    return CostReport(
+        config_name=config.name,
+        estimate=estimate,
+        scenarios=scenarios,
+        fixed_per_second=fixed_costs(config, estimate),
+        frontend_per_million=frontend_costs(estimate),
+        peers=[asdict(p) for p in peer_costs()],
+    )
+
+
+def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
+    verb: argparse.ArgumentParser = subparsers.add_parser(
+        "cost", help="AWS cost per task for a stack configuration, measured on an embedded AWS"
+    )
+    verb.add_argument("--config", help="stack configuration file (default: $ATF_CONFIG, else the defaults)")
+    verb.add_argument("--payload-bytes", type=int, default=Estimate.payload_bytes)
+    verb.add_argument("--rate", type=float, default=Estimate.rate, help="tasks/s, to spread fixed costs over")
+    verb.add_argument(
+        "--tasks-per-request",
+        type=int,
+        default=Estimate.tasks_per_request,
+        choices=range(1, 101),
+        metavar="1..100",
+        help="tasks per API request (the batch route takes 100)",
+    )
+    verb.add_argument("--frontend-ms", type=float, default=Estimate.frontend_ms, help="assumed frontend duration")
+    verb.add_argument("--consumer-groups", type=int, default=Estimate.consumer_groups)
+    verb.add_argument("--batch", type=int, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)")
+    verb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    verb.set_defaults(run=run_cost_command)
+    return verb
+
+
+def run_cost_command(args: argparse.Namespace) -> int:
+    config = _config(args.config)
+    estimate = Estimate(
+        payload_bytes=args.payload_bytes,
+        rate=args.rate,
+        tasks_per_request=args.tasks_per_request,
+        frontend_ms=args.frontend_ms,
+        consumer_groups=args.consumer_groups,
+        batch=args.batch,
+    )
+    report = measure(config, estimate)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        render(report)
+    return 0
+
+
+def _config(path: str | None) -> StackConfig:
+    if path:
+        return StackConfig.from_file(Path(path))
+    try:
+        return StackConfig.from_env()
+    except RuntimeError:
+        return StackConfig.model_validate({"lambdas": {"work": {}}})
