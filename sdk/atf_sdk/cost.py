@@ -40,7 +40,7 @@ from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.scheduling import Scheduling
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 
 if TYPE_CHECKING:
     from rich.console import Console

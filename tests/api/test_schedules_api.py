@@ -16,7 +16,7 @@ from atf_core.periodic import CatchUp, Overlap, Schedule, ScheduleSpec
 from atf_core.schedules import Schedules
 from atf_core.scheduling import task_id_for
 from atf_core.schema import TaskStatus, to_ms
-from atf_core.store.schedules import ItemStore
+from atf_core.store.items import ItemStore
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
 from tests.api.live import LiveStack

@@ -18,7 +18,7 @@ from atf_core.faults import EXIT_CODE, Plan, install
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.stack import REPO
 from tests.conftest import TEST_CONFIG

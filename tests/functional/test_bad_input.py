@@ -16,7 +16,7 @@ from atf_core.errors import AtfError, InputError, PayloadTooLarge, WrongType, in
 from atf_core.periodic import ScheduleSpec
 from atf_core.scheduling import Scheduling
 from atf_core.schema import MAX_PAYLOAD_BYTES, ScheduleRequest
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 
 PARSE_ERRORS = [
     ({"lambda": "work", "payload": "not an object"}, "payload"),

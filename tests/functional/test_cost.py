@@ -15,7 +15,7 @@ from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from tests.functional.helpers import T0
 
 

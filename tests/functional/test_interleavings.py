@@ -27,7 +27,7 @@ from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.scheduling import build_task
 from atf_core.schema import ScheduleRequest, TaskError, TaskStatus
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_local.provision import provision
 from tests.conftest import TEST_CONFIG
 from tests.functional.helpers import T0, raw_item

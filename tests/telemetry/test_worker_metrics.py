@@ -18,7 +18,7 @@ from atf_core.history import History
 from atf_core.scheduling import Scheduling
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats

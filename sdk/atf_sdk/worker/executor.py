@@ -30,8 +30,9 @@ from atf_core.history import History, recorded
 from atf_core.limits import Limiter
 from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
-from atf_core.store.dynamo import DynamoTaskStore
-from atf_core.store.schedules import ItemStore
+from atf_core.store.counters import Counters
+from atf_core.store.items import ItemStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
@@ -79,7 +80,7 @@ def executor_main(spec: ExecutorSpec) -> None:
     history = History.from_env("executor")
     store = recorded(DynamoTaskStore(clients.dynamodb, config), history)
     callback = load_lambdas(spec.lambdas_spec).get(spec.lambda_name)
-    limiter = Limiter(clients.dynamodb, config)
+    limiter = Limiter(Counters(clients.dynamodb, config.table_name), config)
     heartbeats = Heartbeats(
         recorded(DynamoTaskStore(clients.dynamodb_heartbeat, config), history),
         config.timeouts,
