@@ -183,7 +183,7 @@ class Stats:
     def _partition(self, lambda_name: str, priority: str, shard: int, horizon: int) -> _Partition:
         new_pk = codec.index_partition(Assoc.NEW, lambda_name, priority, shard)
         started_pk = codec.index_partition(Assoc.STARTED, lambda_name, priority, shard)
-        scheduled, capped = self._index.count(new_pk, horizon + 1, None, self._max_pages)
+        scheduled, capped = self._index.count(new_pk, horizon + 1, None, self._max_pages)  # beyond the horizon
         due_entries, more_due = self._index.oldest(new_pk, horizon, self._sample)
         started_entries, more_started = self._index.oldest(started_pk, None, self._sample)
         due, started = len(due_entries), len(started_entries)

@@ -63,9 +63,11 @@ class DynamoTaskStore(TaskStore):
         written = self._table.update(
             task.id, update.expression, update.condition, update.names, update.values, new=True, old_on_refusal=True
         )
-        if written.applied:
-            return Outcome(applied=True, task=codec.item_to_task(written.item or {}))
-        return _rejected(written.item, transition, change)
+        if not written.applied:
+            return _rejected(written.item, transition, change)
+        if written.item is None:
+            raise RuntimeError(f"{transition.name} of {task.id} applied, but UpdateItem returned no item")
+        return Outcome(applied=True, task=codec.item_to_task(written.item))
 
     @calls(IndexStore.due)
     def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
