@@ -13,13 +13,13 @@ UV := $(VENV)/bin/uv
 # Every version the tests run with, compiled from requirements-dev.txt and the packages' pyproject.toml;
 # the Lambda layer and the worker image install from it too.
 LOCK := requirements.lock
-PACKAGES := layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml
+PACKAGES := layers/pyproject.toml sdk/pyproject.toml local/pyproject.toml infra/pyproject.toml
 STAMP := $(VENV)/.installed-$(shell cat $(LOCK) $(PACKAGES) | cksum | cut -d' ' -f1)
 # What the lock is compiled from: the declared requirements and the project's own packages (left out of it).
-REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,testing]\n-e ./local\n'
-OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local
+REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,testing]\n-e ./local\n-e ./infra\n'
+OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local --no-emit-package atf-cdk
 LOWEST := .venv-lowest
-# The Lambda runtime's (infra/atf_infra/constructs/layer.py); a test keeps them equal
+# The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
 LOCK_PYTHON := 3.11
 
 .PHONY: setup test test-lowest lock run serve lint clean infra-cli bench chromium faults
@@ -29,7 +29,7 @@ setup: $(STAMP)
 $(STAMP): $(LOCK) $(PACKAGES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r $(LOCK) -c $(LOCK) -e layers -e 'sdk[async,testing]' -e local
+	$(PY) -m pip install --quiet -r $(LOCK) -c $(LOCK) -e layers -e 'sdk[async,testing]' -e local -e infra
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -3,6 +3,10 @@
 Pure arithmetic plus a small simulation of the consumer's poll loop for the
 start-lag the polling design yields. Every assumption is a field of
 Assumptions, printed with the results, so the report can list them all.
+
+And the worker services' scaling (infra/atf_cdk/constructs/scaling.py): how long a burst of tasks
+due at one second waits for hosts when the service scales on its queues alone, against scaling on
+the consumer's look-ahead metric as well (`burst_start_lag`, assumptions in BurstScaling).
 """
 
 from __future__ import annotations
@@ -195,8 +199,89 @@ def tuned(a: Assumptions) -> Assumptions:
 def model(rates: tuple[float, ...] = (10_000, 100_000), a: Assumptions | None = None) -> dict[str, Any]:
     a = a or Assumptions()
     designs = {"as built": a, "half lookahead and poll interval": tuned(a), "with record_enqueued": recording(a)}
+    burst = BurstScaling()
     return {
         "limits": asdict(Limits()),
         "designs": {name: asdict(d) for name, d in designs.items()},
         "plans": {name: [asdict(plan(rate, d)) for rate in rates] for name, d in designs.items()},
+        "burst": {"assumptions": asdict(burst), "start-lag": burst_start_lag(burst, a)},
     }
+
+
+@dataclass(frozen=True)
+class BurstScaling:
+    """A worker service meeting a burst, and how fast it scales out.
+
+    Without look-ahead the backlog appears in the queues as the tasks come due. SQS publishes its
+    metrics to CloudWatch once a minute, and a target-tracking policy scales out after 3 one-minute
+    data points above its target (Application Auto Scaling's scale-out alarm); then ECS starts the
+    tasks. AWS puts a new Fargate task's start at "30-45 seconds or longer" (its own compute, an ENI
+    in awsvpc mode, the image pulled and unpacked: AWS re:Post, "How to speed up provisioning of ECS
+    Fargate task", pointing to the ECS best-practices guide's task-launch chapter); the model takes
+    60 s for a Python image of a few hundred MB, an assumption to measure per image. With look-ahead
+    the consumer counts the tasks due within `lookahead_s`, so the same chain runs that much earlier:
+    when lookahead_s covers it, the hosts are up when the burst comes due.
+
+    Per-host throughput: the lower of what its CPU allows (the bench's measured framework CPU per
+    task, Assumptions.worker_cpu_s_per_task, at the plan's headroom) and its slots (executors x
+    threads) over the callback's duration.
+    """
+
+    tasks: int = 10_000
+    min_tasks: int = 1  # hosts running before the burst
+    max_tasks: int = 20
+    backlog_per_task: int = 100  # the scaling target: tasks queued, in flight or due, per host
+    host_vcpus: float = 1.0  # cpu 1024
+    slots_per_host: int = 8  # `atf worker` defaults: 2 executors x 4 threads
+    callback_s: float = 1.0  # each task's own work
+    metric_interval_s: float = 60.0  # SQS and the look-ahead metric: one data point a minute
+    alarm_datapoints: int = 3  # target tracking's scale-out alarm: 3 of 3 one-minute points
+    from_zero_datapoints: int = 1  # a service at zero starts on its own alarm's first point (ExactCapacity)
+    fargate_start_s: float = 60.0  # PROVISIONING to RUNNING, image pulled
+    lookahead_s: float = 300.0  # the consumer's look-ahead window for TasksDueSoon
+
+    @property
+    def reaction_s(self) -> float:
+        """From the backlog existing to new hosts running: a metric point to publish it, the alarm's
+        points, Fargate's start."""
+        points = self.from_zero_datapoints if self.min_tasks == 0 else self.alarm_datapoints
+        return self.metric_interval_s * (1 + points) + self.fargate_start_s
+
+
+def host_rate(b: BurstScaling, a: Assumptions) -> float:
+    by_cpu = b.host_vcpus * a.headroom / a.worker_cpu_s_per_task
+    by_slots = b.slots_per_host / b.callback_s if b.callback_s > 0 else by_cpu
+    return min(by_cpu, by_slots)
+
+
+def burst_start_lag(b: BurstScaling | None = None, a: Assumptions | None = None) -> dict[str, Any]:
+    """Start-lag of a burst of b.tasks due at one second, without and with the look-ahead metric."""
+    b, a = b or BurstScaling(), a or Assumptions()
+    rate = host_rate(b, a)
+    hosts = min(b.max_tasks, max(b.min_tasks, math.ceil(b.tasks / b.backlog_per_task)))
+    ready_without = b.reaction_s
+    ready_with = max(0.0, b.reaction_s - b.lookahead_s)
+    result: dict[str, Any] = {
+        "per-host tasks/s": round(rate, 1),
+        "hosts after scaling out": hosts,
+        "scale-out reaction (s)": b.reaction_s,
+    }
+    for label, ready in (("without look-ahead", ready_without), ("with look-ahead", ready_with)):
+        lags = _drain(b.tasks, b.min_tasks * rate, hosts * rate, ready)
+        result[label] = {"hosts ready at (s)": ready, **{k: round(v, 1) for k, v in lags.items()}}
+    result["p95 start-lag saved (s)"] = round(result["without look-ahead"]["p95"] - result["with look-ahead"]["p95"], 1)
+    result["last start saved (s)"] = round(result["without look-ahead"]["max"] - result["with look-ahead"]["max"], 1)
+    return result
+
+
+def _drain(tasks: int, before: float, after: float, switch_s: float) -> dict[str, float]:
+    """When each task starts, all due at 0: `before` tasks/s until `switch_s`, then `after` tasks/s."""
+    early = min(tasks, before * switch_s)
+
+    def start_of(n: float) -> float:  # the n-th task's start
+        return n / before if 0 < n <= early else switch_s + (n - early) / after
+
+    def pick(q: float) -> float:
+        return start_of(math.ceil(q * tasks))
+
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "max": pick(1.0)}

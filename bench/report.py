@@ -202,7 +202,27 @@ def _capacity(capacity: dict[str, Any]) -> str:
     lines += ["Assumptions (as built; the other designs change the fields named in docs/benchmarks.md):", ""]
     lines += [f"- {k} = {v}" for k, v in capacity["designs"]["as built"].items()]
     lines += ["", "Limits:", ""] + [f"- {k} = {v}" for k, v in capacity["limits"].items()]
+    if "burst" in capacity:  # a results.json from before the worker services scaled has none
+        lines += ["", *_burst(capacity["burst"])]
     return "\n".join(lines)
+
+
+def _burst(burst: dict[str, Any]) -> list[str]:
+    lag, a = burst["start-lag"], burst["assumptions"]
+    lines = [f"### A burst of {a['tasks']:,} tasks due at one second: worker scaling with and without look-ahead",
+             "", "| start-lag (s) | hosts ready at | p50 | p95 | p99 | last |", "| --- |" + " ---: |" * 5]  # fmt: skip
+    for label in ("without look-ahead", "with look-ahead"):
+        row = lag[label]
+        lines.append(f"| {label} | {row['hosts ready at (s)']:g} | {row['p50']:g} | {row['p95']:g} | "
+                     f"{row['p99']:g} | {row['max']:g} |")  # fmt: skip
+    saved = (
+        f"Saved: {lag['p95 start-lag saved (s)']:g} s at p95, {lag['last start saved (s)']:g} s for the last task; "
+        f"{lag['hosts after scaling out']} hosts of {lag['per-host tasks/s']:g} tasks/s each after scaling out, "
+        f"{lag['scale-out reaction (s)']:g} s from backlog to running hosts."
+    )
+    return [*lines, "", saved, "", "Assumptions (bench/capacity.py, BurstScaling):", ""] + [
+        f"- {k} = {v}" for k, v in a.items()
+    ]
 
 
 def _cell(value: Any) -> str:

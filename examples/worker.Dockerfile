@@ -2,8 +2,8 @@
 #
 # Build from the repository root (the SDK and core are installed from this checkout):
 #   docker build -f examples/worker.Dockerfile -t atf-workers:examples-1 .
-# Your own image: copy this file, replace the COPY of examples/ with your package
-# (and its requirements), and point CMD at your registry: `atf worker your.module:lambdas`.
+# Your own image, in your own repository, installs the framework's packages instead of copying its
+# tree: see examples/team-project/Dockerfile (and the README's "Writing a lambda in your own repository").
 #
 # The Python the tests run on and the Lambda runtime's (3.11), and every package at the
 # version of requirements.lock, which the tests install too.
@@ -14,11 +14,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# The framework: atf-core and atf-sdk from the checkout, their dependencies at the locked versions.
+# The framework: atf-core and atf-sdk with its worker extra (Powertools; atf-sdk alone is the client)
+# from the checkout, their dependencies at the locked versions.
 COPY requirements.lock /tmp/atf/
 COPY layers/ /tmp/atf/layers/
 COPY sdk/ /tmp/atf/sdk/
-RUN pip install --constraint /tmp/atf/requirements.lock /tmp/atf/layers /tmp/atf/sdk && rm -rf /tmp/atf
+RUN pip install --constraint /tmp/atf/requirements.lock /tmp/atf/layers "/tmp/atf/sdk[worker]" && rm -rf /tmp/atf
 
 # Your callbacks and what they need. The worker resolves module:attribute from its working directory.
 WORKDIR /app
@@ -33,6 +34,7 @@ USER 10001
 # ECS sends SIGTERM on stop and waits the task definition's stopTimeout (120 s in this
 # framework's CDK app) before SIGKILL: the host stops taking tasks and finishes the ones it holds.
 STOPSIGNAL SIGTERM
-# One image may serve several lambdas; each ECS service passes its own `--only <lambda>`
-# (the "command" of its worker settings) or sets ATF_LAMBDA for an image that reads it.
+# One image may serve several lambdas: each ECS service sets ATF_LAMBDA to the lambdas it serves
+# (comma-separated), and `atf worker` serves those by default. `--only <lambda>` (repeatable), in the
+# service's "command", overrides it; without either, a host serves every lambda of the registry.
 CMD ["atf", "worker", "examples.lambdas:lambdas"]

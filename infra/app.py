@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# atf_infra lives beside this file; atf_core is taken from the source tree, the same
-# code the layer ships, whether or not it is installed in the running interpreter.
+# atf_cdk (the construct library, also installed by `make setup`) lives beside this file, and
+# atf_core in the tree's layers/: the layer ships the tree's code (atf_cdk.sources).
 sys.path[:0] = [str(HERE), str(HERE.parent / "layers")]
 
-import atf_infra  # noqa: E402, F401  (quiets jsii's Node banner before aws_cdk loads)
-from atf_infra.app import build  # noqa: E402
+import atf_cdk  # noqa: E402, F401  (quiets jsii's Node banner before aws_cdk loads)
+from atf_cdk.app import build  # noqa: E402
 from aws_cdk import App  # noqa: E402
 
 

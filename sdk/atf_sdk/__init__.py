@@ -1,5 +1,31 @@
-"""The async task framework's SDK: worker runtime (and client, CLI)."""
+"""The async task framework's SDK: the client, the lambdas' registry, the worker runtime and the CLI.
+
+`from atf_sdk import AtfClient, Lambdas, TaskContext, Retry, Fatal` works with `pip install atf-sdk` alone;
+the worker host (atf_sdk.worker.host) needs `atf-sdk[worker]`, the CLI's tables `atf-sdk[cli]`. The client
+is imported on first use, so a worker process that imports its lambdas does not load it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from atf_sdk.worker.registry import Fatal, Lambdas, Retry, TaskContext
 
-__all__ = ["Fatal", "Lambdas", "Retry", "TaskContext"]
+if TYPE_CHECKING:
+    from atf_sdk.client import AtfClient
+
+try:
+    __version__ = version("atf-sdk")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+_LAZY = {"AtfClient": "atf_sdk.client"}
+__all__ = ["AtfClient", "Fatal", "Lambdas", "Retry", "TaskContext", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

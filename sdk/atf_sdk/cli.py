@@ -22,10 +22,12 @@ from atf_core.api import BatchItem
 from atf_core.config import StackConfig
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
+from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
+from atf_sdk.extras import extra_for, install_hint
 
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
@@ -406,6 +408,7 @@ def _gate_checked(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atf", description="Async task framework for AWS")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
     worker = verbs.add_parser("worker", help="run a worker host for the lambdas a module registers")
     worker.add_argument("lambdas", help="module:attribute of a Lambdas registry, e.g. examples.lambdas:lambdas")
@@ -433,7 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_optional_verbs(verbs: Any) -> None:
     """Verbs of modules that may not be installed: `atf top` (atf_sdk.top, with the console work)."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
-        importlib.import_module("atf_sdk.top").add_top_command(verbs)
+        try:
+            importlib.import_module("atf_sdk.top").add_top_command(verbs)
+        except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
+            # Any arguments are taken (none is an option here), so the answer is what to install.
+            top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
+            top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
+            hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
+            top.set_defaults(run=lambda _: sys.exit(hint))
     if importlib.util.find_spec("moto") is not None:  # atf cost measures on an embedded AWS
         importlib.import_module("atf_sdk.cost").add_cost_command(verbs)
 
@@ -441,7 +451,13 @@ def _add_optional_verbs(verbs: Any) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int | None] = args.run
-    sys.exit(run(args) or 0)
+    try:
+        code = run(args)
+    except ModuleNotFoundError as missing:  # an optional part of atf-sdk that was not installed
+        if extra_for(missing) is None:
+            raise
+        sys.exit(install_hint(missing, f"atf {args.verb}"))
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
-
 from atf_core.config import StackConfig
+from atf_sdk.extras import needs_extra
+
+try:
+    from rich.console import Console, Group, RenderableType
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+except ModuleNotFoundError as missing:  # atf-sdk installed without its cli extra
+    raise needs_extra(missing, "atf top") from None
 from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, Snapshot, Source
 
 QUIT_KEYS = frozenset("qQ")

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.capacity import Assumptions, Limits, model, plan, recording, simulate_start_lag, tuned
+import pytest
+
+from bench.capacity import (
+    Assumptions,
+    BurstScaling,
+    Limits,
+    burst_start_lag,
+    host_rate,
+    model,
+    plan,
+    recording,
+    simulate_start_lag,
+    tuned,
+)
 
 
 def test_shards_follow_the_index_partition_limit_and_the_consumer_groups() -> None:
@@ -53,3 +66,43 @@ def test_recording_enqueued_costs_a_write_unit_and_consumer_groups_and_half_look
     assert in_flight["half lookahead and poll interval"] < in_flight["as built"]
     assert tuned(built).lookahead_s == built.lookahead_s / 2
     assert report["limits"] == Limits().__dict__
+
+
+def test_a_burst_waits_for_the_scale_out_chain_unless_the_look_ahead_started_it_earlier() -> None:
+    burst = BurstScaling()  # 10,000 tasks at 1 s, 1 host of 8 slots x 1 s callbacks, up to 20 hosts
+    assert host_rate(burst, Assumptions()) == 8.0  # the slots bind before the CPU (0.5 vCPU / 0.011 s = 45/s)
+    assert burst.reaction_s == 60 + 3 * 60 + 60  # a metric point, target tracking's 3 points, Fargate's start
+    lag = burst_start_lag(burst)
+    assert lag["hosts after scaling out"] == 20
+    without, with_ = lag["without look-ahead"], lag["with look-ahead"]
+    # 1 host alone for 300 s starts 2,400 tasks; 20 hosts start the other 7,600 at 160/s
+    assert without["max"] == 300 + 7_600 / 160
+    # the look-ahead (5 minutes) covers the chain: 20 hosts from the first second
+    assert with_["hosts ready at (s)"] == 0 and with_["max"] == 10_000 / 160
+    assert lag["p95 start-lag saved (s)"] == round(without["p95"] - with_["p95"], 1) > 250
+
+
+def test_a_look_ahead_shorter_than_the_chain_saves_only_what_it_covers() -> None:
+    short = burst_start_lag(BurstScaling(lookahead_s=120))
+    assert short["with look-ahead"]["hosts ready at (s)"] == 300 - 120
+    none = burst_start_lag(BurstScaling(lookahead_s=0))
+    assert none["last start saved (s)"] == 0
+
+
+def test_a_service_at_zero_starts_on_its_own_alarm_and_has_nothing_before() -> None:
+    burst = BurstScaling(min_tasks=0)
+    assert burst.reaction_s == 60 + 60 + 60
+    lag = burst_start_lag(burst)
+    assert lag["without look-ahead"]["p50"] == pytest.approx(180 + 5_000 / 160, abs=0.1)
+    assert lag["with look-ahead"]["max"] == 10_000 / 160
+    assert "burst" in model((10_000,)) and model((10_000,))["burst"]["start-lag"] == burst_start_lag()
+
+
+def test_the_report_shows_the_burst_with_and_without_look_ahead() -> None:
+    from bench.report import _capacity
+
+    text = _capacity(model((10_000,)))
+    section = text[text.index("### A burst of 10,000 tasks due at one second") :]
+    assert "| without look-ahead | 300 | 316.2 | 344.4 |" in section
+    assert "| with look-ahead | 0 | 31.2 | 59.4 |" in section
+    assert "Saved: 285 s at p95" in section and "- fargate_start_s = 60.0" in section

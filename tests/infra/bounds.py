@@ -19,9 +19,9 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements-dev.txt"
-PACKAGES = ("layers", "sdk", "local")
+PACKAGES = ("layers", "sdk", "local", "infra")
 LOCK = ROOT / "requirements.lock"
-OWN = frozenset({"atf-core", "atf-sdk", "atf-local"})
+OWN = frozenset({"atf-core", "atf-sdk", "atf-local", "atf-cdk"})
 
 
 def declared() -> list[tuple[str, Requirement]]:

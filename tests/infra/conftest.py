@@ -1,6 +1,7 @@
 """Synthesizes every environment once per session, offline, the way `cdk synth` does.
 
-Each lambda's resources are in a nested stack of its own. The tests read one flattened
+Each worker service's resources (its lambdas' queues, its ECS service, their alarms) are in a nested
+stack of its own. The tests read one flattened
 template: the environment's resources and every nested stack's, each nested logical id
 prefixed with its stack's, and the references between them (nested stack parameters and
 outputs) replaced by what they refer to, so that a grant on a queue reads as the queue's
@@ -20,11 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "layers")]
 
-import atf_infra  # noqa: E402, F401  (quiets jsii's Node banner before aws_cdk loads)
-from atf_infra.app import build  # noqa: E402
-from atf_infra.constructs.layer import BUNDLING_CONTEXT  # noqa: E402
-from atf_infra.settings import EnvironmentSettings, available_environments, load_environment  # noqa: E402
-from atf_infra.stack import AtfStack  # noqa: E402
+import atf_cdk  # noqa: E402, F401  (quiets jsii's Node banner before aws_cdk loads)
+from atf_cdk.app import build, environment_stack  # noqa: E402
+from atf_cdk.constructs.layer import BUNDLING_CONTEXT  # noqa: E402
+from atf_cdk.settings import EnvironmentSettings, available_environments, load_environment  # noqa: E402
+from atf_cdk.stack import AtfStack  # noqa: E402
 from aws_cdk import App, NestedStack, Stack  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
@@ -112,6 +113,19 @@ class Synthesized:
     def resources(self, type_: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.json["Resources"].items() if v["Type"] == type_}
 
+    def scaling_alarms(self) -> dict[str, dict[str, Any]]:
+        """The alarms that act on a scaling policy (a worker service's start from zero): signals, not incidents."""
+        policies = set(self.resources("AWS::ApplicationAutoScaling::ScalingPolicy"))
+        return {
+            k: a
+            for k, a in self.resources("AWS::CloudWatch::Alarm").items()
+            if any(action.get("Ref") in policies for action in a["Properties"].get("AlarmActions", []))
+        }
+
+    def incident_alarms(self) -> dict[str, dict[str, Any]]:
+        scaling = self.scaling_alarms()
+        return {k: a for k, a in self.resources("AWS::CloudWatch::Alarm").items() if k not in scaling}
+
     @property
     def template_path(self) -> Path:
         return self.outdir / self.stack.template_file
@@ -137,7 +151,7 @@ def synthesize(env: str, outdir: Path) -> Synthesized:
 def synthesize_settings(settings: EnvironmentSettings, outdir: Path) -> Synthesized:
     """An environment that has no file, e.g. one with many lambdas."""
     app = App(context=cdk_context(settings.environment), outdir=str(outdir))
-    stack = AtfStack(app, settings)
+    stack = environment_stack(app, settings)
     app.synth()
     return Synthesized(settings, app, stack, outdir, Template.from_json(flatten(outdir, stack)))
 

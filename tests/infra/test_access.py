@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from atf_infra.constructs.queues import CONSUMER_QUEUE_ACTIONS, WORKER_QUEUE_ACTIONS
-from atf_infra.constructs.table import TABLE_ACTIONS
+from atf_cdk.constructs.queues import CONSUMER_QUEUE_ACTIONS, WORKER_QUEUE_ACTIONS
+from atf_cdk.constructs.table import TABLE_ACTIONS
 
 from tests.infra.conftest import Synthesized
 

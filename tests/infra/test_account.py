@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from atf_infra.account import ACCOUNT_STACK_NAME, PUSH_TO_CLOUDWATCH, WORKER_REPOSITORY
-from atf_infra.constructs.workers import NO_IMAGE
+from atf_cdk.account import ACCOUNT_STACK_NAME, PUSH_TO_CLOUDWATCH, WORKER_REPOSITORY
+from atf_cdk.constructs.workers import NO_IMAGE
 
 from tests.infra.conftest import Synthesized
 

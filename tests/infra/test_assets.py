@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from atf_infra.constructs import layer
-from atf_infra.constructs.function import CONFIG_FILE, CopyPackage
-from atf_infra.constructs.workers import _is_registry_reference
+from atf_cdk.constructs import layer
+from atf_cdk.constructs.function import CONFIG_FILE, CopyPackage
+from atf_cdk.constructs.workers import _is_registry_reference
+from atf_cdk.sources import core_source
 
 from tests.infra.conftest import ROOT
 
@@ -32,7 +34,7 @@ def test_pip_fetches_wheels_for_the_lambda_platform_not_this_one_at_the_locked_v
 
 
 def test_source_bundling_copies_atf_core_alone(tmp_path: Path) -> None:
-    assert layer.LocalLayerBundling(layer.LAYER_SOURCE, with_dependencies=False).try_bundle(str(tmp_path), None)
+    assert layer.LocalLayerBundling(core_source(), with_dependencies=False).try_bundle(str(tmp_path), None)
     package = tmp_path / "python" / "atf_core"
     assert (package / "definitions.py").read_text() == (ROOT / "layers" / "atf_core" / "definitions.py").read_text()
     assert not list(package.rglob("__pycache__"))
@@ -49,7 +51,7 @@ def test_pip_bundling_installs_the_requirements_next_to_atf_core(
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(layer.subprocess, "run", fake_run)
-    assert layer.LocalLayerBundling(layer.LAYER_SOURCE, with_dependencies=True).try_bundle(str(tmp_path), None)
+    assert layer.LocalLayerBundling(core_source(), with_dependencies=True).try_bundle(str(tmp_path), None)
     (command,) = calls
     assert command[:2] == [sys.executable, "-m"]
     assert command[command.index("--target") + 1] == str(tmp_path / "python")
@@ -81,8 +83,14 @@ def test_image_references_in_this_accounts_ecr_or_a_registry(image: str, registr
 
 
 def test_routes_come_from_the_path_items_operations_only(tmp_path: Path) -> None:
-    from atf_infra.constructs.frontend import frontend_routes
+    from atf_cdk.constructs.frontend import frontend_routes
 
     document = tmp_path / "openapi.json"
     document.write_text('{"paths": {"/v1/x/{id}": {"parameters": [], "summary": "s", "get": {}, "delete": {}}}}')
     assert frontend_routes(document) == {"/v1/x/{id}": ("DELETE", "GET"), "/v1/openapi.json": ("GET",)}
+
+
+def test_the_layer_ships_the_installed_atf_core_which_in_a_checkout_is_the_trees() -> None:
+    assert core_source() == ROOT / "layers" / "atf_core"
+    declared = tomllib.loads((ROOT / "layers" / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert layer.requirements() == [*declared, *layer.HANDLER_REQUIREMENTS]

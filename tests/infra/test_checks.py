@@ -8,7 +8,7 @@ from pathlib import Path
 
 import cfnlint.api
 import pytest
-from atf_infra import nag
+from atf_cdk import nag
 from aws_cdk import App, Stack
 from aws_cdk import aws_sqs as sqs
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from atf_infra.account import ACCOUNT_STACK_NAME
-from atf_infra.constructs.layer import BUNDLING_CONTEXT
+from atf_cdk.account import ACCOUNT_STACK_NAME
+from atf_cdk.constructs.layer import BUNDLING_CONTEXT
 
 from tests.infra.conftest import ROOT, Synthesized, flatten
 

@@ -7,9 +7,9 @@ import sys
 from typing import Any
 
 import pytest
-from atf_infra.constructs.frontend import frontend_routes
-from atf_infra.constructs.function import CONFIG_FILE
-from atf_infra.constructs.workers import NO_IMAGE
+from atf_cdk.constructs.frontend import frontend_routes
+from atf_cdk.constructs.function import CONFIG_FILE
+from atf_cdk.constructs.workers import NO_IMAGE
 from aws_cdk.assertions import Match
 
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, TASK_ROOT_ENV, StackConfig
@@ -158,11 +158,11 @@ def test_consumer_ticks_every_minute_once_per_group(synth: Synthesized) -> None:
 def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: Synthesized) -> None:
     config = synth.settings.config
     services = {s["Properties"]["ServiceName"]: s["Properties"] for s in synth.resources("AWS::ECS::Service").values()}
-    assert set(services) == {f"{config.name}-{name}" for name in config.lambdas}
+    assert set(services) == {f"{config.name}-{name}" for name in synth.settings.workers}
     tasks = {t["Properties"]["Family"]: t["Properties"] for t in synth.resources("AWS::ECS::TaskDefinition").values()}
     for name, worker in synth.settings.workers.items():
         service = services[f"{config.name}-{name}"]
-        assert service["DesiredCount"] == (worker.desired_count if worker.image else 0)
+        assert service["DesiredCount"] == (worker.min_tasks if worker.image else 0)
         assert service["LaunchType"] == "FARGATE"
         assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
         task = tasks[f"{config.name}-{name}"]
@@ -172,6 +172,8 @@ def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: S
         assert container.get("Command") == worker.command
         env = {e["Name"]: e["Value"] for e in container["Environment"]}
         assert StackConfig.model_validate_json(env["ATF_CONFIG"]) == config
+        # The image's `atf worker module:lambdas` serves the lambdas the service names here.
+        assert env["ATF_LAMBDA"] == ",".join(worker.lambdas or [name])
         repository, _, tag = (worker.image or NO_IMAGE).partition(":")
         assert tag in json.dumps(container["Image"]) and repository in json.dumps(container["Image"])
 

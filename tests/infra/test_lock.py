@@ -6,7 +6,7 @@ import re
 import sys
 from importlib.metadata import version
 
-from atf_infra.constructs import layer
+from atf_cdk.constructs import layer
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -55,3 +55,5 @@ def test_the_worker_image_installs_from_the_lock() -> None:
     assert re.search(r"^COPY requirements\.lock ", text, re.MULTILINE)
     (install,) = [line for line in text.splitlines() if line.startswith("RUN pip install")]
     assert "--constraint /tmp/atf/requirements.lock" in install
+    # atf-sdk alone is the client: a worker host needs its worker extra (Powertools), or `atf worker` stops.
+    assert re.search(r"""["']/tmp/atf/sdk\[[^\]]*\bworker\b[^\]]*\]["']""", install), install

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from atf_infra.constructs.workers import WORKER_SERVICE
+from atf_cdk.constructs.workers import WORKER_SERVICE
 from aws_cdk.assertions import Match
 
 from atf_core.telemetry import Metric
@@ -75,7 +75,7 @@ def test_consumer_errors_alarm_and_every_alarm_notifies(synth: Synthesized) -> N
         },
     )
     (topic,) = synth.resources("AWS::SNS::Topic")
-    for alarm in synth.resources("AWS::CloudWatch::Alarm").values():
+    for alarm in synth.incident_alarms().values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
 
 

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from atf_infra.settings import EnvironmentSettings
+from atf_cdk.settings import EnvironmentSettings
 
 from atf_core.config import CONFIG_ENV, StackConfig
 from tests.infra.conftest import ROOT, Synthesized, nested_templates, synthesize_settings
@@ -94,7 +94,8 @@ def test_the_dashboard_splits_what_one_widget_cannot_hold(big: Synthesized) -> N
     assert len(widgets) <= MAX_WIDGETS
     alarm_widgets = [w for w in widgets if w["type"] == "alarm"]
     assert all(len(w["properties"]["alarms"]) <= MAX_ALARMS_PER_WIDGET for w in alarm_widgets)
-    assert sum(len(w["properties"]["alarms"]) for w in alarm_widgets) == len(big.resources("AWS::CloudWatch::Alarm"))
+    assert sum(len(w["properties"]["alarms"]) for w in alarm_widgets) == len(big.incident_alarms())
+    assert len(big.scaling_alarms()) == LAMBDAS  # each service's start from zero, shown on its graph instead
     graphs = [w for w in widgets if w["type"] == "metric"]
     assert all(len(w["properties"]["metrics"]) <= MAX_LINES_PER_GRAPH for w in graphs)
     depth = [w for w in graphs if w["properties"]["title"].startswith("Queue depth")]

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from atf_infra.builders import retention
-from atf_infra.constructs.consumer import consumer_timeout, group_inputs, reserved_concurrency
-from atf_infra.settings import EnvironmentSettings, WorkerSettings, available_environments, load_environment
+from atf_cdk.builders import retention
+from atf_cdk.constructs.consumer import consumer_timeout, group_inputs, reserved_concurrency
+from atf_cdk.settings import EnvironmentSettings, WorkerSettings, available_environments, load_environment
 from aws_cdk import Duration
 from pydantic import ValidationError
 
@@ -28,7 +28,7 @@ def test_the_three_environments_load() -> None:
         settings = load_environment(name)
         assert settings.environment == name
         assert settings.stack_name == settings.config.name
-        assert set(settings.workers) == set(settings.config.lambdas)
+        assert {name for service in settings.services() for name in service.lambdas} == set(settings.config.lambdas)
 
 
 def test_unknown_environment_names_the_known_ones() -> None:
@@ -95,7 +95,7 @@ def test_log_retention_rounds_down_to_what_cloudwatch_accepts() -> None:
 
 
 def test_functions_name_their_configuration_file_instead_of_carrying_it() -> None:
-    from atf_infra.constructs.function import CONFIG_FILE, function_environment
+    from atf_cdk.constructs.function import CONFIG_FILE, function_environment
 
     assert function_environment("consumer") == {
         "ATF_CONFIG_FILE": CONFIG_FILE,
@@ -104,9 +104,11 @@ def test_functions_name_their_configuration_file_instead_of_carrying_it() -> Non
     }
 
 
-def test_a_worker_without_an_image_runs_no_task() -> None:
-    assert WorkerSettings(desired_count=3).running_count == 0
-    assert WorkerSettings(image="atf-workers:1", desired_count=3).running_count == 3
+def test_a_worker_services_bounds_are_checked() -> None:
+    with pytest.raises(ValidationError, match=r"min_tasks \(3\) exceeds max_tasks \(2\)"):
+        WorkerSettings(min_tasks=3, max_tasks=2)
+    assert WorkerSettings(min_tasks=0).service("greet").scaling.min_tasks == 0
+    assert WorkerSettings().service("greet").lambdas == ["greet"]
 
 
 def test_the_account_stacks_name_is_not_an_environments() -> None:

@@ -131,6 +131,6 @@ def test_the_workers_default_service_is_the_one_the_cdk_app_sets_and_alarms_on()
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "infra"))
-    from atf_infra.constructs.workers import WORKER_SERVICE as CDK_WORKER_SERVICE
+    from atf_cdk.constructs.workers import WORKER_SERVICE as CDK_WORKER_SERVICE
 
     assert CDK_WORKER_SERVICE == WORKER_SERVICE

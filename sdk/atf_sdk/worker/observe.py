@@ -27,10 +27,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-
 from atf_core.schema import Task
 from atf_core.telemetry import FLUSH_EVERY_S, WORKER_SERVICE, MetricBuffer
+from atf_sdk.extras import needs_extra
+
+try:
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+except ModuleNotFoundError as missing:  # atf-sdk installed without its worker extra
+    raise needs_extra(missing, "a worker host (atf_sdk.worker)") from None
 
 SERVICE_ENV = "POWERTOOLS_SERVICE_NAME"
 TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection")

@@ -1,5 +1,8 @@
 """The shared core as a Lambda layer: atf_core and its dependencies under python/.
 
+atf_core is the installed atf-core's (atf_cdk.sources): in this repository's checkout, the tree's
+layers/atf_core; in a team's app, the atf-core released with their atf-cdk.
+
 There is no Docker here, so the layer is bundled locally with pip, fetching
 wheels for the Lambda platform rather than this machine's, at the versions of
 requirements.lock: the ones `make setup` installs and the tests run. Synthesis
@@ -14,7 +17,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,9 @@ from aws_cdk import Annotations, AssetHashType, BundlingOptions, DockerImage, IL
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-LAYER_SOURCE = REPO_ROOT / "layers"
-LOCK = REPO_ROOT / "requirements.lock"
-PACKAGE = "atf_core"
+from atf_cdk.sources import CORE_PACKAGE, core_requirements, core_source, lock_file
+
+LOCK = lock_file()
 BUNDLING_CONTEXT = "atf:layerBundling"
 # The handlers import these next to atf_core's own dependencies; the lock gives the version.
 HANDLER_REQUIREMENTS = ("aws-lambda-powertools[tracer]",)
@@ -36,10 +37,9 @@ _PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
 
 
-def requirements(source: Path = LAYER_SOURCE) -> list[str]:
+def requirements() -> list[str]:
     """atf_core's declared dependencies, plus what the handlers need."""
-    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
-    return [*project.get("dependencies", []), *HANDLER_REQUIREMENTS]
+    return [*core_requirements(), *HANDLER_REQUIREMENTS]
 
 
 def pip_command(target: str, reqs: list[str], lock: str) -> list[str]:
@@ -59,7 +59,8 @@ def pip_command(target: str, reqs: list[str], lock: str) -> list[str]:
 
 @jsii.implements(ILocalBundling)
 class LocalLayerBundling:
-    """Copies atf_core into python/ and, unless `with_dependencies` is off, pip-installs its dependencies."""
+    """Copies the atf_core package into python/ and, unless `with_dependencies` is off, pip-installs its
+    dependencies."""
 
     def __init__(self, source: Path, with_dependencies: bool, lock: Path = LOCK) -> None:
         self._source = source
@@ -69,24 +70,25 @@ class LocalLayerBundling:
     def try_bundle(self, output_dir: str, options: Any) -> bool:
         target = Path(output_dir) / "python"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(self._source / PACKAGE, target / PACKAGE, ignore=_IGNORE, dirs_exist_ok=True)
+        shutil.copytree(self._source, target / CORE_PACKAGE, ignore=_IGNORE, dirs_exist_ok=True)
         if self._with_dependencies:
-            command = pip_command(str(target), requirements(self._source), str(self._lock))
+            command = pip_command(str(target), requirements(), str(self._lock))
             subprocess.run([sys.executable, *command], check=True)
         return True
 
 
-def layer_code(scope: Construct, source: Path = LAYER_SOURCE) -> lambda_.Code:
+def layer_code(scope: Construct, source: Path | None = None) -> lambda_.Code:
+    source = source or core_source()
     mode = scope.node.try_get_context(BUNDLING_CONTEXT) or "pip"
     if mode not in ("pip", "source"):
         raise ValueError(f"{BUNDLING_CONTEXT} must be 'pip' or 'source', not {mode!r}")
     # The image is only the fallback CDK asks for; local bundling always succeeds first.
-    pip = pip_command("/asset-output/python", requirements(source), "/tmp/requirements.lock")
+    pip = pip_command("/asset-output/python", requirements(), "/tmp/requirements.lock")
     docker_command = [
         "bash",
         "-c",
-        'printf %s "$ATF_LOCK" > /tmp/requirements.lock && cp -r atf_core /asset-output/python/ && python '
-        + " ".join(f"'{arg}'" for arg in pip),
+        'printf %s "$ATF_LOCK" > /tmp/requirements.lock && mkdir -p /asset-output/python'
+        " && cp -r . /asset-output/python/atf_core && python " + " ".join(f"'{arg}'" for arg in pip),
     ]
     return lambda_.Code.from_asset(
         str(source),

@@ -1,9 +1,10 @@
-"""One environment's deploy settings: the framework's StackConfig plus how to run it on AWS.
+"""This repository's environments: infra/environments/<env>.json, read into the construct's props.
 
-Each infra/environments/<env>.json holds one of these; `cdk deploy -c env=<env>`
-picks it. The StackConfig part is handed unchanged to every Lambda function (a
-file in its code, ATF_CONFIG_FILE) and worker host (ATF_CONFIG), so a value means
-the same thing to the code and to the infrastructure built around it.
+Each file holds the framework's StackConfig plus how to run it on AWS; `cdk deploy -c env=<env>`
+picks one (atf_cdk.app). The StackConfig part is handed unchanged to every Lambda function (a
+file in its code, ATF_CONFIG_FILE) and worker host (ATF_CONFIG), so a value means the same
+thing to the code and to the infrastructure built around it. A team's own app may read its
+settings the same way or build atf_cdk.AtfProps in Python.
 """
 
 from __future__ import annotations
@@ -11,24 +12,31 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from aws_cdk import aws_iam as iam
+from pydantic import Field, model_validator
 
+from atf_cdk.account import ACCOUNT_STACK_NAME
+from atf_cdk.environment import AtfProps, check_props
+from atf_cdk.options import ApiSettings, ConsumerSettings, NetworkSettings, Strict
+from atf_cdk.service import FARGATE_MEMORY, Scaling, SecretRef, WorkerService
 from atf_core.config import StackConfig
-from atf_infra.account import ACCOUNT_STACK_NAME
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
 ENV_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,20}$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SecretSettings(Strict):
+    secrets_manager: str | None = None
+    ssm: str | None = None
+    field: str | None = None
 
 
-class WorkerSettings(_Strict):
-    """The owner's worker host for one lambda: an ECS Fargate service."""
+class WorkerSettings(Strict):
+    """A worker service (atf_cdk.service.WorkerService) as a file gives it."""
 
+    lambdas: list[str] | None = Field(default=None, min_length=1, description="Default: the service's own name.")
     image: str | None = Field(
         default=None,
         description=(
@@ -37,79 +45,54 @@ class WorkerSettings(_Strict):
             "@digest) is pulled from that registry. Without one the service runs no task until one is given."
         ),
     )
-    command: list[str] | None = Field(default=None, description="Overrides the image's CMD.")
-    desired_count: int = Field(default=1, ge=0, le=1000, description="Tasks to run once there is an image.")
+    command: list[str] | None = Field(
+        default=None,
+        description=(
+            "Overrides the image's CMD. Not needed to pick the lambdas: the service sets ATF_LAMBDA to them, "
+            "which `atf worker module:lambdas` serves by default (--only overrides it)."
+        ),
+    )
+    environment: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, SecretSettings] = Field(default_factory=dict)
+    managed_policies: list[str] = Field(default_factory=list, description="ARNs or AWS-managed policy names.")
+    policy_statements: list[dict[str, Any]] = Field(default_factory=list, description="IAM statements, as JSON.")
     cpu: Literal[256, 512, 1024, 2048, 4096, 8192, 16384] = 512
     memory_mib: int = Field(default=1024, ge=512, le=122880)
     architecture: Literal["x86_64", "arm64"] = "x86_64"
-
-    @property
-    def running_count(self) -> int:
-        """No image, no task: a service may be deployed before its image is pushed."""
-        return self.desired_count if self.image else 0
+    min_tasks: int = Field(default=1, ge=0, le=1000, description="0: no task while nothing is queued or due.")
+    max_tasks: int = Field(default=10, ge=0, le=1000)
+    backlog_per_task: int = Field(default=50, ge=1, description="Queued + in flight + due soon, per running task.")
+    acknowledgements: dict[str, str] = Field(default_factory=dict, description="cdk-nag rule -> reason.")
 
     @model_validator(mode="after")
     def _fargate_size(self) -> WorkerSettings:
         # Fargate accepts only some cpu/memory pairs; failing here beats a failed deployment.
-        low, high = _FARGATE_MEMORY[self.cpu]
+        low, high = FARGATE_MEMORY[self.cpu]
         if not low <= self.memory_mib <= high:
             raise ValueError(f"Fargate cpu {self.cpu} takes memory_mib between {low} and {high}")
+        if self.min_tasks > self.max_tasks:
+            raise ValueError(f"min_tasks ({self.min_tasks}) exceeds max_tasks ({self.max_tasks})")
         return self
 
-
-_FARGATE_MEMORY = {
-    256: (512, 2048),
-    512: (1024, 4096),
-    1024: (2048, 8192),
-    2048: (4096, 16384),
-    4096: (8192, 30720),
-    8192: (16384, 61440),
-    16384: (32768, 122880),
-}
-
-
-class ConsumerSettings(_Strict):
-    groups: int = Field(
-        default=1, ge=1, le=64, description="Consumers per tick; group i polls shards with shard % groups == i."
-    )
-    memory_mib: int = Field(default=512, ge=128, le=10240)
-    reserve_concurrency: bool = Field(
-        default=True,
-        description=(
-            "Reserve 2 x groups concurrent executions (the account's quota must leave 100 unreserved, "
-            "which a new account's lower quota does not: dev turns this off)."
-        ),
-    )
+    def service(self, name: str) -> WorkerService:
+        return WorkerService(
+            name=name,
+            lambdas=self.lambdas or [name],
+            image=self.image,
+            command=self.command,
+            environment=self.environment,
+            secrets={var: SecretRef(**ref.model_dump()) for var, ref in self.secrets.items()},
+            policy_statements=[iam.PolicyStatement.from_json(statement) for statement in self.policy_statements],
+            managed_policies=self.managed_policies,
+            cpu=self.cpu,
+            memory_mib=self.memory_mib,
+            architecture=self.architecture,
+            scaling=Scaling(min_tasks=self.min_tasks, max_tasks=self.max_tasks, backlog_per_task=self.backlog_per_task),
+            acknowledgements=self.acknowledgements,
+        )
 
 
-class ApiSettings(_Strict):
-    throttle_rate: float = Field(default=1000, gt=0, description="Steady requests per second for the stage.")
-    throttle_burst: int = Field(default=2000, ge=1)
-    memory_mib: int = Field(default=512, ge=128, le=10240)
-
-
-class NetworkSettings(_Strict):
-    availability_zones: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        description="Zones to spread the workers over; without them a stack that names no account gets two.",
-    )
-    nat_gateways: int = Field(default=1, ge=1, le=6, description="Worker hosts reach the internet through these.")
-
-    @property
-    def zone_count(self) -> int:
-        # CDK can look zones up only with an account and network access at synth time,
-        # which the tests do not have; an environment-agnostic stack gets two.
-        return len(self.availability_zones) if self.availability_zones else 2
-
-    @model_validator(mode="after")
-    def _nat_per_zone_at_most(self) -> NetworkSettings:
-        if self.nat_gateways > self.zone_count:
-            raise ValueError(f"nat_gateways ({self.nat_gateways}) exceeds the {self.zone_count} availability zones")
-        return self
-
-
-class EnvironmentSettings(_Strict):
+class EnvironmentSettings(Strict):
     """Everything `cdk deploy -c env=<name>` needs for one environment."""
 
     environment: str = Field(pattern=ENV_NAME_PATTERN)
@@ -127,15 +110,7 @@ class EnvironmentSettings(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> EnvironmentSettings:
-        missing = sorted(set(self.config.lambdas) - set(self.workers))
-        unknown = sorted(set(self.workers) - set(self.config.lambdas))
-        if missing or unknown:
-            raise ValueError(f"workers must name exactly the configured lambdas (missing {missing}, unknown {unknown})")
-        most_shards = max((self.config.shards_of(name) for name in self.config.lambdas), default=self.config.shards)
-        if self.consumer.groups > most_shards:
-            raise ValueError(
-                f"consumer.groups ({self.consumer.groups}) exceeds the most shards any lambda has ({most_shards})"
-            )
+        check_props(self.props())
         # Queue, table and stack names all derive from these, so two environments
         # deployed to one account can never take over each other's resources.
         name = self.config.name
@@ -156,6 +131,23 @@ class EnvironmentSettings(_Strict):
     @property
     def stack_name(self) -> str:
         return self.config.name
+
+    def services(self) -> list[WorkerService]:
+        return [settings.service(name) for name, settings in self.workers.items()]
+
+    def props(self) -> AtfProps:
+        return AtfProps(
+            config=self.config,
+            workers=self.services(),
+            stage=self.environment,
+            consumer=self.consumer,
+            api=self.api,
+            network=self.network,
+            retain_data=self.retain_data,
+            log_retention_days=self.log_retention_days,
+            start_lag_objective_ms=self.start_lag_objective_ms,
+            alarm_emails=self.alarm_emails,
+        )
 
 
 def available_environments(directory: Path = ENVIRONMENTS_DIR) -> list[str]:

@@ -9,9 +9,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from atf_cdk.builders import grant_key, removal
 from atf_core.config import StackConfig
 from atf_core.definitions import create_table_request, table_spec
-from atf_infra.builders import grant_key, removal
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER, "B": dynamodb.AttributeType.BINARY}
 _PROJECTIONS = {

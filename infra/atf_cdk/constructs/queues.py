@@ -13,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from atf_cdk.builders import grant_key, secure_queue
 from atf_core.definitions import QueueSpec
-from atf_infra.builders import grant_key, secure_queue
 
 # Dead letters are kept as long as SQS allows, so someone has time to look at them.
 DEAD_LETTER_RETENTION = Duration.days(14)

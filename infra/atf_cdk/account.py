@@ -23,7 +23,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from atf_infra.nag import acknowledge
+from atf_cdk.nag import acknowledge
 
 ACCOUNT_STACK_NAME = "atf-account"
 WORKER_REPOSITORY = "atf-workers"

@@ -8,8 +8,10 @@ name the exact series, and the one on start lag expects the worker hosts'
 (`service` = workers.WORKER_SERVICE, which this app also sets as their
 POWERTOOLS_SERVICE_NAME).
 
-A lambda's alarms live in its nested stack, next to its queues (LambdaAlarms); the
-topic, the consumer's alarm and the dashboard are the environment's. CloudWatch
+A lambda's alarms live in its worker service's nested stack, next to its queues
+(LambdaAlarms); the topic, the consumer's alarm and the dashboard are the environment's.
+Each worker service has a graph of its backlog, the tasks the consumer sees coming due
+(the look-ahead its scaling acts on, constructs/scaling.py) and its running tasks. CloudWatch
 shows at most 100 alarms in an alarm-status widget and 100 lines in a graph, so
 with many lambdas the dashboard has several of each.
 """
@@ -29,12 +31,13 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from atf_cdk.constructs.queues import TaskQueue
+from atf_cdk.constructs.scaling import CONTAINER_INSIGHTS, ServiceView
+from atf_cdk.constructs.table import TaskTable
+from atf_cdk.constructs.workers import WORKER_SERVICE
 from atf_core.config import StackConfig
-from atf_core.definitions import QueueSpec
+from atf_core.definitions import QueueSpec, queue_specs
 from atf_core.telemetry import NAMESPACE, Dimension, Metric
-from atf_infra.constructs.queues import TaskQueue
-from atf_infra.constructs.table import TaskTable
-from atf_infra.constructs.workers import WORKER_SERVICE
 
 T = TypeVar("T")
 PERIOD = Duration.minutes(1)
@@ -136,6 +139,7 @@ class ObservabilityProps:
     table: TaskTable
     consumer: lambda_.Function
     frontend: lambda_.Function
+    consumer_groups: int
     objective_ms: int
     alarm_key: kms.IKey
     alarm_emails: list[str]
@@ -157,7 +161,7 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
         self.consumer_alarm = notify(self._consumer_alarm(), self.topic)
 
-    def add_dashboard(self, lambda_alarms: list[cw.Alarm], queues: list[QueueSpec]) -> cw.Dashboard:
+    def add_dashboard(self, lambda_alarms: list[cw.Alarm], services: list[ServiceView]) -> cw.Dashboard:
         self.alarms = [*lambda_alarms, self.consumer_alarm]
         self.dashboard = cw.Dashboard(
             self,
@@ -165,7 +169,7 @@ class Observability(Construct):
             dashboard_name=Stack.of(self).stack_name,
             default_interval=Duration.hours(3),
         )
-        self._widgets(queues)
+        self._widgets(queue_specs(self.props.config), services)
         return self.dashboard
 
     # Alarms
@@ -183,13 +187,15 @@ class Observability(Construct):
 
     # Dashboard
 
-    def _widgets(self, queues: list[QueueSpec]) -> None:
+    def _widgets(self, queues: list[QueueSpec], services: list[ServiceView]) -> None:
         config = self.props.config
         for number, alarms in enumerate(_chunks(self.alarms, ALARMS_PER_WIDGET)):
             title = "Alarms" if number == 0 else f"Alarms ({number + 1})"
             self.dashboard.add_widgets(cw.AlarmStatusWidget(title=title, alarms=alarms, width=24, height=3))  # type: ignore[arg-type]
         for name in config.lambdas:
             self.dashboard.add_widgets(self._tasks_widget(name), self._start_lag_widget(name))
+        for number in range(0, len(services), 2):
+            self.dashboard.add_widgets(*(self._service_widget(view) for view in services[number : number + 2]))
         for number, part in enumerate(_chunks(queues, LINES_PER_GRAPH)):
             self.dashboard.add_widgets(*self._queue_widgets(part, "" if number == 0 else f" ({number + 1})"))
         self.dashboard.add_widgets(*self._consumer_widgets())
@@ -210,6 +216,32 @@ class Observability(Construct):
             ],
             left_annotations=[
                 cw.HorizontalAnnotation(value=self.props.objective_ms, label="objective", color=cw.Color.RED)
+            ],
+            width=12,
+        )
+
+    def _service_widget(self, view: ServiceView) -> cw.GraphWidget:
+        """What the service scales on, drawn with SEARCH (a few hundred bytes a service: the environment's
+        template must stay under CloudFormation's 1 MB with a hundred services)."""
+        queues = " OR ".join(f'QueueName="{name}"' for name in view.queue_names)
+        sqs = 'MetricName="ApproximateNumberOfMessagesVisible" OR MetricName="ApproximateNumberOfMessagesNotVisible"'
+        lambdas = " OR ".join(f'{Dimension.LAMBDA}="{name}"' for name in view.lambdas)
+        due = f'Namespace="{NAMESPACE}" MetricName="{Metric.TASKS_DUE_SOON}" ({lambdas})'
+        tasks = f'Namespace="{CONTAINER_INSIGHTS}" ServiceName="{view.service_name}"'
+        period = int(PERIOD.to_seconds())
+
+        def line(expression: str, label: str) -> cw.MathExpression:
+            return cw.MathExpression(expression=expression, label=label, period=PERIOD, using_metrics={})
+
+        return cw.GraphWidget(
+            title=f"Worker service {view.name}: backlog, tasks due soon, tasks",
+            left=[
+                line(f"SUM(SEARCH('({sqs}) ({queues})', 'Maximum', {period}))", "queued and in flight"),
+                line(f"{view.consumer_groups} * SUM(SEARCH('{due}', 'Average', {period}))", "due soon (look-ahead)"),
+            ],
+            right=[
+                line(f"SUM(SEARCH('{tasks} MetricName=\"RunningTaskCount\"', 'Average', {period}))", "running tasks"),
+                line(f"SUM(SEARCH('{tasks} MetricName=\"DesiredTaskCount\"', 'Average', {period}))", "desired tasks"),
             ],
             width=12,
         )

@@ -20,13 +20,14 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from atf_cdk.builders import log_group
+from atf_cdk.constructs.layer import ARCHITECTURE, RUNTIME
+from atf_cdk.nag import acknowledge
+from atf_cdk.sources import functions_source
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.telemetry import NAMESPACE
-from atf_infra.builders import log_group
-from atf_infra.constructs.layer import ARCHITECTURE, REPO_ROOT, RUNTIME
-from atf_infra.nag import acknowledge
 
-FUNCTIONS_SOURCE = REPO_ROOT / "functions"
+FUNCTIONS_SOURCE = functions_source()
 # Beside the `functions` package at the root of the code, where Lambda sets LAMBDA_TASK_ROOT.
 CONFIG_FILE = "atf-config.json"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")

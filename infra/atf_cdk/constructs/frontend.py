@@ -11,11 +11,11 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from atf_cdk.builders import log_group
+from atf_cdk.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
+from atf_cdk.constructs.table import TaskTable
+from atf_cdk.nag import acknowledge
 from atf_core.errors import AtfError, InputError, MissingAuthentication, PayloadTooLarge, Throttled, Unavailable
-from atf_infra.builders import log_group
-from atf_infra.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
-from atf_infra.constructs.table import TaskTable
-from atf_infra.nag import acknowledge
 
 OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
 # Served by the frontend but left out of its own document.

@@ -9,8 +9,8 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from atf_infra.constructs.function import AtfFunction, FunctionProps
-from atf_infra.constructs.table import TaskTable
+from atf_cdk.constructs.function import AtfFunction, FunctionProps
+from atf_cdk.constructs.table import TaskTable
 
 TICK = Duration.minutes(1)
 # EventBridge takes at most five targets per rule.

@@ -1,0 +1,1 @@
+"""Acme's thumbnails: the lambdas the worker hosts run (thumbnails.lambdas)."""
