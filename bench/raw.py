@@ -22,11 +22,12 @@ from typing import Any
 from atf_core import lifecycle
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
+from atf_core.lifecycle import Assoc
 from atf_core.queues import QueueDirectory
 from atf_core.schema import ScheduleRequest
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.codec import Assoc, index_partition
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.codec import index_partition
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
 
 GROUP = 10

@@ -13,11 +13,11 @@ from atf_core.aws import make_clients
 from atf_core.chains import Chains
 from atf_core.clock import process_clock
 from atf_core.config import StackConfig
-from atf_core.consumer import Consumer, PollReport, run_until
+from atf_core.consumer import Consumer, Event, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
 from atf_core.periodic_schedules import Schedules
-from atf_core.store.dynamo import DynamoTaskStore
-from atf_core.store.schedules import ItemStore
+from atf_core.store.items import ItemStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import CONSUMER_SERVICE, Metric, MetricBuffer, queue, watch_throttles
 
 logger = Logger(service="atf-consumer")
@@ -25,14 +25,16 @@ tracer = Tracer(service="atf-consumer")
 # One invocation polls for a minute and sees every (lambda, priority): the buffer
 # flushes a document per dimension set every few seconds rather than once at the end.
 metrics = MetricBuffer(service=CONSUMER_SERVICE)
-# PollReport.per_queue's keys and the metric each one counts.
+# The metric each per-queue event of a poll counts; errors and failed sends add up to one stack-wide metric.
 PER_QUEUE = {
-    "requeued": Metric.REQUEUED,
-    "dropped": Metric.DROPPED,
-    "exhausted": Metric.EXHAUSTED,
-    "dead_lettered": Metric.DEAD_LETTERED,
-    "expired": Metric.EXPIRED,
+    Event.ENQUEUED: Metric.ENQUEUED,
+    Event.REQUEUED: Metric.REQUEUED,
+    Event.DROPPED: Metric.DROPPED,
+    Event.EXHAUSTED: Metric.EXHAUSTED,
+    Event.DEAD_LETTERED: Metric.DEAD_LETTERED,
+    Event.EXPIRED: Metric.EXPIRED,
 }
+ERRORS = (Event.ERROR, Event.SEND_FAILED)
 
 
 @cache
@@ -60,21 +62,17 @@ def _consumer(index: int, of: int) -> Consumer:
 
 def record(report: PollReport, seconds: float) -> None:
     """One poll's metrics, and a log line when it did something."""
+    enqueued, requeued = report.total(Event.ENQUEUED), report.total(Event.REQUEUED)
     metrics.observe(Metric.CONSUMER_LOOP_SECONDS, seconds, MetricUnit.Seconds.value)
-    metrics.observe(Metric.TASKS_PER_LOOP, report.enqueued, MetricUnit.Count.value)
-    for (lambda_name, priority), sent in report.by_queue.items():
-        if sent:
-            metrics.count(Metric.ENQUEUED, sent, queue(lambda_name, priority))
-    for (what, lambda_name, priority), count in report.per_queue.items():
-        metrics.count(PER_QUEUE[what], count, queue(lambda_name, priority))
-    errors = report.errors + report.send_failures
+    metrics.observe(Metric.TASKS_PER_LOOP, enqueued, MetricUnit.Count.value)
+    for (event, where), count in report.counts.items():
+        if event in PER_QUEUE and where is not None and count:
+            metrics.count(PER_QUEUE[event], count, queue(*where))
+    errors = sum(report.total(event) for event in ERRORS)
     if errors:
         metrics.count(Metric.CONSUMER_ERRORS, errors)
-    if report.enqueued or report.requeued or errors:
-        logger.info(
-            "poll",
-            extra={"enqueued": report.enqueued, "requeued": report.requeued, "errors": errors, "seconds": seconds},
-        )
+    if enqueued or requeued or errors:
+        logger.info("poll", extra={"enqueued": enqueued, "requeued": requeued, "errors": errors, "seconds": seconds})
     metrics.flush_if_due()
 
 

@@ -18,8 +18,9 @@ from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
 from atf_core.periodic_schedules import Schedules
 from atf_core.stats import Stats
-from atf_core.store.dynamo import DynamoTaskStore
-from atf_core.store.schedules import ItemStore
+from atf_core.store.index import IndexStore
+from atf_core.store.items import ItemStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 
 
@@ -48,7 +49,7 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
         config,
         Scheduling(store, config, process_clock),
         Gating(store, config),
-        Stats(clients.dynamodb, config),
+        Stats(IndexStore(clients.dynamodb, config.table_name), items, config),
         DeadLetters(store, config, process_clock),
         Schedules(store, items, config, process_clock),
         Chains(store, items, config, process_clock),

@@ -36,7 +36,7 @@ from atf_core.schema import (
     utcnow,
 )
 from atf_core.store.base import Change, TaskRef, TaskStore
-from atf_core.store.schedules import CHAINS_PARTITION, ItemStore
+from atf_core.store.items import CHAINS_PARTITION, ItemStore
 from atf_core.tasks import build_task, task_id_for
 
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"

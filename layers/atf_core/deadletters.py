@@ -19,11 +19,11 @@ from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.errors import InputError
+from atf_core.lifecycle import Assoc
 from atf_core.schema import from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
-DEAD = "d"
 EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
@@ -117,7 +117,7 @@ class DeadLetters:
         low, high = selection.since or EPOCH, selection.until or FOREVER
         for priority in spec.priorities:
             for shard in range(self._config.shards_of(selection.lambda_name)):
-                partition = index_partition(DEAD, selection.lambda_name, priority, shard)
+                partition = index_partition(Assoc.DEAD_LETTER, selection.lambda_name, priority, shard)
                 yield self._store.entries(partition, low, high, equal)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from atf_core.definitions import Attr
 from atf_core.schema import TaskStatus
 
 S = TaskStatus
@@ -36,15 +37,37 @@ class IndexEffect(StrEnum):
     REMOVE = "remove"
 
 
+class Assoc(StrEnum):
+    """ATF's association status: the first part of an index partition key, so that one query reads one kind."""
+
+    NEW = "n"  # not started yet: the consumer's due tasks
+    STARTED = "s"  # running, or waiting to retry
+    DEAD_LETTER = "d"  # failed for good, keyed by when it died
+
+
+class Expiry(StrEnum):
+    """What a transition asks of a task's expire_at."""
+
+    ANY = "any"
+    NOT_PASSED = "not_passed"  # a claim or an enqueue skips a task whose expire_at has passed
+    PASSED = "passed"  # when the change names a moment (expired_by), only a task whose expire_at has passed by then
+
+
 @dataclass(frozen=True)
 class Transition:
     name: str
     sources: frozenset[TaskStatus]
     target: TaskStatus
     index: IndexEffect = IndexEffect.KEEP
+    moves_to: Assoc | None = None  # the partition a MOVE puts the index entry in
+    stamps: str | None = None  # the attribute set to the moment of the change
+    expiry: Expiry = Expiry.ANY
     fenced: bool = True  # the writer must name the attempt it acts for
     bumps_attempt: bool = False
-    assoc: str = "s"  # where a MOVE puts the index entry: s(tarted), n(ew) or d(ead letters)
+
+    def __post_init__(self) -> None:
+        if (self.index is IndexEffect.MOVE) != (self.moves_to is not None):
+            raise ValueError(f"{self.name}: a MOVE, and only a MOVE, names the partition it moves to")
 
     def allows(self, status: TaskStatus) -> bool:
         return status in self.sources
@@ -57,39 +80,41 @@ def _t(name: str, sources: set[TaskStatus], target: TaskStatus, **kw: object) ->
 IN_FLIGHT = {S.ENQUEUED, S.CLAIMED, S.PROCESSING}
 RUNNING = {S.CLAIMED, S.PROCESSING}
 NOT_STARTED = {S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE}
-DEAD = IndexEffect.MOVE
+MOVE, REMOVE = IndexEffect.MOVE, IndexEffect.REMOVE
 
 # The consumer found the task due (or due again after a retriable failure).
-ENQUEUE = _t("enqueue", {S.NEW, S.RETRIABLE_FAILURE}, S.ENQUEUED, fenced=False)
+ENQUEUE = _t(
+    "enqueue", {S.NEW, S.RETRIABLE_FAILURE}, S.ENQUEUED, stamps=Attr.ENQUEUED, expiry=Expiry.NOT_PASSED, fenced=False
+)
 # The consumer found an in-flight task past its deadline (lost message, dead
 # controller, dead executor) and pushes it again.
-REQUEUE = _t("requeue", IN_FLIGHT, S.ENQUEUED)
+REQUEUE = _t("requeue", IN_FLIGHT, S.ENQUEUED, stamps=Attr.ENQUEUED)
 # ...and when that task has used all its attempts, it ends (or waits as a dead letter).
-EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
-EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
+EXHAUST = _t("exhaust", RUNNING, S.FATAL_FAILURE, index=REMOVE)
+EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, index=MOVE, moves_to=Assoc.DEAD_LETTER)
 # A controller took the task off its queue for an executor: a new execution. By default the
 # consumer sends without writing, so the claim starts from new or retriable_failure; the
 # attempt in the message and the entry's timestamp fence out stale and early messages.
-CLAIM = _t("claim", NOT_STARTED, S.CLAIMED, bumps_attempt=True)
+CLAIM = _t("claim", NOT_STARTED, S.CLAIMED, stamps=Attr.CLAIMED, expiry=Expiry.NOT_PASSED, bumps_attempt=True)
 # A controller found the task gated after it was enqueued (or a send failed): back to
 # the consumer. The entry moves to "now" so the consumer sees it afresh at once.
-RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=IndexEffect.MOVE, assoc="n")
-HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=IndexEffect.MOVE)
+RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=MOVE, moves_to=Assoc.NEW)
+HEARTBEAT = _t("heartbeat", RUNNING, S.PROCESSING, index=MOVE, moves_to=Assoc.STARTED, stamps=Attr.HEARTBEAT)
 # ...and between those moves, a beat that only stamps the lease (one write unit instead of three).
-HEARTBEAT_STAMP = _t("heartbeat_stamp", RUNNING, S.PROCESSING)
-SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=IndexEffect.REMOVE)
-FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=IndexEffect.MOVE)
-FAIL_FATAL = _t("fail_fatal", RUNNING, S.FATAL_FAILURE, index=IndexEffect.REMOVE)
-FAIL_TO_DEAD_LETTER = _t("fail_to_dead_letter", RUNNING, S.DEAD_LETTER, index=DEAD, assoc="d")
+HEARTBEAT_STAMP = _t("heartbeat_stamp", RUNNING, S.PROCESSING, stamps=Attr.HEARTBEAT)
+SUCCEED = _t("succeed", RUNNING, S.SUCCESS, index=REMOVE)
+FAIL_RETRIABLE = _t("fail_retriable", RUNNING, S.RETRIABLE_FAILURE, index=MOVE, moves_to=Assoc.STARTED)
+FAIL_FATAL = _t("fail_fatal", RUNNING, S.FATAL_FAILURE, index=REMOVE)
+FAIL_TO_DEAD_LETTER = _t("fail_to_dead_letter", RUNNING, S.DEAD_LETTER, index=MOVE, moves_to=Assoc.DEAD_LETTER)
 # An operator sends dead letters back with a fresh attempt budget, or gives up on them.
-REDRIVE = _t("redrive", {S.DEAD_LETTER}, S.NEW, index=IndexEffect.MOVE, assoc="n", fenced=False)
-DISCARD = _t("discard", {S.DEAD_LETTER}, S.FATAL_FAILURE, index=IndexEffect.REMOVE, fenced=False)
+REDRIVE = _t("redrive", {S.DEAD_LETTER}, S.NEW, index=MOVE, moves_to=Assoc.NEW, fenced=False)
+DISCARD = _t("discard", {S.DEAD_LETTER}, S.FATAL_FAILURE, index=REMOVE, fenced=False)
 # A task that has not started by its expire_at ends instead of running late.
-EXPIRE = _t("expire", NOT_STARTED, S.EXPIRED, index=IndexEffect.REMOVE, fenced=False)
+EXPIRE = _t("expire", NOT_STARTED, S.EXPIRED, index=REMOVE, expiry=Expiry.PASSED, fenced=False)
 # A chain link whose parents all succeeded becomes an ordinary new task.
-RELEASE_LINK = _t("release_link", {S.WAITING}, S.NEW, index=IndexEffect.MOVE, assoc="n", fenced=False)
-CANCEL = _t("cancel", NOT_STARTED | {S.WAITING}, S.CANCELLED, index=IndexEffect.REMOVE, fenced=False)
-DROP = _t("drop", NOT_STARTED, S.DROPPED, index=IndexEffect.REMOVE, fenced=False)
+RELEASE_LINK = _t("release_link", {S.WAITING}, S.NEW, index=MOVE, moves_to=Assoc.NEW, fenced=False)
+CANCEL = _t("cancel", NOT_STARTED | {S.WAITING}, S.CANCELLED, index=REMOVE, fenced=False)
+DROP = _t("drop", NOT_STARTED, S.DROPPED, index=REMOVE, fenced=False)
 
 TRANSITIONS: tuple[Transition, ...] = (
     ENQUEUE,

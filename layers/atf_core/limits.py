@@ -13,15 +13,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from botocore.exceptions import ClientError
+from typing import Any
 
 from atf_core.config import Limits, StackConfig
-from atf_core.definitions import Attr
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+from atf_core.store.counters import Counters
 
 
 @dataclass(frozen=True)
@@ -33,10 +28,9 @@ class Grant:
 
 
 class Limiter:
-    def __init__(self, client: DynamoDBClient, config: StackConfig, clock: Any = time.time) -> None:
-        self._db = client
+    def __init__(self, counters: Counters, config: StackConfig, clock: Any = time.time) -> None:
+        self._counters = counters
         self._config = config
-        self._table = config.table_name
         self._clock = clock
 
     def scopes(self, lambda_name: str, collection: str) -> list[tuple[str, Limits]]:
@@ -75,78 +69,38 @@ class Limiter:
     def renew(self, grant: Grant) -> None:
         lease_ms = self._lease_until_ms()
         for scope in grant.slots:
-            self._update(
-                f"#running#{scope}",
-                "SET r.#t = :exp",
-                {"#t": grant.task_id},
-                {":exp": {"N": str(lease_ms)}},
-                "attribute_exists(r.#t)",
-            )
+            self._counters.renew_slot(scope, grant.task_id, lease_ms)
 
     # -- starts per second -----------------------------------------------------
     def _take_token(self, scope: str, per_second: float) -> bool:
         window = max(1, math.ceil(1 / per_second))  # slow rates count over a longer window
         allowed = max(1, math.floor(per_second * window))
         start = int(self._clock()) // window * window
-        return self._update(
-            f"#rate#{scope}#{start}",
-            "ADD n :one SET #ttl = :ttl",
-            {"#ttl": Attr.EXPIRES},
-            {":one": {"N": "1"}, ":limit": {"N": str(allowed)}, ":ttl": {"N": str(start + window + 3600)}},
-            "attribute_not_exists(n) OR n < :limit",
-        )
+        return self._counters.take_start(scope, start, allowed, expires=start + window + 3600)
 
     # -- running at once ---------------------------------------------------------
     def _take_slot(self, scope: str, task_id: str, max_running: int) -> bool:
-        item = f"#running#{scope}"
-        self._update(item, "SET r = if_not_exists(r, :empty)", {}, {":empty": {"M": {}}}, None)
+        self._counters.open_slots(scope)
         for _ in range(2):
-            if self._update(
-                item,
-                "SET r.#t = :exp",
-                {"#t": task_id},
-                {":exp": {"N": str(self._lease_until_ms())}, ":max": {"N": str(max_running)}},
-                "size(r) < :max OR attribute_exists(r.#t)",
-            ):
+            if self._counters.take_slot(scope, task_id, self._lease_until_ms(), max_running):
                 return True
-            if not self._reclaim_expired(item):
+            if not self._reclaim_expired(scope):
                 return False
         return False
 
-    def _reclaim_expired(self, item: str) -> bool:
+    def _reclaim_expired(self, scope: str) -> bool:
         """Drop slots whose lease ran out (their workers died); True if any was freed."""
-        found = self._db.get_item(TableName=self._table, Key={Attr.ID: {"S": item}}, ConsistentRead=True)
-        slots = found.get("Item", {}).get("r", {}).get("M", {})
         now_ms = int(self._clock() * 1000)
         freed = False
-        for task_id, lease in slots.items():
-            if int(lease["N"]) < now_ms:
-                freed |= self._update(item, "REMOVE r.#t", {"#t": task_id}, {":exp": lease}, "r.#t = :exp")
+        for task_id, lease_ms in self._counters.slots(scope).items():
+            if lease_ms < now_ms:
+                freed |= self._counters.free_slot(scope, task_id, lease_ms)
         return freed
 
     def _give_back(self, scopes: list[str], task_id: str) -> None:
         for scope in scopes:
-            self._update(f"#running#{scope}", "REMOVE r.#t", {"#t": task_id}, {}, None)
+            self._counters.free_slot(scope, task_id)
 
     def _lease_until_ms(self) -> int:
         timeouts = self._config.timeouts
         return int((self._clock() + max(timeouts.heartbeat, timeouts.claim)) * 1000)
-
-    def _update(
-        self, item: str, update: str, names: dict[str, str], values: dict[str, Any], condition: str | None
-    ) -> bool:
-        request: dict[str, Any] = {"TableName": self._table, "Key": {Attr.ID: {"S": item}}, "UpdateExpression": update}
-        if names:
-            request["ExpressionAttributeNames"] = names
-        used = {k: v for k, v in values.items() if k in update or (condition and k in condition)}
-        if used:
-            request["ExpressionAttributeValues"] = used
-        if condition:
-            request["ConditionExpression"] = condition
-        try:
-            self._db.update_item(**request)
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True

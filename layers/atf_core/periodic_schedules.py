@@ -13,7 +13,7 @@ from atf_core.errors import AtfError, Conflict, NotFound, UnknownPriority
 from atf_core.recurrence import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
-from atf_core.store.schedules import (
+from atf_core.store.items import (
     PARKED_MS,
     SCHEDULES_PARTITION,
     ItemStore,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from atf_core.calls import calls
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
 
@@ -44,6 +46,7 @@ class QueueDirectory:
         self._urls: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
+    @calls("sqs:GetQueueUrl")
     def url(self, lambda_name: str, priority: str) -> str:
         key = (lambda_name, priority)
         with self._lock:
@@ -52,6 +55,7 @@ class QueueDirectory:
                 self._urls[key] = self._sqs.get_queue_url(QueueName=name)["QueueUrl"]
             return self._urls[key]
 
+    @calls("sqs:GetQueueAttributes", url)
     def depth(self, lambda_name: str, priority: str) -> int:
         """Messages waiting, held by controllers, or delayed: what backpressure bounds."""
         attrs = self._sqs.get_queue_attributes(
@@ -63,3 +67,12 @@ class QueueDirectory:
             ],
         )["Attributes"]
         return sum(int(v) for v in attrs.values())
+
+    @calls("sqs:SendMessage", url)
+    def send(self, lambda_name: str, priority: str, messages: Sequence[TaskMessage]) -> set[int]:
+        """Send up to ten messages in one call; the positions of those SQS did not take."""
+        if not messages:
+            return set()
+        entries = [{"Id": str(i), "MessageBody": m.encode()} for i, m in enumerate(messages)]
+        reply = self._sqs.send_message_batch(QueueUrl=self.url(lambda_name, priority), Entries=entries)  # type: ignore[arg-type]
+        return {int(failure["Id"]) for failure in reply.get("Failed") or []}

@@ -40,21 +40,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from atf_core.config import Limits, StackConfig
-from atf_core.deadletters import DEAD
-from atf_core.definitions import INDEX_NAME, Attr
+from atf_core.definitions import Attr
+from atf_core.lifecycle import Assoc
 from atf_core.recurrence import Schedule
 from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store import codec
-from atf_core.store.schedules import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from
+from atf_core.store.base import DueEntry
+from atf_core.store.index import IndexStore
+from atf_core.store.items import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from
 from atf_core.telemetry import percentile
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 
 class PriorityCounts(BaseModel):
@@ -128,14 +127,6 @@ class LambdaStats(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Entry:
-    id: str
-    priority: str
-    collection: str
-    next_ms: int
-
-
-@dataclass(frozen=True)
 class _Partition:
     """What one (priority, shard) contributes."""
 
@@ -144,15 +135,22 @@ class _Partition:
     due: int
     started: int
     dead: int
-    entries: list[_Entry]
+    entries: list[DueEntry]
     capped: bool
 
 
 class Stats:
     def __init__(
-        self, client: DynamoDBClient, config: StackConfig, sample: int = 200, max_pages: int = 20, workers: int = 8
+        self,
+        index: IndexStore,
+        items: ItemStore,
+        config: StackConfig,
+        sample: int = 200,
+        max_pages: int = 20,
+        workers: int = 8,
     ) -> None:
-        self._db = client
+        self._index = index
+        self._items = items
         self._config = config
         self._sample = sample
         self._max_pages = max_pages
@@ -180,89 +178,33 @@ class Stats:
         )
 
     def _partition(self, lambda_name: str, priority: str, shard: int, horizon: int) -> _Partition:
-        new_pk = codec.index_partition(codec.Assoc.NEW, lambda_name, priority, shard)
-        started_pk = codec.index_partition(codec.Assoc.STARTED, lambda_name, priority, shard)
-        scheduled, capped = self._count(new_pk, "> :t", horizon)
-        due_entries, more_due = self._oldest(new_pk, horizon)
-        started_entries, more_started = self._oldest(started_pk, None)
+        new_pk = codec.index_partition(Assoc.NEW, lambda_name, priority, shard)
+        started_pk = codec.index_partition(Assoc.STARTED, lambda_name, priority, shard)
+        scheduled, capped = self._index.count(new_pk, horizon + 1, None, self._max_pages)  # beyond the horizon
+        due_entries, more_due = self._index.oldest(new_pk, horizon, self._sample)
+        started_entries, more_started = self._index.oldest(started_pk, None, self._sample)
         due, started = len(due_entries), len(started_entries)
         if more_due:
-            due, capped_due = self._count(new_pk, "<= :t", horizon)
+            due, capped_due = self._index.count(new_pk, None, horizon, self._max_pages)
             capped = capped or capped_due
         if more_started:
-            started, capped_started = self._count(started_pk, None, None)
+            started, capped_started = self._index.count(started_pk, None, None, self._max_pages)
             capped = capped or capped_started
-        dead, capped_dead = self._count(codec.index_partition(DEAD, lambda_name, priority, shard), None, None)
+        dead_pk = codec.index_partition(Assoc.DEAD_LETTER, lambda_name, priority, shard)
+        dead, capped_dead = self._index.count(dead_pk, None, None, self._max_pages)
         return _Partition(priority, scheduled, due, started, dead, due_entries + started_entries, capped or capped_dead)
 
-    def _query(self, partition: str, condition: str | None, at: int | None) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "TableName": self._config.table_name,
-            "IndexName": INDEX_NAME,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": Attr.INDEX_PK},
-            "ExpressionAttributeValues": {":pk": {"S": partition}},
-        }
-        if condition is not None and at is not None:
-            request["KeyConditionExpression"] += f" AND #sk {condition}"
-            request["ExpressionAttributeNames"]["#sk"] = Attr.INDEX_SK
-            request["ExpressionAttributeValues"][":t"] = {"N": str(at)}
-        return request
-
-    def _count(self, partition: str, condition: str | None, at: int | None) -> tuple[int, bool]:
-        """Entries in a partition (and range), and whether the page cap cut the count short."""
-        request = {**self._query(partition, condition, at), "Select": "COUNT"}
-        total = 0
-        for _ in range(self._max_pages):
-            page = self._db.query(**request)
-            total += page["Count"]
-            if "LastEvaluatedKey" not in page:
-                return total, False
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return total, True
-
-    def _oldest(self, partition: str, horizon: int | None) -> tuple[list[_Entry], bool]:
-        """The oldest entries of a partition (up to the sample size), and whether it holds more."""
-        request = self._query(partition, "<= :t" if horizon is not None else None, horizon)
-        page = self._db.query(**request, Limit=self._sample)
-        entries = [_entry(codec.from_item(item)) for item in page.get("Items", [])]
-        return entries, "LastEvaluatedKey" in page
-
-    def _resolve(self, entries: list[_Entry]) -> dict[str, dict[str, Any]]:
+    def _resolve(self, entries: list[DueEntry]) -> dict[str, dict[str, Any]]:
         """Status and times of the sampled tasks, projected so a large payload costs nothing."""
-        return self._batch_get(
-            [e.id for e in entries], (Attr.ID, Attr.STATUS, Attr.ATTEMPT, Attr.SCHEDULED, Attr.CLAIMED)
-        )
+        fields = (Attr.STATUS, Attr.ATTEMPT, Attr.SCHEDULED, Attr.CLAIMED)
+        return self._items.get_many([e.id for e in entries], fields)
 
     def _schedules(self, lambda_name: str) -> tuple[list[ScheduleSummary], bool]:
         """The lambda's schedules (of the first `sample` of the stack), and whether every one was read."""
-        listed = ItemStore(self._db, self._config.table_name).partition(SCHEDULES_PARTITION, PARKED_MS)
-        ids = list(islice(listed, self._sample + 1))
-        raws = self._batch_get(ids[: self._sample], None)  # a schedule's spec holds its payload: read it whole
+        ids = list(islice(self._items.partition(SCHEDULES_PARTITION, PARKED_MS), self._sample + 1))
+        raws = self._items.get_many(ids[: self._sample])  # a schedule's spec holds its payload: read it whole
         schedules = sorted((schedule_from(raw) for raw in raws.values()), key=lambda s: s.name)
         return [ScheduleSummary.of(s) for s in schedules if s.spec.lambda_ == lambda_name], len(ids) <= self._sample
-
-    def _batch_get(self, ids: list[str], attrs: tuple[str, ...] | None) -> dict[str, dict[str, Any]]:
-        """Items by id (only the attributes asked for, if any are), 100 keys a call."""
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 100):
-            keys: list[dict[str, Any]] = [{Attr.ID: {"S": i}} for i in ids[start : start + 100]]
-            table: dict[str, Any] = {"Keys": keys}
-            if attrs:
-                names = {f"#a{i}": attr for i, attr in enumerate(attrs)}
-                table.update(ProjectionExpression=", ".join(names), ExpressionAttributeNames=names)
-            request: dict[str, Any] = {self._config.table_name: table}
-            while request:
-                reply = self._db.batch_get_item(RequestItems=request)
-                for item in reply["Responses"].get(self._config.table_name, []):
-                    raw = codec.from_item(item)
-                    found[raw[Attr.ID]] = raw
-                request = reply.get("UnprocessedKeys") or {}
-        return found
-
-
-def _entry(raw: dict[str, Any]) -> _Entry:
-    return _Entry(raw[Attr.ID], raw[Attr.PRIORITY], raw[Attr.COLLECTION], int(raw[Attr.INDEX_SK]))
 
 
 def _assemble(
@@ -270,7 +212,7 @@ def _assemble(
     now: datetime,
     priorities: list[str],
     parts: list[_Partition],
-    sample: list[_Entry],
+    sample: list[DueEntry],
     items: dict[str, dict[str, Any]],
 ) -> LambdaStats:
     counts = {p: PriorityCounts(scheduled=0, due=0, started=0) for p in priorities}
@@ -296,7 +238,7 @@ def _assemble(
     return LambdaStats.model_validate(fields)
 
 
-def _oldest_due(now: datetime, sample: list[_Entry], items: dict[str, dict[str, Any]]) -> OldestDue | None:
+def _oldest_due(now: datetime, sample: list[DueEntry], items: dict[str, dict[str, Any]]) -> OldestDue | None:
     now_ms = to_ms(now)
     for entry in sample:  # oldest first
         raw = items.get(entry.id)

@@ -23,7 +23,7 @@ from botocore.credentials import Credentials
 
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient, RetryPolicy
 from tests.api.live import live  # noqa: F401 - a fixture, shared with the package

@@ -7,7 +7,7 @@ from datetime import timedelta
 from atf_core import lifecycle
 from atf_core.schema import Task, TaskError, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 
 
 def advance(store: DynamoTaskStore, task_id: str, target: TaskStatus) -> Task:

@@ -15,7 +15,7 @@ from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import CatchUp, Overlap, Schedule, ScheduleSpec
 from atf_core.schema import TaskStatus, to_ms
-from atf_core.store.schedules import ItemStore
+from atf_core.store.items import ItemStore
 from atf_core.tasks import task_id_for
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient

@@ -10,6 +10,8 @@ import pytest
 from atf_core.aws import make_clients
 from atf_core.schema import TaskStatus
 from atf_core.stats import Stats
+from atf_core.store.index import IndexStore
+from atf_core.store.items import ItemStore
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
 from tests.api.states import advance
@@ -48,7 +50,8 @@ def test_oldest_due_and_start_lag(client: AtfClient, report: dict[str, str]) -> 
 
 
 def test_a_small_sample_says_it_is_partial(stack: LocalStack, report: dict[str, str]) -> None:
-    stats = Stats(make_clients(stack.endpoint).dynamodb, stack.config, sample=2).of("report")
+    db, table = make_clients(stack.endpoint).dynamodb, stack.config.table_name
+    stats = Stats(IndexStore(db, table), ItemStore(db, table), stack.config, sample=2).of("report")
     assert not stats.complete and stats.sampled == 2
     assert stats.priorities["low"].due == 3, "counts stay exact when only the sample is cut"
 

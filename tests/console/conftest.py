@@ -22,7 +22,7 @@ import pytest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.schema import Task
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import REPO, local_environment
 from atf_local.stack import free_port, wait_for_port
 from atf_sdk.client import AtfClient, RetryPolicy

@@ -18,7 +18,7 @@ from atf_core.aws import HEARTBEAT_CONFIG, RETRY_CONFIG, AwsClients, attempts, m
 from atf_core.config import StackConfig
 from atf_core.schema import ScheduleRequest, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.instruments.faults import EXIT_CODE, FAULTS_ENV, Plan, install

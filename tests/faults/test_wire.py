@@ -19,7 +19,7 @@ from atf_core.consumer.deadlines import observed_stamp
 from atf_core.queues import TaskMessage
 from atf_core.schema import TaskStatus
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.faults.tail import HistoryTail
 from atf_local.instruments.faults import Plan, install

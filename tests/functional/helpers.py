@@ -7,9 +7,10 @@ from typing import Any
 
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
+from atf_core.lifecycle import Assoc
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import codec
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
 
 T0 = datetime(2030, 1, 1, 12, 0, 0).astimezone()
@@ -35,19 +36,20 @@ def force_status(store: DynamoTaskStore, task: Task, status: TaskStatus, attempt
         }
     )
     shards = store._config.shards_of(task.lambda_)
-    partition = codec.index_partition(codec.Assoc.NEW, task.lambda_, task.priority, codec.shard_of(task.id, shards))
+    partition = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, codec.shard_of(task.id, shards))
     item = codec.task_to_item(updated, "f", partition)
     for attr, moment in ((Attr.ENQUEUED, now), (Attr.CLAIMED, now), (Attr.HEARTBEAT, now)):
         item[attr] = {"N": str(to_ms(moment))}
     if status.terminal:
         del item[Attr.INDEX_PK], item[Attr.INDEX_SK]
-    store._db.put_item(TableName=store._table, Item=item)
+    store._table.put(item)
     return updated
 
 
 def raw_item(store: DynamoTaskStore, task_id: str) -> dict[str, Any]:
-    found = store._db.get_item(TableName=store._table, Key={Attr.ID: {"S": task_id}}, ConsistentRead=True)
-    return codec.from_item(found["Item"])
+    found = store._table.get(task_id)
+    assert found is not None
+    return codec.from_item(found)
 
 
 def later(seconds: float, now: datetime = T0) -> datetime:

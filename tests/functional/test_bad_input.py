@@ -15,7 +15,7 @@ from atf_core.config import StackConfig
 from atf_core.errors import AtfError, InputError, PayloadTooLarge, WrongType, input_error
 from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import MAX_PAYLOAD_BYTES, ScheduleRequest
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 
 PARSE_ERRORS = [

@@ -11,6 +11,7 @@ import pytest
 from atf_core import lifecycle
 from atf_core.chains import Chains, ChainSpec, ChainStatus
 from atf_core.config import LambdaSpec, Limits, StackConfig
+from atf_core.consumer import Event
 from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, InputError
@@ -19,7 +20,8 @@ from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus
 from atf_core.store.base import Change, DueEntry, TaskRef
-from atf_core.store.schedules import ItemStore
+from atf_core.store.counters import Counters
+from atf_core.store.items import ItemStore
 from tests.functional.test_consumer import World
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -31,6 +33,7 @@ def world(aws: Any, config: StackConfig) -> World:
     lambdas["sleepy"] = LambdaSpec(priorities=["normal"], default_priority="normal", max_attempts=2)  # dead letters on
     world = World(aws, config.model_copy(update={"lambdas": lambdas}))
     world.items = ItemStore(aws.dynamodb, config.table_name)  # type: ignore[attr-defined]
+    world.counters = Counters(aws.dynamodb, config.table_name)  # type: ignore[attr-defined]
     world.now = T
     return world
 
@@ -222,7 +225,7 @@ def limited(world: World, **limits: Any) -> Limiter:
     lambdas = dict(world.config.lambdas)
     lambdas["work"] = lambdas["work"].model_copy(update={"limits": Limits(**limits)})
     clock = {"t": 1_000.0}
-    limiter = Limiter(world.store._db, world.config.model_copy(update={"lambdas": lambdas}), clock=lambda: clock["t"])
+    limiter = Limiter(world.counters, world.config.model_copy(update={"lambdas": lambdas}), clock=lambda: clock["t"])  # type: ignore[attr-defined]
     limiter.clock = clock  # type: ignore[attr-defined]
     return limiter
 
@@ -252,7 +255,7 @@ def test_a_task_not_started_by_its_expire_at_ends_as_expired(world: World) -> No
     world.gate(__import__("atf_core.schema", fromlist=["GateAction"]).GateAction.PAUSE)
     world.advance(6)
     __import__("atf_core.gating", fromlist=["Gating"]).Gating(world.store, world.config).lift("work", None)
-    assert world.consumer.poll().expired == 1
+    assert world.consumer.poll().total(Event.EXPIRED) == 1
     assert world.status(task) is TaskStatus.EXPIRED
     with pytest.raises(InputError, match="expire_at"):
         world.schedule(expire_at=(world.now - timedelta(seconds=1)).isoformat())

@@ -9,12 +9,12 @@ import pytest
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
-from atf_core.consumer import Consumer
+from atf_core.consumer import Consumer, Event
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from tests.functional.helpers import T0
 
@@ -74,7 +74,7 @@ def test_due_tasks_are_enqueued_with_their_attempt_and_delayed_ones_wait(world: 
     now_task = world.schedule(payload={"a": 1})
     later_task = world.schedule(delay_seconds=30)
     report = world.consumer.poll()
-    assert report.enqueued == 1
+    assert report.total(Event.ENQUEUED) == 1
     [message] = world.drain()
     assert (message.task_id, message.attempt) == (now_task.id, 0)
     assert world.status(later_task) is TaskStatus.NEW
@@ -92,7 +92,7 @@ def test_a_second_poll_does_not_send_again(world: World) -> None:
     world.schedule()
     world.consumer.poll()
     world.advance(1)
-    assert world.consumer.poll().enqueued == 0
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
     assert len(world.drain()) == 1
 
 
@@ -112,7 +112,7 @@ def test_two_consumers_at_once_run_each_task_once(world: World) -> None:
         world.schedule()
     other = world.new_consumer()
     # Both send every task (neither writes), and one claim of each wins
-    assert world.consumer.poll().enqueued + other.poll().enqueued == 12
+    assert world.consumer.poll().total(Event.ENQUEUED) + other.poll().total(Event.ENQUEUED) == 12
     assert world.claim_all() == 6
 
 
@@ -120,7 +120,7 @@ def test_two_recording_consumers_at_once_send_each_task_once(recording: World) -
     for _ in range(6):
         recording.schedule()
     other = recording.new_consumer()
-    assert recording.consumer.poll().enqueued + other.poll().enqueued == 6
+    assert recording.consumer.poll().total(Event.ENQUEUED) + other.poll().total(Event.ENQUEUED) == 6
     assert recording.claim_all() == 6
 
 
@@ -131,7 +131,7 @@ def test_a_restarted_consumer_sends_waiting_tasks_again_but_not_running_ones(wor
     claim = Change(now=world.now, attempt=0, entry_ms=messages[running.id].due_ms)
     assert world.store.transition(TaskRef.of(running), lifecycle.CLAIM, claim).applied
     world.advance(1)
-    assert world.new_consumer().poll().enqueued == 1  # it knows nothing it sent before
+    assert world.new_consumer().poll().total(Event.ENQUEUED) == 1  # it knows nothing it sent before
     assert [m.task_id for m in world.drain()] == [waiting.id]
 
 
@@ -156,11 +156,11 @@ def test_backpressure_bounds_messages_in_flight_per_queue(aws: Any, config: Stac
     world = World(aws, config.model_copy(update={"max_in_flight_per_queue": 10}))
     for _ in range(25):
         world.schedule()
-    assert world.consumer.poll().enqueued == 10
-    assert world.consumer.poll().enqueued == 0  # the queue is still full
+    assert world.consumer.poll().total(Event.ENQUEUED) == 10
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0  # the queue is still full
     assert len(world.drain()) == 10
     world.advance(3)  # the budget re-reads the depth
-    assert world.consumer.poll().enqueued == 10
+    assert world.consumer.poll().total(Event.ENQUEUED) == 10
 
 
 def test_a_paused_lambda_waits_and_resume_releases_it(world: World) -> None:
@@ -168,9 +168,9 @@ def test_a_paused_lambda_waits_and_resume_releases_it(world: World) -> None:
     task = world.schedule()
     delayed = world.schedule(delay_seconds=2)
     world.advance(3)
-    assert world.consumer.poll().enqueued == 0
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
     Gating(world.store, world.config).lift("work", None)
-    assert world.consumer.poll().enqueued == 2
+    assert world.consumer.poll().total(Event.ENQUEUED) == 2
     assert {m.task_id for m in world.drain()} == {task.id, delayed.id}
 
 
@@ -180,10 +180,10 @@ def test_a_task_handed_back_under_a_pause_is_sent_again_when_it_lifts(world: Wor
     world.gate(GateAction.PAUSE)
     world.drain()  # the controller finds the gate and deletes the message: nothing was written
     world.advance(1)
-    assert world.consumer.poll().enqueued == 0
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
     Gating(world.store, world.config).lift("work", None)
     world.advance(1)
-    assert world.consumer.poll().enqueued == 1
+    assert world.consumer.poll().total(Event.ENQUEUED) == 1
     assert [m.task_id for m in world.drain()] == [task.id]
 
 
@@ -196,7 +196,7 @@ def test_lifting_a_gate_on_one_lambda_sends_nothing_of_another_again(world: Worl
     world.consumer.poll()
     Gating(world.store, world.config).lift("sleepy", None)
     world.advance(1)
-    assert world.consumer.poll().enqueued == 0
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
 
 
 def test_lifting_a_collections_gate_sends_nothing_of_another_collection_again(world: World) -> None:
@@ -207,7 +207,7 @@ def test_lifting_a_collections_gate_sends_nothing_of_another_collection_again(wo
     world.advance(1)
     Gating(world.store, world.config).lift("work", "held")
     world.advance(1)
-    assert world.consumer.poll().enqueued == 0  # only what the lifted gate held back is looked at again
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0  # only what the lifted gate held back is looked at again
 
 
 def test_a_paused_collection_waits_while_others_run(world: World) -> None:
@@ -223,7 +223,7 @@ def test_a_pause_lifts_by_itself_at_its_until_time(world: World) -> None:
     world.gate(GateAction.PAUSE, until=datetime.now().astimezone() + timedelta(seconds=30))
     world.now = datetime.now().astimezone()
     task = world.schedule()
-    assert world.consumer.poll().enqueued == 0
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
     world.advance(31)
     world.consumer.poll()
     assert [m.task_id for m in world.drain()] == [task.id]
@@ -234,7 +234,7 @@ def test_a_drop_gate_ends_due_tasks_as_dropped_with_the_reason(world: World) -> 
     spam = world.schedule(collection="spam")
     ham = world.schedule(collection="ham")
     report = world.consumer.poll()
-    assert report.dropped == 1
+    assert report.total(Event.DROPPED) == 1
     dropped = world.store.get(spam.id)
     assert dropped is not None and dropped.status is TaskStatus.DROPPED
     assert dropped.reason is not None and "campaign cancelled" in dropped.reason
@@ -246,9 +246,9 @@ def test_a_task_whose_message_was_lost_is_sent_again_after_the_enqueue_timeout(w
     world.consumer.poll()
     world.drain()  # the message is lost
     world.advance(world.config.timeouts.enqueue - 1)
-    assert world.consumer.poll().enqueued == 0  # it may still be queued behind others
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0  # it may still be queued behind others
     world.advance(2)
-    assert world.consumer.poll().enqueued == 1
+    assert world.consumer.poll().total(Event.ENQUEUED) == 1
     [message] = world.drain()
     assert (message.task_id, message.attempt) == (task.id, 0)
     assert world.status(task) is TaskStatus.NEW  # nothing was written
@@ -260,9 +260,9 @@ def test_a_recorded_task_whose_message_was_lost_is_enqueued_again(recording: Wor
     assert recording.status(task) is TaskStatus.ENQUEUED
     recording.drain()  # the message is lost
     recording.advance(recording.config.timeouts.enqueue - 1)
-    assert recording.consumer.poll().requeued == 0
+    assert recording.consumer.poll().total(Event.REQUEUED) == 0
     recording.advance(2)
-    assert recording.consumer.poll().requeued == 1
+    assert recording.consumer.poll().total(Event.REQUEUED) == 1
     [message] = recording.drain()
     assert (message.task_id, message.attempt) == (task.id, 0)
     assert recording.store.get(task.id).errors == []  # type: ignore[union-attr] # a lost message is no lost attempt
@@ -272,7 +272,7 @@ def poll_until_requeued(world: World, limit_s: float) -> float:
     """Poll once a second; the seconds it took for the consumer to re-enqueue."""
     waited = 0.0
     while waited <= limit_s:
-        if world.consumer.poll().requeued:
+        if world.consumer.poll().total(Event.REQUEUED):
             return waited
         world.advance(1)
         waited += 1
@@ -329,7 +329,7 @@ def test_a_live_task_whose_beats_only_stamp_its_lease_is_never_enqueued_again(wo
         if second % int(timeouts.heartbeat_interval) == 0:
             beat = Change(now=world.now, attempt=1)
             assert world.store.transition(ref, lifecycle.HEARTBEAT_STAMP, beat).applied
-        requeued += world.consumer.poll().requeued
+        requeued += world.consumer.poll().total(Event.REQUEUED)
         world.advance(1)
     # Then it never hands the task on
     assert requeued == 0 and world.status(task) is TaskStatus.PROCESSING
@@ -343,11 +343,11 @@ def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World
     assert world.store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=world.now, attempt=0)).applied
     # A second consumer whose clock is an hour ahead sees the claim deadline long passed
     ahead = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now + timedelta(hours=1))
-    assert ahead.poll().requeued == 0
+    assert ahead.poll().total(Event.REQUEUED) == 0
     world.advance(world.config.timeouts.lease_floor - 1)
-    assert ahead.poll().requeued == 0
+    assert ahead.poll().total(Event.REQUEUED) == 0
     world.advance(2)
-    assert ahead.poll().requeued == 1
+    assert ahead.poll().total(Event.REQUEUED) == 1
 
 
 def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: World) -> None:
@@ -363,7 +363,7 @@ def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: Wor
             poll_until_requeued(world, limit)
     for _ in range(int(limit)):
         world.advance(1)
-        if world.consumer.poll().exhausted:
+        if world.consumer.poll().total(Event.EXHAUSTED):
             break
     final = world.store.get(task.id)
     assert final is not None and final.status is TaskStatus.FATAL_FAILURE

@@ -13,7 +13,7 @@ from atf_core.consumer import Consumer
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import ScheduleRequest
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_local.cost.billing import CostMeter, index_write_units, item_size, write_units
 from tests.functional.helpers import T0

@@ -26,7 +26,7 @@ from atf_core.definitions import Attr
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import ScheduleRequest, TaskError, TaskStatus
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
 from atf_local.provision import provision
 from tests.conftest import TEST_CONFIG

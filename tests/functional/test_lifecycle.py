@@ -13,7 +13,7 @@ from atf_core.definitions import Attr
 from atf_core.lifecycle import IndexEffect, Transition
 from atf_core.schema import TaskError, TaskStatus, to_ms
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from tests.functional.helpers import T0, force_status, later, new_task, raw_item
 
 PAIRS = list(itertools.product(TaskStatus, lifecycle.TRANSITIONS))

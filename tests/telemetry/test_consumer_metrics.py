@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from atf_core.config import StackConfig
-from atf_core.consumer import PollReport
+from atf_core.consumer import Event, PollReport
 from atf_core.gating import Gating
 from atf_core.schema import GateAction, ScheduleRequest
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import CONSUMER_SERVICE, Metric
 from atf_local.consumer_process import FakeLambdaContext
@@ -65,10 +65,16 @@ def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(
 
 
 def test_requeues_exhaustions_dead_letters_and_errors_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
-    report = PollReport(enqueued=1, requeued=1, exhausted=1, errors=2, send_failures=1, by_queue={("work", "low"): 1})
-    report.per_queue.update(
-        {("requeued", "work", "low"): 1, ("exhausted", "mail", "normal"): 1, ("dead_lettered", "mail", "normal"): 1}
-    )
+    report = PollReport()
+    for event, queue in (
+        (Event.ENQUEUED, ("work", "low")),
+        (Event.REQUEUED, ("work", "low")),
+        (Event.EXHAUSTED, ("mail", "normal")),
+        (Event.DEAD_LETTERED, ("mail", "normal")),
+        (Event.SEND_FAILED, ("work", "low")),
+    ):
+        report.count(event, queue)
+    report.count(Event.ERROR, n=2)
     handler.record(report, 0.25)
     handler.metrics.flush()
 

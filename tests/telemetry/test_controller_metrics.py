@@ -15,7 +15,7 @@ from atf_core.limits import Grant
 from atf_core.queues import TaskMessage
 from atf_core.schema import GateAction, ScheduleRequest, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.buffers import Buffered

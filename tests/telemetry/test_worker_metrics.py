@@ -16,7 +16,7 @@ from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
 from atf_sdk.worker.executor import TaskRunner

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-QueueKey = tuple[str, str]
+from atf_core.consumer.tracker import QueueKey
 
 
 @dataclass

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from atf_core.consumer.consumer import Consumer, PollReport
+from atf_core.consumer.consumer import Consumer
+from atf_core.consumer.poll import PollReport
 
 
 def run_until(

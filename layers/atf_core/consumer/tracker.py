@@ -59,6 +59,3 @@ class InFlightTracker:
         gone = [e for e, (_, queue) in self._wake_ms.items() if queue[:2] in read_in_full and e not in seen]
         for entry in gone:
             del self._wake_ms[entry]
-
-    def __len__(self) -> int:
-        return len(self._wake_ms)

@@ -9,27 +9,21 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from atf_core.definitions import Attr
+from atf_core.lifecycle import Assoc
 from atf_core.schema import Gate, GateAction, Task, TaskError, TaskStatus, encode_payload, from_ms, maybe_from_ms, to_ms
 from atf_core.store.base import DueEntry
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
-Item = dict[str, Any]
-
-
-class Assoc:
-    """ATF's association status, the first part of the index partition key."""
-
-    NEW = "n"
-    STARTED = "s"
+Item = dict[str, Any]  # in DynamoDB's typed form: {"id": {"S": "..."}}
 
 
 def shard_of(task_id: str, shards: int) -> int:
     return zlib.crc32(task_id.encode()) % shards
 
 
-def index_partition(assoc: str, lambda_name: str, priority: str, shard: int) -> str:
+def index_partition(assoc: Assoc, lambda_name: str, priority: str, shard: int) -> str:
     return f"{assoc}#{lambda_name}#{priority}#{shard}"
 
 

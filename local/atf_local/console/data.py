@@ -11,19 +11,16 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from atf_core.aws import AwsClients
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
-from atf_core.definitions import Attr
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
-from atf_core.store import codec
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.scan import TaskScan
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import percentile
 from atf_sdk.snapshot import QueueRow, Snapshot
 
@@ -68,30 +65,14 @@ def _ms(value: int) -> str:
 class ConsoleData:
     def __init__(self, clients: AwsClients, config: StackConfig) -> None:
         self.config = config
-        self._db = clients.dynamodb
+        self._scan = TaskScan(clients.dynamodb, config.table_name)
         self.store = DynamoTaskStore(clients.dynamodb, config)
         self._gating = Gating(self.store, config)
         self._dead_letters = DeadLetters(self.store, config)
 
     # -- tasks ---------------------------------------------------------------
     def tasks(self) -> list[Task]:
-        return list(self._scan())
-
-    def _scan(self) -> Iterator[Task]:
-        request: dict[str, Any] = {
-            "TableName": self.config.table_name,
-            "FilterExpression": "attribute_exists(#s) AND attribute_exists(#sa)",
-            "ExpressionAttributeNames": {"#s": Attr.STATUS, "#sa": Attr.SCHEDULED},
-        }
-        seen = 0
-        while seen < MAX_TASKS:
-            page = self._db.scan(**request)
-            for item in page.get("Items", []):
-                seen += 1
-                yield codec.item_to_task(item)
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [scanned.task for scanned in self._scan.tasks(limit=MAX_TASKS)]
 
     def task(self, task_id: str) -> Task | None:
         return self.store.get(task_id)

@@ -31,7 +31,7 @@ from atf_core.consumer import Consumer
 from atf_core.definitions import create_table_request, queue_specs
 from atf_core.queues import TaskMessage
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
 from atf_local.cost.billing import CostMeter

@@ -17,10 +17,9 @@ from botocore.config import Config
 
 from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
-from atf_core.definitions import Attr
 from atf_core.schema import ScheduleRequest
-from atf_core.store import codec
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.scan import TaskScan
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.faults.checker import TERMINAL, Bounds, Result, check_run
@@ -179,21 +178,11 @@ def _wait_drained(store: DynamoTaskStore, accepted: list[str], deadline: float) 
 
 
 def _snapshot(clients: AwsClients, config: StackConfig, path: Path) -> None:
-    tasks: list[dict[str, Any]] = []
-    request: dict[str, Any] = {"TableName": config.table_name, "ConsistentRead": True}
-    while True:
-        page = clients.dynamodb.scan(**request)
-        for item in page.get("Items", []):
-            if Attr.STATUS not in item:
-                continue  # the gates item
-            task = codec.item_to_task(item)
-            tasks.append({
-                "id": task.id, "lambda": task.lambda_, "status": task.status.value, "attempt": task.attempt,
-                "max_attempts": task.max_attempts, "indexed": Attr.INDEX_PK in item,
-            })  # fmt: skip
-        if "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    tasks = [
+        {"id": s.task.id, "lambda": s.task.lambda_, "status": s.task.status.value, "attempt": s.task.attempt,
+         "max_attempts": s.task.max_attempts, "indexed": s.indexed}
+        for s in TaskScan(clients.dynamodb, config.table_name).tasks()
+    ]  # fmt: skip
     path.write_text(json.dumps({"t": time.time(), "tasks": tasks}))
 
 

@@ -32,6 +32,7 @@ from atf_core.limits import Grant, Limiter
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import Gate, GateAction, Task, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
+from atf_core.store.counters import Counters
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
 from atf_sdk.worker.buffers import Buffered, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
@@ -90,7 +91,9 @@ class Controller:
         self._settings = settings or ControllerSettings()
         self._queues = QueueDirectory(sqs, config)
         self._deletes = DeleteBatcher(sqs)
-        self._limiter = Limiter(store_client, config) if store_client is not None else NO_LIMITS
+        self._limiter = (
+            Limiter(Counters(store_client, config.table_name), config) if store_client is not None else NO_LIMITS
+        )
         self._buffers = {
             name: WorkBuffer(self._settings.buffer_per_lambda, ranks=len(config.lambdas[name].priorities))
             for name in lambda_names

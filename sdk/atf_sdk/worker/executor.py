@@ -31,8 +31,9 @@ from atf_core.config import StackConfig
 from atf_core.limits import Limiter
 from atf_core.schema import Task, TaskError, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
-from atf_core.store.dynamo import DynamoTaskStore
-from atf_core.store.schedules import ItemStore
+from atf_core.store.counters import Counters
+from atf_core.store.items import ItemStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
@@ -122,7 +123,7 @@ def build_runner(
     """An executor's task runner as its process composes it: the results written through the main client, the
     heartbeats through their own, limit slots renewed with each beat and given back after, chains advanced."""
     store = DynamoTaskStore(clients.dynamodb, config)
-    limiter = Limiter(clients.dynamodb, config)
+    limiter = Limiter(Counters(clients.dynamodb, config.table_name), config)
     heartbeats = Heartbeats(
         DynamoTaskStore(clients.dynamodb_heartbeat, config),
         config.timeouts,

@@ -30,7 +30,7 @@ from atf_core.aws import ENDPOINT_ENV, AwsClients, make_clients
 from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
-from atf_core.store.dynamo import DynamoTaskStore
+from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main

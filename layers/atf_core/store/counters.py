@@ -1,0 +1,74 @@
+"""The limiter's counters in the task table: starts per time window, and the running slots of a scope.
+
+A window is an item per (scope, window start) whose count only grows, up to
+the allowed starts, and expires an hour after the window. A scope's running
+slots are one item holding a map of task id -> lease end (epoch ms); a
+start adds its task while the map is smaller than the cap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from atf_core.calls import calls
+from atf_core.definitions import Attr
+from atf_core.store.table import Table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class Counters:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._table = Table(client, table)
+
+    @calls("dynamodb:UpdateItem")
+    def take_start(self, scope: str, window_start: int, allowed: int, expires: int) -> bool:
+        """Count one start in the window beginning at `window_start` (epoch s), if fewer than `allowed` were."""
+        return self._table.update(
+            f"#rate#{scope}#{window_start}",
+            "ADD n :one SET #ttl = :ttl",
+            "attribute_not_exists(n) OR n < :limit",
+            {"#ttl": Attr.EXPIRES},
+            {":one": {"N": "1"}, ":limit": {"N": str(allowed)}, ":ttl": {"N": str(expires)}},
+        ).applied
+
+    @calls("dynamodb:UpdateItem")
+    def open_slots(self, scope: str) -> None:
+        """Make sure the scope's map of running slots exists."""
+        self._table.update(_slots(scope), "SET r = if_not_exists(r, :empty)", values={":empty": {"M": {}}})
+
+    @calls("dynamodb:UpdateItem")
+    def take_slot(self, scope: str, task_id: str, lease_ms: int, max_running: int) -> bool:
+        """Hold a slot for the task until `lease_ms`, if fewer than `max_running` are held (or it holds one)."""
+        return self._table.update(
+            _slots(scope),
+            "SET r.#t = :exp",
+            "size(r) < :max OR attribute_exists(r.#t)",
+            {"#t": task_id},
+            {":exp": {"N": str(lease_ms)}, ":max": {"N": str(max_running)}},
+        ).applied
+
+    @calls("dynamodb:UpdateItem")
+    def renew_slot(self, scope: str, task_id: str, lease_ms: int) -> bool:
+        """Extend the lease of a slot the task still holds."""
+        names, values = {"#t": task_id}, {":exp": {"N": str(lease_ms)}}
+        return self._table.update(_slots(scope), "SET r.#t = :exp", "attribute_exists(r.#t)", names, values).applied
+
+    @calls("dynamodb:GetItem")
+    def slots(self, scope: str) -> dict[str, int]:
+        """The slots held in a scope: task id -> lease end (epoch ms)."""
+        found = self._table.get(_slots(scope)) or {}
+        return {task_id: int(lease["N"]) for task_id, lease in found.get("r", {}).get("M", {}).items()}
+
+    @calls("dynamodb:UpdateItem")
+    def free_slot(self, scope: str, task_id: str, lease_ms: int | None = None) -> bool:
+        """Give the task's slot back; with `lease_ms`, only if its lease is still that one (a reclaim)."""
+        if lease_ms is None:
+            return self._table.update(_slots(scope), "REMOVE r.#t", names={"#t": task_id}).applied
+        values = {":exp": {"N": str(lease_ms)}}
+        return self._table.update(_slots(scope), "REMOVE r.#t", "r.#t = :exp", {"#t": task_id}, values).applied
+
+
+def _slots(scope: str) -> str:
+    return f"#running#{scope}"

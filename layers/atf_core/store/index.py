@@ -1,0 +1,77 @@
+"""Reads of the sparse scheduling index: what is due, what lies in a window, how much a partition holds.
+
+A partition is "<assoc>#<lambda>#<priority>#<shard>" (codec.index_partition),
+sorted by next_timestamp; the consumer, the dead letters and the statistics
+all read it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from atf_core.calls import calls
+from atf_core.definitions import Attr
+from atf_core.schema import to_ms
+from atf_core.store import codec
+from atf_core.store.base import DueEntry
+from atf_core.store.table import Expression, Table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class IndexStore:
+    def __init__(self, client: DynamoDBClient, table: str, page_size: int | None = None) -> None:
+        self._table = Table(client, table)
+        self._page_size = page_size
+
+    @calls("dynamodb:Query")
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
+        """Entries due by `up_to`, oldest first, but for those of the collections to skip."""
+        skipped = sorted(set(skip_collections))
+        names = [f":c{i}" for i in range(len(skipped))]
+        values = {n: {"S": c} for n, c in zip(names, skipped, strict=True)}
+        filter = Expression(f"NOT #c IN ({', '.join(names)})", {"#c": Attr.COLLECTION}, values) if skipped else None
+        for page in self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=self._page_size):
+            # (An item that left the index as the query read it comes back without its key on moto's server.)
+            yield from (codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item)
+
+    @calls("dynamodb:Query")
+    def entries(
+        self, partition: str, low: datetime, high: datetime, equal: dict[str, str] | None = None
+    ) -> Iterator[DueEntry]:
+        """Entries with low <= next_timestamp <= high, only those whose projected attributes equal `equal`."""
+        pairs = sorted((equal or {}).items())
+        filter = None
+        if pairs:
+            filter = Expression(
+                " AND ".join(f"#f{i} = :f{i}" for i in range(len(pairs))),
+                {f"#f{i}": attr for i, (attr, _) in enumerate(pairs)},
+                {f":f{i}": {"S": value} for i, (_, value) in enumerate(pairs)},
+            )
+        for page in self._table.query_index(partition, to_ms(low), to_ms(high), filter=filter):
+            yield from (codec.due_entry(item) for item in page.get("Items", []))
+
+    @calls("dynamodb:Query")
+    def ids(self, partition: str, up_to_ms: int) -> Iterator[str]:
+        """Ids of the items indexed in a partition with next_timestamp <= up_to_ms."""
+        for page in self._table.query_index(partition, high=up_to_ms):
+            yield from (str(item[Attr.ID]["S"]) for item in page.get("Items", []))
+
+    @calls("dynamodb:Query")
+    def count(self, partition: str, low: int | None, high: int | None, max_pages: int) -> tuple[int, bool]:
+        """Entries in a partition (low <= next_timestamp <= high), and whether `max_pages` cut the count short."""
+        total, more = 0, False
+        for page in islice(self._table.query_index(partition, low, high, count=True), max_pages):
+            total += page["Count"]
+            more = "LastEvaluatedKey" in page
+        return total, more
+
+    @calls("dynamodb:Query")
+    def oldest(self, partition: str, high: int | None, limit: int) -> tuple[list[DueEntry], bool]:
+        """The oldest `limit` entries of a partition (up to `high`), and whether it holds more."""
+        page = next(self._table.query_index(partition, high=high, limit=limit))
+        return [codec.due_entry(item) for item in page.get("Items", [])], "LastEvaluatedKey" in page

@@ -1,0 +1,197 @@
+"""The one door to DynamoDB: every store reads and writes the task table through a `Table`.
+
+It holds the three things every store would otherwise write again: the check
+that turns a failed condition into an answer rather than an error, the loop
+that pages through a query or a scan, and the batch read that splits keys
+into requests of 100 and asks again for what DynamoDB left unprocessed.
+The stores beside it say what the items mean; this module only moves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from atf_core.definitions import INDEX_NAME, Attr
+from atf_core.store.codec import Item
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+Page = dict[str, Any]
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
+
+
+@dataclass(frozen=True)
+class Written:
+    """A conditional write's answer: applied, or refused because its condition did not hold.
+
+    `item` is the item as written when the write asked for it (ALL_NEW), or as it stood
+    when a refused write asked for that (ALL_OLD on condition check failure).
+    """
+
+    applied: bool
+    item: Item | None = None
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A condition or filter with its placeholders."""
+
+    text: str
+    names: dict[str, str]
+    values: dict[str, Any]
+
+
+class Table:
+    def __init__(self, client: DynamoDBClient, name: str) -> None:
+        self._db = client
+        self.name = name
+
+    # -- single items -----------------------------------------------------------
+    def get(self, item_id: str) -> Item | None:
+        """The item as last written (a strongly consistent read)."""
+        found = self._db.get_item(TableName=self.name, Key=_key(item_id), ConsistentRead=True)
+        return found.get("Item") or None
+
+    def put(
+        self,
+        item: Item,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+        old_on_refusal: bool = False,
+    ) -> Written:
+        request: dict[str, Any] = {"TableName": self.name, "Item": item}
+        _placeholders(request, condition, names, values, old_on_refusal)
+        return _conditional(self._db.put_item, request)
+
+    def update(
+        self,
+        item_id: str,
+        update: str,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+        new: bool = False,
+        old_on_refusal: bool = False,
+    ) -> Written:
+        request: dict[str, Any] = {"TableName": self.name, "Key": _key(item_id), "UpdateExpression": update}
+        if new:
+            request["ReturnValues"] = "ALL_NEW"
+        _placeholders(request, condition, names, values, old_on_refusal)
+        return _conditional(self._db.update_item, request)
+
+    def delete(self, item_id: str) -> Item | None:
+        """Delete an item; the item as it was, or None if there was none."""
+        reply = self._db.delete_item(TableName=self.name, Key=_key(item_id), ReturnValues="ALL_OLD")
+        return reply.get("Attributes") or None
+
+    # -- many items -------------------------------------------------------------
+    def batch_get(self, item_ids: Iterable[str], consistent: bool, fields: tuple[str, ...] = ()) -> Iterator[Item]:
+        """The items that exist among these ids, in no particular order (only `fields`, if given)."""
+        ids = list(dict.fromkeys(item_ids))  # a request may not name a key twice
+        for start in range(0, len(ids), BATCH_GET_KEYS):
+            table: dict[str, Any] = {"Keys": [_key(i) for i in ids[start : start + BATCH_GET_KEYS]]}
+            if consistent:
+                table["ConsistentRead"] = True
+            if fields:
+                names = {f"#a{i}": field for i, field in enumerate(fields)}
+                table.update(ProjectionExpression=", ".join(names), ExpressionAttributeNames=names)
+            request: dict[str, Any] = {self.name: table}
+            while request:
+                reply = self._db.batch_get_item(RequestItems=request)
+                yield from reply["Responses"].get(self.name, [])
+                request = reply.get("UnprocessedKeys") or {}
+
+    def query_index(
+        self,
+        partition: str,
+        low: int | None = None,
+        high: int | None = None,
+        filter: Expression | None = None,
+        limit: int | None = None,
+        count: bool = False,
+    ) -> Iterator[Page]:
+        """Pages of one partition of the scheduling index, oldest first, with low <= next_timestamp <= high."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "IndexName": INDEX_NAME,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": Attr.INDEX_PK},
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
+        }
+        bounds = {":low": low, ":high": high}
+        if any(v is not None for v in bounds.values()):
+            request["ExpressionAttributeNames"]["#sk"] = Attr.INDEX_SK
+            request["KeyConditionExpression"] += " AND " + _sort_condition(low, high)
+            request["ExpressionAttributeValues"].update({k: {"N": str(v)} for k, v in bounds.items() if v is not None})
+        if filter is not None:
+            request["FilterExpression"] = filter.text
+            request["ExpressionAttributeNames"].update(filter.names)
+            request["ExpressionAttributeValues"].update(filter.values)
+        if limit is not None:
+            request["Limit"] = limit
+        if count:
+            request["Select"] = "COUNT"
+        return self._pages(self._db.query, request)
+
+    def scan(self, filter: Expression) -> Iterator[Page]:
+        """Pages of the whole table (strongly consistent): for local tools only, never a deployed path."""
+        request: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True, "FilterExpression": filter.text}
+        request["ExpressionAttributeNames"] = filter.names
+        if filter.values:
+            request["ExpressionAttributeValues"] = filter.values
+        return self._pages(self._db.scan, request)
+
+    @staticmethod
+    def _pages(call: Callable[..., Any], request: dict[str, Any]) -> Iterator[Page]:
+        """The one paging loop: each page in turn until DynamoDB says there is no more."""
+        while True:
+            page: Page = call(**request)
+            yield page
+            if "LastEvaluatedKey" not in page:
+                return
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def _key(item_id: str) -> Item:
+    return {Attr.ID: {"S": item_id}}
+
+
+def _sort_condition(low: int | None, high: int | None) -> str:
+    if low is not None and high is not None:
+        return "#sk BETWEEN :low AND :high"
+    return "#sk >= :low" if low is not None else "#sk <= :high"
+
+
+def _placeholders(
+    request: dict[str, Any],
+    condition: str | None,
+    names: dict[str, str] | None,
+    values: dict[str, Any] | None,
+    old_on_refusal: bool,
+) -> None:
+    if condition is not None:
+        request["ConditionExpression"] = condition
+    if names:
+        request["ExpressionAttributeNames"] = names
+    if values:
+        request["ExpressionAttributeValues"] = values
+    if old_on_refusal:
+        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+
+
+def _conditional(call: Callable[..., Any], request: dict[str, Any]) -> Written:
+    """The one condition check: a refused condition is an answer (with the item as it stood, if
+    asked for); any other error is raised."""
+    try:
+        reply = call(**request)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
+        return Written(applied=False, item=error.response.get("Item") or None)  # type: ignore[arg-type]
+    return Written(applied=True, item=reply.get("Attributes") or None)

@@ -1,0 +1,115 @@
+"""The task store on DynamoDB: one table, one sparse index, conditional writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from atf_core.calls import calls
+from atf_core.config import StackConfig
+from atf_core.definitions import GATES_ITEM_ID, Attr
+from atf_core.lifecycle import Assoc, Transition
+from atf_core.schema import Gate, Task, TaskStatus
+from atf_core.store import codec
+from atf_core.store.base import Change, CreateResult, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store.codec import Item
+from atf_core.store.index import IndexStore
+from atf_core.store.table import Table
+from atf_core.store.update import TransitionUpdate
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class DynamoTaskStore(TaskStore):
+    def __init__(self, client: DynamoDBClient, config: StackConfig) -> None:
+        self._config = config
+        self._table = Table(client, config.table_name)
+        self._index = IndexStore(client, config.table_name, config.page_size)
+
+    # -- tasks ---------------------------------------------------------------
+    @calls("dynamodb:PutItem")
+    def create(self, task: Task, fingerprint: str) -> CreateResult:
+        shard = codec.shard_of(task.id, self._config.shards_of(task.lambda_))
+        partition: str | None = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, shard)
+        if task.status is TaskStatus.WAITING:
+            partition = None  # a chain link enters the index when its parents succeed
+        written = self._table.put(
+            codec.task_to_item(task, fingerprint, partition),
+            condition="attribute_not_exists(#id)",
+            names={"#id": Attr.ID},
+            old_on_refusal=True,
+        )
+        if written.applied:
+            return CreateResult(task=task, created=True)
+        if written.item is None:
+            raise RuntimeError(f"creating task {task.id} was refused, but DynamoDB returned no item in its way")
+        same = codec.from_item(written.item).get(Attr.FINGERPRINT) == fingerprint
+        return CreateResult(task=codec.item_to_task(written.item), created=False, conflict=not same)
+
+    @calls("dynamodb:GetItem")
+    def get(self, task_id: str) -> Task | None:
+        found = self._table.get(task_id)
+        return codec.item_to_task(found) if found and Attr.STATUS in found else None
+
+    @calls("dynamodb:BatchGetItem")
+    def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
+        return [codec.item_to_task(item) for item in self._table.batch_get(task_ids, consistent)]
+
+    @calls("dynamodb:UpdateItem")
+    def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome:
+        update = TransitionUpdate(self._config, task, transition, change).build()
+        written = self._table.update(
+            task.id, update.expression, update.condition, update.names, update.values, new=True, old_on_refusal=True
+        )
+        if not written.applied:
+            return _rejected(written.item, transition, change)
+        if written.item is None:
+            raise RuntimeError(f"{transition.name} of {task.id} applied, but UpdateItem returned no item")
+        return Outcome(applied=True, task=codec.item_to_task(written.item))
+
+    @calls(IndexStore.due)
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
+        return self._index.due(partition, up_to, skip_collections)
+
+    @calls(IndexStore.entries)
+    def entries(
+        self, partition: str, low: datetime, high: datetime, equal: dict[str, str] | None = None
+    ) -> Iterator[DueEntry]:
+        return self._index.entries(partition, low, high, equal)
+
+    # -- gates: one item, a map of scope -> gate --------------------------------
+    @calls("dynamodb:GetItem")
+    def gates(self) -> list[Gate]:
+        stored = codec.from_item(self._table.get(GATES_ITEM_ID) or {}).get("g", {})
+        return [codec.gate_from_plain(scope, raw) for scope, raw in sorted(stored.items())]
+
+    @calls("dynamodb:UpdateItem", "dynamodb:PutItem")
+    def put_gate(self, gate: Gate) -> None:
+        value = codec.to_attr(codec.gate_to_plain(gate))
+        if self._set_gate(gate.scope, value, "attribute_exists(g)"):
+            return
+        first: Item = {Attr.ID: {"S": GATES_ITEM_ID}, "g": {"M": {gate.scope: value}}}
+        if not self._table.put(first, condition="attribute_not_exists(g)").applied:
+            self._set_gate(gate.scope, value, None)  # another writer created the item first
+
+    def _set_gate(self, scope: str, value: dict[str, Any], condition: str | None) -> bool:
+        names, values = {"#scope": scope}, {":gate": value}
+        return self._table.update(GATES_ITEM_ID, "SET g.#scope = :gate", condition, names, values).applied
+
+    @calls("dynamodb:UpdateItem")
+    def delete_gate(self, lambda_name: str, collection: str | None) -> bool:
+        names = {"#scope": f"{lambda_name}/{collection or '*'}"}
+        return self._table.update(GATES_ITEM_ID, "REMOVE g.#scope", "attribute_exists(g.#scope)", names).applied
+
+
+def _rejected(old: Item | None, transition: Transition, change: Change) -> Outcome:
+    """A refused transition, unless the item shows our own write (a retry after a lost response)."""
+    if old is None or Attr.STATUS not in old:
+        return Outcome(applied=False, task=None)
+    task = codec.item_to_task(old)
+    ours = codec.from_item(old).get(Attr.WRITER) == change.writer
+    if ours and task.status is transition.target:
+        return Outcome(applied=True, task=task, reconciled=True)
+    return Outcome(applied=False, task=task)

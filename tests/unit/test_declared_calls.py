@@ -1,0 +1,256 @@
+"""Each store and queue method declares the AWS actions it calls (atf_core.calls), and the declaration
+is what the method really calls: every method runs against in-process moto, every path that makes
+a call of its own, while a botocore hook records the operations sent. A declaration that names an
+action the method does not call, or misses one it does, fails here; so does a method without one."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import atf_core.store
+from atf_core import lifecycle, queues
+from atf_core.calls import actions_of, calls, declarations, declared
+from atf_core.config import StackConfig
+from atf_core.definitions import Attr
+from atf_core.lifecycle import Assoc
+from atf_core.queues import QueueDirectory, TaskMessage
+from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, to_ms
+from atf_core.store.base import Change, TaskRef
+from atf_core.store.codec import index_partition, shard_of
+from atf_core.store.counters import Counters
+from atf_core.store.index import IndexStore
+from atf_core.store.items import ItemStore
+from atf_core.store.scan import TaskScan
+from atf_core.store.table import Table
+from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import build_task
+from tests.functional.helpers import T0
+
+ROOT = Path(__file__).resolve().parents[2]
+# IAM authorizes SQS's batch calls under the single call's action (moto's IAM checks them by their own name).
+AUTHORIZED_AS = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
+
+
+class World:
+    """Every store on one embedded AWS, and the actions its clients were asked to make."""
+
+    def __init__(self, clients: Any, config: StackConfig) -> None:
+        self.config = config
+        self.called: set[str] = set()
+        self.recording = False
+        for client in (clients.dynamodb, clients.sqs):
+            client.meta.events.register("before-call.*.*", self._record)
+        table = config.table_name
+        self.tasks = DynamoTaskStore(clients.dynamodb, config)
+        self.index = IndexStore(clients.dynamodb, table, config.page_size)
+        self.items = ItemStore(clients.dynamodb, table)
+        self.counters = Counters(clients.dynamodb, table)
+        self.scan = TaskScan(clients.dynamodb, table)
+        self.sqs = clients.sqs
+
+    def _record(self, model: Any, **_: Any) -> None:
+        if self.recording:
+            self.called.add(f"{model.service_model.signing_name}:{AUTHORIZED_AS.get(model.name, model.name)}")
+
+    def actions(self, call: Callable[[], object]) -> set[str]:
+        """The actions one call makes (an iterator it returns is read to the end)."""
+        self.called, self.recording = set(), True
+        try:
+            result = call()
+            if isinstance(result, Iterator):
+                list(result)
+        finally:
+            self.recording = False
+        return self.called
+
+    def task(self, **request: Any) -> Task:
+        req = ScheduleRequest.model_validate({"lambda": "work", **request})
+        return self.tasks.create(build_task(self.config, req, T0), req.fingerprint()).task
+
+    def partition(self, task: Task, assoc: Assoc = Assoc.NEW) -> str:
+        shard = shard_of(task.id, self.config.shards_of(task.lambda_))
+        return index_partition(assoc, task.lambda_, task.priority, shard)
+
+    def queues(self) -> QueueDirectory:
+        return QueueDirectory(self.sqs, self.config)  # a new one: no queue URL cached yet
+
+
+def _gate() -> Gate:
+    return Gate(lambda_="work", collection=None, action=GateAction.PAUSE, reason="r", created_at=T0)
+
+
+def _nothing(w: World) -> None:
+    return None
+
+
+def _task(w: World) -> Task:
+    return w.task()
+
+
+def _gated(w: World) -> None:
+    w.tasks.put_gate(_gate())
+
+
+def _slots(w: World) -> None:
+    w.counters.open_slots("work")
+
+
+def _item(w: World) -> None:
+    w.items.put("#i", {"f": 1}, None, None)
+
+
+# A scenario: a setup (not recorded), then the call whose actions are recorded, given what the setup returned.
+Scenario = tuple[Callable[[World], Any], Callable[[World, Any], object]]
+
+# Every declared method, with calls that take it down each path that makes a call of its own.
+SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
+    (DynamoTaskStore, "create"): [
+        (_nothing, lambda w, _: w.task()),
+        (_task, lambda w, task: w.tasks.create(task, "another request")),  # refused: the id exists
+    ],
+    (DynamoTaskStore, "get"): [(_task, lambda w, task: w.tasks.get(task.id))],
+    (DynamoTaskStore, "get_many"): [(_task, lambda w, task: w.tasks.get_many([task.id, "absent"]))],
+    (DynamoTaskStore, "transition"): [
+        (_task, lambda w, task: w.tasks.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=T0))),
+        (_task, lambda w, task: w.tasks.transition(TaskRef.of(task), lifecycle.SUCCEED, Change(now=T0, attempt=1))),
+    ],
+    (DynamoTaskStore, "due"): [(_task, lambda w, task: w.tasks.due(w.partition(task), T0, ["paused"]))],
+    (DynamoTaskStore, "entries"): [
+        (_task, lambda w, task: w.tasks.entries(w.partition(task), T0, T0, {Attr.COLLECTION: "c"}))
+    ],
+    (DynamoTaskStore, "gates"): [(_gated, lambda w, _: w.tasks.gates())],
+    (DynamoTaskStore, "put_gate"): [
+        (_nothing, lambda w, _: w.tasks.put_gate(_gate())),  # the first gate creates the gates item
+        (_gated, lambda w, _: w.tasks.put_gate(_gate())),
+    ],
+    (DynamoTaskStore, "delete_gate"): [
+        (_nothing, lambda w, _: w.tasks.delete_gate("work", None)),
+        (_gated, lambda w, _: w.tasks.delete_gate("work", None)),
+    ],
+    (IndexStore, "due"): [(_task, lambda w, task: w.index.due(w.partition(task), T0))],
+    (IndexStore, "entries"): [(_task, lambda w, task: w.index.entries(w.partition(task), T0, T0))],
+    (IndexStore, "ids"): [(_task, lambda w, task: w.index.ids(w.partition(task), to_ms(T0)))],
+    (IndexStore, "count"): [(_task, lambda w, task: w.index.count(w.partition(task), 0, None, max_pages=2))],
+    (IndexStore, "oldest"): [(_task, lambda w, task: w.index.oldest(w.partition(task), None, limit=5))],
+    (ItemStore, "put"): [
+        (_nothing, lambda w, _: w.items.put("#i", {"f": 1}, ("cron", 5), None)),
+        (_item, lambda w, _: w.items.put("#i", {"f": 2}, None, 1)),
+        (_item, lambda w, _: w.items.put("#i", {"f": 2}, None, None)),  # refused: it exists
+    ],
+    (ItemStore, "get"): [(_item, lambda w, _: w.items.get("#i")), (_nothing, lambda w, _: w.items.get("#i"))],
+    (ItemStore, "get_many"): [(_item, lambda w, _: w.items.get_many(["#i", "#absent"], ("v",)))],
+    (ItemStore, "delete"): [(_item, lambda w, _: w.items.delete("#i")), (_nothing, lambda w, _: w.items.delete("#i"))],
+    (ItemStore, "partition"): [(_nothing, lambda w, _: w.items.partition("cron", to_ms(T0)))],
+    (Counters, "take_start"): [(_nothing, lambda w, _: w.counters.take_start("work", 100, allowed=1, expires=4000))],
+    (Counters, "open_slots"): [(_nothing, lambda w, _: w.counters.open_slots("work"))],
+    (Counters, "take_slot"): [(_slots, lambda w, _: w.counters.take_slot("work", "t", 5, max_running=1))],
+    (Counters, "renew_slot"): [(_nothing, lambda w, _: w.counters.renew_slot("work", "t", 6))],
+    (Counters, "slots"): [(_nothing, lambda w, _: w.counters.slots("work"))],
+    (Counters, "free_slot"): [
+        (_slots, lambda w, _: w.counters.free_slot("work", "t")),
+        (_slots, lambda w, _: w.counters.free_slot("work", "t", lease_ms=5)),
+    ],
+    (TaskScan, "tasks"): [(_task, lambda w, _: w.scan.tasks(limit=10))],
+    (QueueDirectory, "url"): [(_nothing, lambda w, _: w.queues().url("work", "normal"))],
+    (QueueDirectory, "depth"): [(_nothing, lambda w, _: w.queues().depth("work", "normal"))],
+    (QueueDirectory, "send"): [
+        (_nothing, lambda w, _: w.queues().send("work", "normal", [TaskMessage("t", 0, 0, "c")])),
+    ],
+}
+STORE_CLASSES = sorted({cls for cls, _ in SCENARIOS}, key=lambda c: c.__name__)
+
+
+@pytest.fixture
+def world(aws: Any, config: StackConfig) -> World:
+    return World(aws, config)
+
+
+@pytest.mark.parametrize(("cls", "method"), list(SCENARIOS), ids=[f"{c.__name__}.{m}" for c, m in SCENARIOS])
+def test_a_declaration_names_exactly_the_actions_its_method_calls(world: World, cls: type, method: str) -> None:
+    called: set[str] = set()
+    for setup, call in SCENARIOS[cls, method]:
+        given = setup(world)
+        called |= world.actions(lambda: call(world, given))  # noqa: B023 (called at once)
+    assert called == declared(getattr(cls, method))
+
+
+def test_every_class_given_a_client_declares_each_public_method() -> None:
+    """A class of the store or the queues that is given a boto3 client calls AWS, so each of its public
+    methods says what it calls; but Table, the door the stores share (components are built from stores)."""
+    given_a_client = set()
+    for module in _store_modules():
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or cls is Table:
+                continue
+            if any("Client" in str(p.annotation) for p in inspect.signature(cls.__init__).parameters.values()):
+                given_a_client.add(cls)
+    assert given_a_client == set(STORE_CLASSES)
+    for cls in STORE_CLASSES:
+        public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
+        assert set(declarations(cls)) == public, f"{cls.__name__}: a public method without @calls"
+        assert {m for c, m in SCENARIOS if c is cls} == public, f"{cls.__name__}: a method without scenarios"
+
+
+def test_a_class_needs_the_union_of_its_methods_actions() -> None:
+    assert actions_of(QueueDirectory) == {"sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SendMessage"}
+    assert actions_of(Counters) == {"dynamodb:UpdateItem", "dynamodb:GetItem"}
+    reads = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+    assert actions_of(DynamoTaskStore) == reads | {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+
+
+def test_a_declaration_must_name_an_iam_action_or_a_declared_method() -> None:
+    with pytest.raises(ValueError, match="IAM action"):
+        calls("Query")
+    with pytest.raises(ValueError, match="declares no calls"):
+        calls(test_a_class_needs_the_union_of_its_methods_actions)
+
+
+# DynamoDB's item operations as boto3 names them: outside atf_core/store, no shipped module may call one.
+DATA_PLANE = {
+    "get_item",
+    "put_item",
+    "update_item",
+    "delete_item",
+    "query",
+    "scan",
+    "batch_get_item",
+    "batch_write_item",
+    "transact_get_items",
+    "transact_write_items",
+    "execute_statement",
+    "batch_execute_statement",
+    "execute_transaction",
+}
+SHIPPED = ("layers/atf_core", "sdk/atf_sdk", "functions", "local/atf_local")
+# The cost meter reads the table to price the writes it meters: an instrument, wherever it lives.
+INSTRUMENTS = {"billing.py"}
+
+
+def test_only_the_store_calls_dynamodb() -> None:
+    found = []
+    for path in sorted(p for root in SHIPPED for p in (ROOT / root).rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("layers/atf_core/store/") or path.name in INSTRUMENTS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DATA_PLANE:
+                found.append(f"{relative}:{node.lineno} {node.func.attr}")
+    assert found == []
+
+
+def _store_modules() -> Iterator[Any]:
+    yield queues
+    for info in pkgutil.iter_modules(atf_core.store.__path__):
+        yield importlib.import_module(f"atf_core.store.{info.name}")
