@@ -15,10 +15,12 @@ from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, Event, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
+from atf_core.consumer.due_soon import DueSoon
 from atf_core.periodic_schedules import Schedules
+from atf_core.store.index import IndexStore
 from atf_core.store.items import ItemStore
 from atf_core.store.tasks import DynamoTaskStore
-from atf_core.telemetry import CONSUMER_SERVICE, Metric, MetricBuffer, queue, watch_throttles
+from atf_core.telemetry import CONSUMER_SERVICE, Dimension, Metric, MetricBuffer, queue, watch_throttles
 
 logger = Logger(service="atf-consumer")
 tracer = Tracer(service="atf-consumer")
@@ -60,6 +62,24 @@ def _consumer(index: int, of: int) -> Consumer:
     return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores)
 
 
+@cache
+def _due_soon(index: int, of: int) -> DueSoon:
+    config = _config()
+    return DueSoon(IndexStore(make_clients().dynamodb, config.table_name), config, ConsumerGroup(index, of))
+
+
+def publish_due_soon(due_soon: DueSoon) -> None:
+    """What worker services scale ahead of; a failed count costs one data point, never the polls."""
+    try:
+        counts = due_soon.count(process_clock())
+    except Exception:  # the scaling reads a missing point as no look-ahead, and the polls go on
+        metrics.count(Metric.CONSUMER_ERRORS)
+        logger.exception("counting the tasks due soon failed")
+        return
+    for lambda_name, due in counts.items():
+        metrics.observe(Metric.TASKS_DUE_SOON, due, MetricUnit.Count.value, {Dimension.LAMBDA: lambda_name})
+
+
 def record(report: PollReport, seconds: float) -> None:
     """One poll's metrics, and a log line when it did something."""
     enqueued, requeued = report.total(Event.ENQUEUED), report.total(Event.REQUEUED)
@@ -80,7 +100,9 @@ def record(report: PollReport, seconds: float) -> None:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     group = event.get("group") or {}
-    consumer = _consumer(int(group.get("index", 0)), int(group.get("of", 1)))
+    index, of = int(group.get("index", 0)), int(group.get("of", 1))
+    consumer = _consumer(index, of)
+    publish_due_soon(_due_soon(index, of))
     try:
         polls = run_until(
             consumer,

@@ -107,6 +107,15 @@ class StackConfig(BaseModel):
     shards: int = Field(default=4, ge=1, le=256, description="Default index shards per (lambda, priority).")
     poll_interval: float = Field(default=1.0, gt=0)
     lookahead: float = Field(default=1.0, ge=0, description="Enqueue tasks this early; workers hold them.")
+    due_soon_window: float = Field(
+        default=300.0,
+        ge=0,
+        le=3600,
+        description=(
+            "Seconds ahead the consumer counts waiting tasks (TasksDueSoon), which worker services scale out ahead"
+            " of; 0 counts nothing."
+        ),
+    )
     max_in_flight_per_queue: int = Field(default=200, ge=10)
     enqueue_per_poll: int = Field(
         default=50, ge=10, description="Most tasks one queue gets per pass: a backlog cannot hold up other queues."

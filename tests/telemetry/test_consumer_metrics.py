@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from atf_core.config import StackConfig
 from atf_core.consumer import Event, PollReport
 from atf_core.gating import Gating
-from atf_core.schema import GateAction, ScheduleRequest
+from atf_core.schema import GateAction, ScheduleRequest, utcnow
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import CONSUMER_SERVICE, Metric
@@ -25,10 +26,12 @@ def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
     handler._config.cache_clear()
     handler._consumer.cache_clear()
+    handler._due_soon.cache_clear()
     handler.metrics.flush()
     yield DynamoTaskStore(aws.dynamodb, config)
     handler._config.cache_clear()
     handler._consumer.cache_clear()
+    handler._due_soon.cache_clear()
 
 
 def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(
@@ -84,3 +87,24 @@ def test_requeues_exhaustions_dead_letters_and_errors_are_counted(capsys: pytest
     assert [p.total for p in named(out, Metric.DEAD_LETTERED, **{"lambda": "mail"})] == [1]
     (errors,) = named(out, Metric.CONSUMER_ERRORS)
     assert (errors.dimensions, errors.total) == ({"service": "consumer"}, 3)
+
+
+def test_an_invocation_publishes_each_lambdas_tasks_due_soon(
+    consumer_env: DynamoTaskStore, config: StackConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scheduling = Scheduling(consumer_env, config)
+    soon = (utcnow() + timedelta(seconds=60)).isoformat()
+    for _ in range(3):
+        scheduling.schedule(ScheduleRequest.model_validate({"lambda": "work", "run_at": soon}))
+    scheduling.schedule(ScheduleRequest.model_validate({"lambda": "work"}))  # due now: the queues' business
+
+    handler._consumer(0, 1)
+    handler.lambda_handler({}, FakeLambdaContext(timeout_s=2.6))
+
+    out = capsys.readouterr().out
+    due = {p.dimensions["lambda"]: p.values for p in named(out, Metric.TASKS_DUE_SOON)}
+    assert due == {"work": (3,), "sleepy": (0,)}  # one point per lambda and invocation, zero included
+    assert all(
+        p.dimensions == {"lambda": p.dimensions["lambda"], "service": CONSUMER_SERVICE}
+        for p in named(out, Metric.TASKS_DUE_SOON)
+    )

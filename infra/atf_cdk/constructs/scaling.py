@@ -6,8 +6,9 @@ look-ahead. That last term is what no queue-based autoscaler has: the schedule i
 future, so a midnight batch or a cron fan-out starts hosts before its messages exist.
 
 The look-ahead metric (atf_core.telemetry.Metric.TASKS_DUE_SOON, namespace ATF, dimensions
-`lambda` and `service` = the consumer's) is published by every consumer group at each of its polls:
-the count of that lambda's tasks due within the next few minutes on the shards the group polls. The
+`lambda` and `service` = the consumer's) is published by every consumer group once an invocation
+(atf_core.consumer.due_soon): the count of that lambda's new tasks due within `due_soon_window` on the
+shards the group polls. The
 lambda's total is then the minute's Average times the number of groups, whatever the cadence, as long
 as every group publishes alike.
 
@@ -47,7 +48,7 @@ SCALE_IN_COOLDOWN = Duration.minutes(5)
 
 
 def due_soon_metric(lambda_name: str) -> cw.Metric:
-    """One lambda's look-ahead series, as the consumer publishes it (one value per group and poll)."""
+    """One lambda's look-ahead series, as the consumer publishes it (one value per group and invocation)."""
     return cw.Metric(
         namespace=NAMESPACE,
         metric_name=Metric.TASKS_DUE_SOON,
