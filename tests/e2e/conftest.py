@@ -82,12 +82,17 @@ def worker_host(stack: RunningStack) -> Iterator[Callable[..., subprocess.Popen[
     started: list[subprocess.Popen[bytes]] = []
 
     def start(
-        executors: int = 1, threads: int = 2, receive_wait: int = 1, log: Path | None = None, **env: str
+        executors: int = 1,
+        threads: int = 2,
+        receive_wait: int = 1,
+        log: Path | None = None,
+        lambdas: str = "tests.e2e.lambdas:lambdas",
+        **env: str,
     ) -> subprocess.Popen[bytes]:
-        """A worker host (`env` added to its environment); with a `log` (one per host) its output goes
-        there and this waits until it is ready."""
+        """A worker host running `lambdas` (`env` added to its environment); with a `log` (one per host) its
+        output goes there and this waits until it is ready."""
         command = [
-            sys.executable, "-m", "atf_sdk.cli", "worker", "tests.e2e.lambdas:lambdas",
+            sys.executable, "-m", "atf_sdk.cli", "worker", lambdas,
             "--config", str(stack.config_path), "--executors", str(executors), "--threads", str(threads),
             "--receive-wait", str(receive_wait),
         ]  # fmt: skip

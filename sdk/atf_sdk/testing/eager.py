@@ -26,6 +26,7 @@ from atf_core.store.base import Change, CreateResult, DueEntry, TaskRef, TaskSto
 from atf_core.store.base import Outcome as Written
 from atf_core.tasks import build_task
 from atf_sdk.operations import checked
+from atf_sdk.worker.async_callbacks import completed
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.registry import Callback, Lambdas, TaskContext
@@ -127,7 +128,7 @@ class _Seen:
     def __call__(self, context: TaskContext) -> Any:
         self.context = context
         try:
-            self.value = self._callback(context)
+            self.value = completed(self._callback(context))  # an async def callback is awaited here
         except Exception as error:
             self.raised = error
             raise

@@ -35,6 +35,7 @@ from atf_core.store.counters import Counters
 from atf_core.store.items import ItemStore
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
+from atf_sdk.worker.async_callbacks import completed
 from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
@@ -185,7 +186,7 @@ class TaskRunner:
     def _call(self, task: Task) -> None:
         started = time.monotonic()
         try:
-            self._callback(TaskContext.of(task))
+            completed(self._callback(TaskContext.of(task)))
         finally:
             elapsed_ms = (time.monotonic() - started) * 1000
             self.metrics.observe(Metric.EXECUTION_MS, elapsed_ms, "Milliseconds", queue(task.lambda_, task.priority))

@@ -66,6 +66,7 @@ class Fatal(Exception):
     the message is kept in the task's errors."""
 
 
+# A callback may be `async def`: the executor awaits it (atf_sdk.worker.async_callbacks).
 Callback = Callable[[TaskContext], Any]
 
 
