@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -36,7 +37,7 @@ PER_QUEUE = {
     Event.DEAD_LETTERED: Metric.DEAD_LETTERED,
     Event.EXPIRED: Metric.EXPIRED,
 }
-ERRORS = (Event.ERROR, Event.SEND_FAILED)
+ERRORS = (Event.ERROR, Event.SEND_FAILED, Event.HOUSEKEEPING_FAILED)
 
 
 @cache
@@ -57,7 +58,11 @@ def _consumer(index: int, of: int) -> Consumer:
     chores: list[Housekeeping] = []
     if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
         chains = Chains(store, items, config, clock=process_clock)
-        chores = [Schedules(store, items, config, clock=process_clock).fire_due, lambda now, _: chains.sweep(now)]
+
+        def sweep_chains(now: datetime, _lookahead: float) -> None:
+            chains.sweep(now)
+
+        chores = [Schedules(store, items, config, clock=process_clock).fire_due, sweep_chains]
     group = ConsumerGroup(index, of)
     return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores)
 
@@ -91,6 +96,8 @@ def record(report: PollReport, seconds: float) -> None:
     errors = sum(report.total(event) for event in ERRORS)
     if errors:
         metrics.count(Metric.CONSUMER_ERRORS, errors)
+    if chores_failed := report.total(Event.HOUSEKEEPING_FAILED):
+        metrics.count(Metric.HOUSEKEEPING_FAILURES, chores_failed)  # alarmed: periodic tasks or chains are stuck
     if enqueued or requeued or errors:
         logger.info("poll", extra={"enqueued": enqueued, "requeued": requeued, "errors": errors, "seconds": seconds})
     metrics.flush_if_due()

@@ -21,10 +21,11 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from botocore.exceptions import ClientError
 
 from atf_core.api import ErrorBody
-from atf_core.aws import THROTTLING_CODES
+from atf_core.aws import AUTHORIZATION_CODES, THROTTLING_CODES
 from atf_core.errors import (
     AtfError,
     InputError,
+    Internal,
     MalformedJson,
     NotFound,
     Throttled,
@@ -73,6 +74,8 @@ def media_type_error(
 
 def from_client_error(error: ClientError) -> AtfError:
     code = str(error.response.get("Error", {}).get("Code", ""))
+    if code in AUTHORIZATION_CODES:
+        return Internal("the frontend is not allowed a call it needs; its log names the action")
     if code in THROTTLING_CODES:
         return Throttled("the task store is throttling; retry with backoff")
     return Unavailable("the task store did not answer; retry with backoff")
@@ -130,8 +133,15 @@ class _Handlers:
         return error_response(NotFound(f"no route {event.http_method} {event.path}", "path"))
 
     def store_failed(self, error: ClientError) -> Response[ErrorBody]:
-        self._logger.warning("task store call failed", extra={"error": str(error)})
-        return error_response(from_client_error(error))
+        answer = from_client_error(error)
+        if isinstance(answer, Internal):
+            # A grant the frontend's role lacks: an operator must act, so it is an error, naming the call
+            # (AWS's message names the action and the resource).
+            denied = {"operation": error.operation_name, "error": str(error)}
+            self._logger.error("AWS refused a call: missing permission", extra=denied)
+        else:
+            self._logger.warning("task store call failed", extra={"error": str(error)})
+        return error_response(answer)
 
 
 def install(app: APIGatewayRestResolver, logger: Logger) -> None:

@@ -44,7 +44,8 @@ _GATEWAY_RESPONSES = {
     "429": "Throttled (code throttled): the stage's rate or burst limit, or the task store's; retry with backoff",
     "5XX": (
         "The API could not answer: the function failed or timed out (502, 504, code unavailable), the task store "
-        "did not answer (503, code unavailable), or an internal error (500); retry 502, 503 and 504 with backoff"
+        "did not answer (503, code unavailable), or the framework is at fault (500, code internal: say its role "
+        "lacks a grant; not retried, its log names the call); retry 502, 503 and 504 with backoff"
     ),
 }
 # Answered by API Gateway for a body over its 10 MB limit, before the function sees it.

@@ -37,6 +37,18 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
     }
 )
+# Answers that say the caller's role may not do what it asked (DynamoDB, SQS in its JSON and query
+# protocols, and a KMS key the role cannot use): a missing grant, which no retry mends.
+AUTHORIZATION_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AWS.SimpleQueueService.AccessDenied",
+        "UnauthorizedOperation",
+        "KMSAccessDeniedException",
+        "KMS.AccessDeniedException",
+    }
+)
 
 # Standard mode retries throttling and 5xx with jittered backoff. Three
 # attempts of at most 2 s each bound one call. (botocore's `max_attempts` counts

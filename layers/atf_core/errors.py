@@ -92,6 +92,13 @@ class Unavailable(AtfError):
     status = 503
 
 
+class Internal(AtfError):
+    """The framework itself is at fault (say, its role lacks a grant): retrying will not help; its log says why."""
+
+    code = "internal"
+    status = 500
+
+
 # -- pydantic's complaints as these errors ----------------------------------------------
 
 

@@ -52,6 +52,7 @@ class Metric:
     TASKS_PER_LOOP = "TasksPerLoop"
     THROTTLES = "Throttles"  # AWS calls answered with a throttling error (before botocore's retry)
     CONSUMER_ERRORS = "ConsumerErrors"
+    HOUSEKEEPING_FAILURES = "HousekeepingFailures"  # consumer: firing periodic schedules or sweeping chains raised
     TASKS_DUE_SOON = "TasksDueSoon"  # consumer, per lambda: tasks due within the look-ahead, each group its shards
 
 

@@ -36,7 +36,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from atf_core.backoff import full_jitter
-from atf_core.errors import AtfError, MissingAuthentication, Unavailable, from_wire
+from atf_core.errors import AtfError, Internal, MissingAuthentication, Unavailable, from_wire
 
 API_URL_ENV = "ATF_API_URL"
 SERVICE = "execute-api"
@@ -110,7 +110,7 @@ def request(method: str, path: str, body: Any, retry: RetryPolicy) -> Plan[Any]:
             if last:
                 raise Unavailable(f"{method} {path}: {answer.reason}")
             yield Sleep(retry.delay(attempt))
-        elif isinstance(answer, Reply) and (answer.status not in RETRIABLE_STATUSES or last):
+        elif isinstance(answer, Reply) and (not _retriable(answer) or last):
             return decoded(answer)
         elif isinstance(answer, Reply):
             yield Sleep(retry.delay(attempt, _retry_after(answer)))
@@ -126,6 +126,16 @@ def decoded(reply: Reply) -> Any:
     if reply.status >= 400:
         raise from_wire(reply.status, body if isinstance(body, dict) else {"message": str(body)})
     return body
+
+
+def _retriable(reply: Reply) -> bool:
+    """Throttling and server errors, but not the framework's own `internal` (a missing grant): it stays."""
+    if reply.status not in RETRIABLE_STATUSES:
+        return False
+    try:
+        return bool(json.loads(reply.data).get("code") != Internal.code)
+    except (ValueError, AttributeError):
+        return True  # API Gateway's or a proxy's own answer: a passing fault
 
 
 def _retry_after(reply: Reply) -> float | None:

@@ -118,3 +118,43 @@ def test_from_env_reads_the_api_url(monkeypatch: pytest.MonkeyPatch, stack: Loca
 def test_the_region_comes_from_an_execute_api_url() -> None:
     client = AtfClient("https://abc123.execute-api.ap-south-1.amazonaws.com/prod")
     assert client.region == "ap-south-1"
+
+
+def test_a_call_the_frontends_role_may_not_make_is_internal_logged_and_not_retried(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from atf_core.errors import Internal
+    from atf_core.tasks import Scheduling
+
+    denied = "is not authorized to perform: dynamodb:PutItem on resource: arn:aws:dynamodb:us-east-1:1:table/t"
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": denied}}, "PutItem")
+
+    monkeypatch.setattr(Scheduling, "schedule", refused)
+    calls: list[int] = []
+
+    def count(event: Event, context: Any) -> Event:
+        calls.append(1)
+        return lambda_handler(event, context)
+
+    with pytest.raises(Internal) as raised:
+        AtfClient(serve(count), retry=FAST).schedule("work")
+    assert (raised.value.status, raised.value.code, len(calls)) == (500, "internal", 1)  # once: no retry mends it
+    (logged,) = [r for r in caplog.records if r.getMessage() == "AWS refused a call: missing permission"]
+    assert logged.levelname == "ERROR" and logged.operation == "PutItem" and "dynamodb:PutItem" in logged.error  # type: ignore[attr-defined]
+
+
+def test_a_500_without_the_frameworks_code_is_retried(serve: Any) -> None:
+    calls: list[int] = []
+
+    def crashed_once(event: Event, context: Any) -> Event:
+        calls.append(1)
+        if len(calls) == 1:
+            return _reply(500, {"message": "Internal server error"})  # API Gateway's, say a function crash
+        return lambda_handler(event, context)
+
+    AtfClient(serve(crashed_once), retry=FAST).schedule("work")
+    assert len(calls) == 2

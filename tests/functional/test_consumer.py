@@ -368,3 +368,24 @@ def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: Wor
     final = world.store.get(task.id)
     assert final is not None and final.status is TaskStatus.FATAL_FAILURE
     assert final.attempt == task.max_attempts and "lost" in (final.reason or "")
+
+
+def test_a_failing_chore_is_counted_and_logged_by_name_and_the_polls_go_on(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    fired: list[datetime] = []
+
+    def fire_schedules(now: datetime, lookahead: float) -> None:
+        raise RuntimeError("schedules item unreadable")
+
+    def sweep_chains(now: datetime, lookahead: float) -> None:
+        fired.append(now)
+
+    task = world.schedule()
+    consumer = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now,
+                        housekeeping=[fire_schedules, sweep_chains])  # fmt: skip
+    report = consumer.poll()
+    assert report.total(Event.HOUSEKEEPING_FAILED) == 1 and report.total(Event.ERROR) == 0
+    assert report.total(Event.ENQUEUED) == 1 and [m.task_id for m in world.drain()] == [task.id]
+    assert fired == [world.now]  # the next chore still ran
+    assert any("housekeeping" in r.getMessage() and "fire_schedules" in r.getMessage() for r in caplog.records)

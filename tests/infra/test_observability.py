@@ -79,6 +79,20 @@ def test_consumer_errors_alarm_and_every_alarm_notifies(synth: Synthesized) -> N
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
 
 
+def test_housekeeping_that_keeps_failing_alarms_and_shows_on_the_dashboard(synth: Synthesized) -> None:
+    alarms = synth.template.find_resources(
+        "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": Metric.HOUSEKEEPING_FAILURES}}
+    )
+    (alarm,) = [a["Properties"] for a in alarms.values()]
+    assert (alarm["Namespace"], alarm["Statistic"], alarm["Period"]) == ("ATF", "Sum", 300)
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "consumer"}]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (0, 3, 3)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    (name,) = alarms
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    assert {"Fn::GetAtt": [name, "Arn"]} in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+
+
 def test_alarm_topic_is_encrypted_and_tls_only(synth: Synthesized) -> None:
     (ops_key,) = [k for k in synth.resources("AWS::KMS::Key") if k.startswith("OpsKey")]
     synth.template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [ops_key, "Arn"]}})

@@ -78,6 +78,7 @@ def test_requeues_exhaustions_dead_letters_and_errors_are_counted(capsys: pytest
     ):
         report.count(event, queue)
     report.count(Event.ERROR, n=2)
+    report.count(Event.HOUSEKEEPING_FAILED)
     handler.record(report, 0.25)
     handler.metrics.flush()
 
@@ -86,7 +87,9 @@ def test_requeues_exhaustions_dead_letters_and_errors_are_counted(capsys: pytest
     assert [p.total for p in named(out, Metric.EXHAUSTED, **{"lambda": "mail"})] == [1]
     assert [p.total for p in named(out, Metric.DEAD_LETTERED, **{"lambda": "mail"})] == [1]
     (errors,) = named(out, Metric.CONSUMER_ERRORS)
-    assert (errors.dimensions, errors.total) == ({"service": "consumer"}, 3)
+    assert (errors.dimensions, errors.total) == ({"service": "consumer"}, 4)
+    (chores,) = named(out, Metric.HOUSEKEEPING_FAILURES)  # what the housekeeping alarm watches
+    assert (chores.dimensions, chores.total) == ({"service": "consumer"}, 1)
 
 
 def test_an_invocation_publishes_each_lambdas_tasks_due_soon(

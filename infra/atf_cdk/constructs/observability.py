@@ -37,7 +37,7 @@ from atf_cdk.constructs.table import TaskTable
 from atf_cdk.constructs.workers import WORKER_SERVICE
 from atf_core.config import StackConfig
 from atf_core.definitions import QueueSpec, queue_specs
-from atf_core.telemetry import NAMESPACE, Dimension, Metric
+from atf_core.telemetry import CONSUMER_SERVICE, NAMESPACE, Dimension, Metric
 
 T = TypeVar("T")
 PERIOD = Duration.minutes(1)
@@ -160,9 +160,10 @@ class Observability(Construct):
         for email in props.alarm_emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
         self.consumer_alarm = notify(self._consumer_alarm(), self.topic)
+        self.housekeeping_alarm = notify(self._housekeeping_alarm(), self.topic)
 
     def add_dashboard(self, lambda_alarms: list[cw.Alarm], services: list[ServiceView]) -> cw.Dashboard:
-        self.alarms = [*lambda_alarms, self.consumer_alarm]
+        self.alarms = [*lambda_alarms, self.consumer_alarm, self.housekeeping_alarm]
         self.dashboard = cw.Dashboard(
             self,
             "Dashboard",
@@ -182,6 +183,30 @@ class Observability(Construct):
             threshold=0,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _housekeeping_alarm(self) -> cw.Alarm:
+        # The consumer logs each failed chore and goes on polling, so its invocations do not fail: this
+        # is the only signal that periodic schedules stopped firing or chains stopped moving.
+        failures = cw.Metric(
+            namespace=NAMESPACE,
+            metric_name=Metric.HOUSEKEEPING_FAILURES,
+            dimensions_map={"service": CONSUMER_SERVICE},
+            statistic="Sum",
+            period=Duration.minutes(5),
+        )
+        return failures.create_alarm(
+            self,
+            "HousekeepingFailures",
+            alarm_description=(
+                "The consumer's housekeeping keeps failing (firing periodic schedules, sweeping chains): see the"
+                " consumer's log lines 'housekeeping ... failed'"
+            ),
+            threshold=0,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
 

@@ -120,8 +120,8 @@ class Consumer:
             try:
                 chore(now, self._config.lookahead)
             except Exception:
-                log.exception("housekeeping failed")
-                poll.report.count(Event.ERROR)
+                log.exception("housekeeping %s failed", getattr(chore, "__qualname__", chore))
+                poll.report.count(Event.HOUSEKEEPING_FAILED)
         return poll.report
 
     # -- reading -----------------------------------------------------------------

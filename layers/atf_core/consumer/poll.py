@@ -22,7 +22,8 @@ class Event(StrEnum):
     EXHAUSTED = "exhausted"
     DEAD_LETTERED = "dead_lettered"  # exhausted into the dead letters (counted as exhausted too)
     SEND_FAILED = "send_failed"
-    ERROR = "error"  # a queue's poll or a housekeeping chore raised
+    ERROR = "error"  # a queue's poll raised
+    HOUSEKEEPING_FAILED = "housekeeping_failed"  # a chore (periodic schedules, the chain sweep) raised
 
 
 @dataclass
