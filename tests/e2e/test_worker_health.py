@@ -36,13 +36,14 @@ def cli_probe(health: Path) -> tuple[int, str]:
     return probe("-m", "atf_sdk.cli", "worker-health", "--health-file", str(health))
 
 
-def until_unhealthy(health: Path, timeout_s: float) -> str:
+def probed_until(health: Path, wanted: Callable[[int, str], bool], timeout_s: float) -> str:
+    """The probe's line once it is what is wanted."""
     deadline = time.monotonic() + timeout_s
     while True:
         status, line = cli_probe(health)
-        if status == 1:
+        if wanted(status, line):
             return line
-        assert time.monotonic() < deadline, f"still healthy after {timeout_s} s: {line}"
+        assert time.monotonic() < deadline, f"not yet after {timeout_s} s: {status} {line}"
         time.sleep(1)
 
 
@@ -89,12 +90,14 @@ def test_a_host_whose_executors_cannot_get_work_is_unhealthy(
     for pid in executors_of(host.pid):
         os.kill(pid, signal.SIGKILL)
     # Then it respawns them, each ends as it cannot connect, and the probe names the pools that are dead
-    line = until_unhealthy(health, timeout_s=120)
+    first = probed_until(health, lambda status, _: status == 1, timeout_s=120)
+    assert first.startswith("unhealthy: executor pool "), first
     looping = (
         r"executor pool {}: its executors exited (\d+) times in a row within 30 s of starting \(last exit code 0\)"
     )
+    line = probed_until(health, lambda _, line: all(f"pool {p}:" in line for p in ("sleepy", "work")), timeout_s=60)
     found = [re.search(looping.format(pool), line) for pool in ("sleepy", "work")]
-    assert line.startswith("unhealthy: executor pool ") and all(found), line
+    assert line.startswith("unhealthy: ") and all(found), line
     assert all(int(match[1]) >= 5 for match in found if match), line
     assert host.poll() is None  # the process lives on: only the probe can tell it is of no use
     # And once the host is killed outright, the report it left says it is not running
