@@ -34,6 +34,10 @@ USER 10001
 # ECS sends SIGTERM on stop and waits the task definition's stopTimeout (120 s in this
 # framework's CDK app) before SIGKILL: the host stops taking tasks and finishes the ones it holds.
 STOPSIGNAL SIGTERM
+# Unhealthy once a receiver or an executor pool of the host is dead for good: the probe reads the report the
+# host rewrites every 2 s (at $ATF_HEALTH_FILE, default /tmp/atf-worker-health.json), and makes no AWS call.
+# The start period covers the host's start; ECS runs the same check from the task definition (atf_cdk).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=90s --retries=3 CMD ["python", "-m", "atf_sdk.worker.health"]
 # One image may serve several lambdas: each ECS service sets ATF_LAMBDA to the lambdas it serves
 # (comma-separated), and `atf worker` serves those by default. `--only <lambda>` (repeatable), in the
 # service's "command", overrides it; without either, a host serves every lambda of the registry.

@@ -1,6 +1,6 @@
 """atf: the command line of the async task framework.
 
-`atf worker` runs a worker host; every other verb talks to the frontend API
+`atf worker` runs a worker host (`atf worker-health` checks it); every other verb talks to the frontend API
 (ATF_API_URL, or --api-url) through the SDK's client, with human tables by
 default and JSON with --json. The verbs for dead letters, schedules and chains
 live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed; and
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 LAMBDA_ENV = "ATF_LAMBDA"  # the lambda a worker serves by default (the CDK app sets it on each worker service)
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
+HEALTH_FILE_HELP = "where the host reports its health (default: $ATF_HEALTH_FILE, else /tmp/atf-worker-health.json)"
 
 
 def _stack_config(path: Path | None) -> StackConfig:
@@ -63,6 +64,7 @@ def _stack_config(path: Path | None) -> StackConfig:
 
 def _worker(args: argparse.Namespace) -> None:
     from atf_sdk.worker.controller import ControllerSettings
+    from atf_sdk.worker.health import health_file
     from atf_sdk.worker.host import HostError, HostSettings, WorkerHost
     from atf_sdk.worker.observe import setup_logging
 
@@ -78,12 +80,19 @@ def _worker(args: argparse.Namespace) -> None:
         only_from="--only" if args.only else LAMBDA_ENV,
         metrics=args.metrics,
         controller=ControllerSettings(receive_wait_s=args.receive_wait),
+        health_file=health_file(args.health_file),
     )
     config = _stack_config(args.config)
     try:
         WorkerHost(config, settings).serve()
     except HostError as error:
         raise SystemExit(f"atf worker: {error}") from None
+
+
+def _worker_health(args: argparse.Namespace) -> int:
+    from atf_sdk.worker.health import probe
+
+    return probe(args.health_file)
 
 
 # -- the API verbs ---------------------------------------------------------------
@@ -428,7 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics", choices=["auto", "emf", "off"], default="auto",
         help="CloudWatch EMF on stdout: auto (unless stdout is a terminal), emf (always) or off",
     )  # fmt: skip
+    worker.add_argument("--health-file", type=Path, help=HEALTH_FILE_HELP)
     worker.set_defaults(run=_worker)
+    health = verbs.add_parser(
+        "worker-health", help="whether the worker host on this machine is healthy: one line; exit 0, else 1"
+    )
+    health.add_argument("--health-file", type=Path, help=HEALTH_FILE_HELP)
+    health.set_defaults(run=_worker_health)
     _add_api_verbs(verbs)
     add_dead_letters_command(verbs)
     add_schedules_command(verbs)

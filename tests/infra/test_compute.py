@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from atf_cdk.constructs.frontend import frontend_routes
 from atf_cdk.constructs.function import CONFIG_FILE
-from atf_cdk.constructs.workers import NO_IMAGE
+from atf_cdk.constructs.workers import HEALTH_PROBE, NO_IMAGE
 from aws_cdk.assertions import Match
 
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, TASK_ROOT_ENV, StackConfig
-from tests.infra.conftest import Synthesized
+from atf_sdk.worker.host import READY_WAIT_S
+from tests.infra.conftest import ROOT, Synthesized
 
 
 def _function(synth: Synthesized, name: str) -> tuple[str, dict[str, Any]]:
@@ -176,6 +179,40 @@ def test_a_worker_service_per_lambda_with_its_image_and_a_draining_stop(synth: S
         assert env["ATF_LAMBDA"] == ",".join(worker.lambdas or [name])
         repository, _, tag = (worker.image or NO_IMAGE).partition(":")
         assert tag in json.dumps(container["Image"]) and repository in json.dumps(container["Image"])
+
+
+def dockerfile_health_check(path: Path) -> dict[str, Any]:
+    """A Dockerfile's HEALTHCHECK as a task definition's container states it."""
+    [line] = re.findall(r"^HEALTHCHECK (.*)$", path.read_text(), re.MULTILINE)
+    options = dict(re.findall(r"--([a-z-]+)=(\d+)s?", line))
+    command = json.loads(line.split(" CMD ", 1)[1])
+    return {
+        "Command": ["CMD", *command],
+        "Interval": int(options["interval"]),
+        "Timeout": int(options["timeout"]),
+        "Retries": int(options["retries"]),
+        "StartPeriod": int(options["start-period"]),
+    }
+
+
+def test_every_worker_container_is_health_checked_by_the_hosts_probe(synth: Synthesized) -> None:
+    tasks = [t["Properties"] for t in synth.resources("AWS::ECS::TaskDefinition").values()]
+    assert len(tasks) == len(synth.settings.workers)
+    for task in tasks:
+        (container,) = task["ContainerDefinitions"]
+        check = container["HealthCheck"]
+        # The probe of atf_sdk.worker.health, as the sample image's HEALTHCHECK runs it
+        assert check == {
+            "Command": ["CMD", "python", "-m", "atf_sdk.worker.health"],
+            "Interval": 30,
+            "Timeout": 10,
+            "Retries": 3,
+            "StartPeriod": 90,
+        }
+        assert check == dockerfile_health_check(ROOT / "examples" / "worker.Dockerfile")
+    # Sized to the host: its first report comes after its wait for its executors (and its reach of AWS)
+    assert check["StartPeriod"] >= READY_WAIT_S + 20
+    assert check["Command"][1:] == HEALTH_PROBE
 
 
 def test_cluster_has_container_insights_and_the_vpc_flow_logs(synth: Synthesized) -> None:

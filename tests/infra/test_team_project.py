@@ -28,6 +28,7 @@ from atf_core.config import StackConfig
 from tests.docs.markdown import blocks
 from tests.infra.conftest import ROOT, Synthesized, flatten
 from tests.infra.test_checks import CFN_LINT_IGNORED
+from tests.infra.test_compute import dockerfile_health_check
 
 PROJECT = ROOT / "examples" / "team-project"
 
@@ -87,6 +88,11 @@ def test_the_teams_dockerfile_installs_packages_not_the_frameworks_tree() -> Non
     project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("atf-sdk[worker]") for d in project["dependencies"])
     assert re.search(r'^CMD \["atf", "worker", "thumbnails\.lambdas:lambdas"\]$', text, re.MULTILINE)
+
+
+def test_the_teams_image_and_its_services_check_the_hosts_health_alike(team: Synthesized) -> None:
+    for service in ("resize", "notify"):
+        assert _container(team, service)["HealthCheck"] == dockerfile_health_check(PROJECT / "Dockerfile")
 
 
 def test_the_callbacks_get_their_environment_secret_and_permissions(team: Synthesized) -> None:

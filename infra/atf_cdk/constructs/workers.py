@@ -8,6 +8,9 @@ lambda's own tasks (task ids are random, so dynamodb:LeadingKeys has nothing to
 match, and no condition key sees an item's attributes), so the fencing of every
 transition in atf_core's store is what keeps a host to the tasks it claimed.
 
+Each host's container is health-checked (HEALTH_CHECK): ECS replaces a host whose receivers or
+executor pools are dead for good while its process lives on.
+
 A service without an image yet is deployed all the same, at 0 tasks, its task
 definition naming a tag of the account's repository that no build has: the stack
 deploys before any image is pushed, and naming the image later starts the hosts.
@@ -43,6 +46,19 @@ from atf_core.telemetry import NAMESPACE
 # Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
 # this long to finish the ones it holds before SIGKILL.
 STOP_TIMEOUT = Duration.seconds(120)
+# The probe of a host's health (atf_sdk.worker.health): the report the host rewrites every 2 s, read with no AWS
+# call; unhealthy once a receiver or an executor pool is dead for good, and ECS then replaces the task. The image's
+# HEALTHCHECK says the same (examples/*Dockerfile). `python -m` over `atf worker-health`: a third of the CPU a
+# probe costs. The start period covers a host's start: its table and queues reached, then up to 60 s
+# (atf_sdk.worker.host.READY_WAIT_S) for its executors to connect before it writes its first report.
+HEALTH_PROBE = ["python", "-m", "atf_sdk.worker.health"]
+HEALTH_CHECK = ecs.HealthCheck(
+    command=["CMD", *HEALTH_PROBE],
+    interval=Duration.seconds(30),
+    timeout=Duration.seconds(10),
+    retries=3,
+    start_period=Duration.seconds(90),
+)
 # The `service` dimension Powertools puts on the hosts' metrics, as the consumer's and the
 # frontend's are "consumer" and "frontend"; the start-lag alarms name it.
 WORKER_SERVICE = "worker"
@@ -262,6 +278,7 @@ class WorkerFleet(Construct):
             image=image if isinstance(image, ecs.ContainerImage) else container_image(self, "Image", image),
             command=list(service.command) if service.command is not None else None,
             stop_timeout=STOP_TIMEOUT,
+            health_check=HEALTH_CHECK,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=service.name, log_group=logs),
             environment=host_environment(
                 props.config, service.lambdas, Stack.of(self).region, dict(service.environment)

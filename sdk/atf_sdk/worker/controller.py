@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
+from atf_core.aws import retry_budget_s
 from atf_core.backoff import ceiling
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
@@ -36,6 +37,7 @@ from atf_core.store.counters import Counters
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
 from atf_sdk.worker.buffers import Buffered, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
+from atf_sdk.worker.health import ReceiverStatus
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
 
 if TYPE_CHECKING:
@@ -46,6 +48,10 @@ log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
 RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
+# Besides its receive, a turn of a receive loop may read the gates and hand messages back: calls bounded by
+# their clients' timeouts, given this much together before a receiver counts as stuck.
+TURN_SLACK_S = 60.0
+ACCEPT_RETRY_S = 0.5
 
 
 class _NoLimits:
@@ -98,7 +104,9 @@ class Controller:
             name: WorkBuffer(self._settings.buffer_per_lambda, ranks=len(config.lambdas[name].priorities))
             for name in lambda_names
         }
-        self._receivers: list[threading.Thread] = []
+        self._receivers: dict[str, threading.Thread] = {}  # by name: lambda/priority
+        self._turns: dict[str, float] = {}  # receiver name -> when its loop last began a turn (monotonic)
+        self._failures: dict[str, int] = {}  # receiver name -> receives failed in a row
         self._draining = threading.Event()
         self._gates = GateView.of([], clock())
         self._gates_read = 0.0
@@ -120,15 +128,18 @@ class Controller:
                     daemon=True,
                     name=f"receive-{name}-{priority}",
                 )
+                self._turns[f"{name}/{priority}"] = time.monotonic()
                 thread.start()
-                self._receivers.append(thread)
-        return list(self._receivers)
+                self._receivers[f"{name}/{priority}"] = thread
+        return list(self._receivers.values())
 
     def _receive_loop(self, lambda_name: str, priority: str, rank: int) -> None:
         """Receive until the host drains; no error ends it (a dead receiver would hold lower priorities back)."""
         buffer = self._buffers[lambda_name]
+        receiver = f"{lambda_name}/{priority}"
         failures = 0
         while not self._draining.is_set():
+            self._turns[receiver] = time.monotonic()
             try:
                 if not self._receive_once(lambda_name, priority, rank):
                     time.sleep(0.05)
@@ -137,7 +148,23 @@ class Controller:
                 failures += 1
                 log.exception("receive from %s/%s failed (%d in a row)", lambda_name, priority, failures)
                 buffer.may_hold_more(rank, False)  # a queue that cannot be read holds no lower priority back
+            self._failures[receiver] = failures
+            if failures:
                 self._draining.wait(ceiling(failures, *RECEIVE_RETRY_S))
+
+    def receivers(self) -> list[ReceiverStatus]:
+        """Each receiver thread: alive, how long since its loop began a turn, its failures in a row."""
+        now = time.monotonic()
+        return [
+            ReceiverStatus(name, thread.is_alive(), now - self._turns[name], self._failures.get(name, 0))
+            for name, thread in self._receivers.items()
+        ]
+
+    @property
+    def receiver_stuck_after_s(self) -> float:
+        """The longest a turn of a receive loop can take: its receive's every attempt timing out, the
+        longest backoff after a failure, and the slack for the turn's other calls."""
+        return retry_budget_s(self._long_poll.meta.config) + RECEIVE_RETRY_S[1] + TURN_SLACK_S
 
     def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
         """One receive, if this priority may receive now; False if it may not."""
@@ -286,7 +313,7 @@ class Controller:
         host holds back to SQS at once."""
         self._draining.set()
         deadline = time.monotonic() + self._settings.receive_wait_s + RECEIVE_GRACE_S
-        for thread in self._receivers:
+        for thread in self._receivers.values():
             thread.join(max(0.0, deadline - time.monotonic()))
         for buffer in self._buffers.values():
             self._release(buffer.drain())
@@ -315,13 +342,20 @@ class NextWorkServer:
         self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
         self.address = address
         self.connections = 0  # executor threads that have connected: the host is ready when all have
+        self._closed = threading.Event()
 
     def serve_forever(self) -> None:
-        while True:
+        """Accept executor threads until closed. A failed accept (out of file descriptors, say) is retried:
+        were this thread to end, every executor started after would find no one to ask for work."""
+        while not self._closed.is_set():
             try:
                 connection = self._listener.accept()
-            except OSError:
-                return  # closed
+            except Exception:
+                if self._closed.is_set():
+                    return
+                log.exception("accepting an executor's connection failed; accepting again")
+                self._closed.wait(ACCEPT_RETRY_S)
+                continue
             self.connections += 1
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
@@ -353,6 +387,7 @@ class NextWorkServer:
         return Work(task.model_dump_json(by_alias=True))
 
     def close(self) -> None:
+        self._closed.set()
         self._listener.close()
 
 

@@ -10,6 +10,10 @@ claiming, waits for the receives in flight (a long poll cannot be called off),
 hands every message it holds back to SQS, and the host waits for running tasks
 to finish before it exits. An executor that dies (killed, or ended by its own
 heartbeat guard) is replaced while the host runs.
+
+Every few seconds the host writes its health to a file (atf_sdk.worker.health), which the
+container's health check reads: unhealthy once a receiver has ended or hangs, or an executor
+pool keeps dying as it starts, so that ECS replaces a host that cannot mend itself.
 """
 
 from __future__ import annotations
@@ -34,10 +38,19 @@ from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
+from atf_sdk.worker.health import (
+    REPORT_EVERY_S,
+    ExecutorStarts,
+    HealthFile,
+    HealthReport,
+    receiver_notes,
+    receiver_problems,
+)
 from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
 
 log = logging.getLogger("atf.host")
+READY_WAIT_S = 60.0  # how long a starting host waits for its executor threads to connect before it serves anyway
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,7 @@ class HostSettings:
     only: tuple[str, ...] = ()  # serve just these lambdas (default: all registered ones the stack knows)
     only_from: str = "--only"  # where `only` came from, for errors: the option or ATF_LAMBDA
     metrics: str = "auto"  # see observe.route_metrics
+    health_file: Path | None = None  # where the host reports its health (atf_sdk.worker.health); None: nowhere
     controller: ControllerSettings = field(default_factory=ControllerSettings)
 
 
@@ -82,6 +96,12 @@ class WorkerHost:
         self._authkey = secrets.token_bytes(16)
         self._server = NextWorkServer(self.controller, str(Path(self._socket_dir) / "controller.sock"), self._authkey)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
+        self._starts = ExecutorStarts()
+        self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork")
+        self._health = HealthFile(settings.health_file) if settings.health_file is not None else None
+        self._reported = 0.0  # when the health report was last made (monotonic)
+        self._problems: list[str] = []  # in the last report
+        self._unwritten = False  # the last report could not be written
         self._stop = threading.Event()
         self._mp = multiprocessing.get_context("spawn")
 
@@ -94,11 +114,13 @@ class WorkerHost:
         self.start()
         while not self._stop.wait(0.5):
             self._replace_dead_executors()
+            if time.monotonic() - self._reported >= REPORT_EVERY_S:
+                self._report(self.health())
         self.drain()
 
     def start(self) -> None:
         self.check_reach()
-        threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork").start()
+        self._server_thread.start()
         self.metrics.start()
         self.controller.start_receivers()
         for name in self.lambda_names:
@@ -106,10 +128,11 @@ class WorkerHost:
                 self._spawn(name, slot)
         log.info("worker host serving %s", ", ".join(self.lambda_names))
         expected = len(self.lambda_names) * self._settings.executors_per_lambda * self._settings.threads_per_executor
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + READY_WAIT_S
         while self._server.connections < expected and time.monotonic() < deadline and not self._stop.is_set():
             time.sleep(0.05)
         log.info("worker host ready: %d executor threads connected", self._server.connections)
+        self._report(self.health())
 
     def check_reach(self) -> None:
         """Raise HostError naming the table or queue this host cannot reach (and where it looked)."""
@@ -139,6 +162,7 @@ class WorkerHost:
         process = self._mp.Process(target=executor_main, args=(spec,), name=f"executor-{lambda_name}-{slot}")
         process.start()
         self._executors[(lambda_name, slot)] = process
+        self._starts.started(lambda_name, slot)
 
     def _replace_dead_executors(self) -> None:
         for (name, slot), process in list(self._executors.items()):
@@ -150,10 +174,41 @@ class WorkerHost:
                     process.pid,
                     process.exitcode,
                 )
+                self._starts.exited(name, slot, process.exitcode)
                 self._spawn(name, slot)
+
+    def health(self, state: str = "serving") -> HealthReport:
+        """What is wrong with this host that it cannot mend itself (nothing, if `problems` is empty)."""
+        receivers = self.controller.receivers()
+        problems = [] if self._server_thread.is_alive() else ["the NextWork server has stopped: no executor gets work"]
+        problems += receiver_problems(receivers, self.controller.receiver_stuck_after_s)
+        problems += self._starts.problems()
+        return HealthReport(os.getpid(), time.time(), state, self.lambda_names, problems, receiver_notes(receivers))
+
+    def _report(self, report: HealthReport) -> None:
+        """Write the health report; log when the host turns unhealthy (and why) or healthy again, not at
+        every report."""
+        self._reported = time.monotonic()
+        if len(report.problems) != len(self._problems):
+            if report.problems:
+                log.error("worker host unhealthy: %s", "; ".join(report.problems))
+            else:
+                log.info("worker host healthy again")
+        self._problems = report.problems
+        if self._health is None:
+            return
+        try:
+            self._health.write(report)
+        except OSError as error:  # the probe fails then, as the report it reads goes stale
+            if not self._unwritten:
+                log.error("cannot write the health report %s: %s", self._health.path, error)
+            self._unwritten = True
+            return
+        self._unwritten = False
 
     def drain(self) -> None:
         log.info("draining: no new claims; waiting for running tasks")
+        self._report(self.health("draining"))
         deadline = time.monotonic() + self._settings.drain_timeout_s  # the executors finish meanwhile
         self.controller.drain()
         for process in self._executors.values():
@@ -163,6 +218,8 @@ class WorkerHost:
                 process.kill()  # past the stop timeout: its task's lease expires and it runs again
         self._server.close()
         self.metrics.close()
+        if self._health is not None:
+            self._health.remove(os.getpid())
         log.info("worker host stopped")
 
     def stop(self) -> None:
