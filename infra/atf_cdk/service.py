@@ -17,7 +17,8 @@ from typing import Literal
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 
-from atf_core.config import CONFIG_ENV
+from atf_core.config import CONFIG_ENV, LAMBDA_ENV
+from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
 
 Architecture = Literal["x86_64", "arm64"]
 # Fargate accepts only these memory sizes (MiB, lowest and highest) for each cpu.
@@ -32,9 +33,8 @@ FARGATE_MEMORY = {
 }
 # What the framework sets on every host itself (constructs/workers.host_environment): not the team's to set.
 RESERVED_ENVIRONMENT = frozenset(
-    {CONFIG_ENV, "AWS_REGION", "AWS_DEFAULT_REGION", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
-     "ATF_LAMBDA"}
-)  # fmt: skip
+    {CONFIG_ENV, "AWS_REGION", "AWS_DEFAULT_REGION", SERVICE_NAME_ENV, METRICS_NAMESPACE_ENV, LAMBDA_ENV}
+)
 SERVICE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
 
 

@@ -26,6 +26,9 @@ NAMESPACE = "ATF"
 # value (atf_infra.constructs.workers), and its start-lag alarms name it.
 WORKER_SERVICE = "worker"
 CONSUMER_SERVICE = "consumer"
+# Where Powertools reads a process's service name and metric namespace; the CDK app sets both.
+SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 FLUSH_EVERY_S = 10.0
 # EMF takes up to 100 values of one metric per document, and Powertools prints
 # on its own (even when metrics are disabled) once a metric reaches 100.

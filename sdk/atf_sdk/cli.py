@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atf_core.api import BatchItem
-from atf_core.config import StackConfig
+from atf_core.config import LAMBDA_ENV, StackConfig
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk import __version__
@@ -31,13 +31,13 @@ from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
 from atf_sdk.extras import extra_for, install_hint
+from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
 
-LAMBDA_ENV = "ATF_LAMBDA"  # the lambda a worker serves by default (the CDK app sets it on each worker service)
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
-HEALTH_FILE_HELP = "where the host reports its health (default: $ATF_HEALTH_FILE, else /tmp/atf-worker-health.json)"
+HEALTH_FILE_HELP = f"where the host reports its health (default: ${HEALTH_FILE_ENV}, else {DEFAULT_HEALTH_FILE})"
 
 
 def _stack_config(path: Path | None) -> StackConfig:

@@ -25,7 +25,7 @@ from atf_cdk.constructs.layer import ARCHITECTURE, RUNTIME
 from atf_cdk.nag import acknowledge
 from atf_cdk.sources import functions_source
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
-from atf_core.telemetry import NAMESPACE
+from atf_core.telemetry import METRICS_NAMESPACE_ENV, NAMESPACE, SERVICE_NAME_ENV
 
 FUNCTIONS_SOURCE = functions_source()
 # Beside the `functions` package at the root of the code, where Lambda sets LAMBDA_TASK_ROOT.
@@ -79,8 +79,8 @@ ENVIRONMENT_LIMIT_BYTES = 4096
 def function_environment(name: str) -> dict[str, str]:
     environment = {
         CONFIG_FILE_ENV: CONFIG_FILE,
-        "POWERTOOLS_SERVICE_NAME": f"atf-{name}",
-        "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+        SERVICE_NAME_ENV: f"atf-{name}",
+        METRICS_NAMESPACE_ENV: NAMESPACE,
     }
     size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
     if size > ENVIRONMENT_LIMIT_BYTES:

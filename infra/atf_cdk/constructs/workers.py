@@ -40,8 +40,8 @@ from atf_cdk.constructs.table import TaskTable
 from atf_cdk.nag import acknowledge
 from atf_cdk.options import NetworkSettings
 from atf_cdk.service import SecretRef, WorkerService
-from atf_core.config import CONFIG_ENV, StackConfig
-from atf_core.telemetry import NAMESPACE
+from atf_core.config import CONFIG_ENV, LAMBDA_ENV, StackConfig
+from atf_core.telemetry import METRICS_NAMESPACE_ENV, NAMESPACE, SERVICE_NAME_ENV
 
 # Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
 # this long to finish the ones it holds before SIGKILL.
@@ -108,11 +108,11 @@ def host_environment(
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         CONFIG_ENV: config.to_env(),
-        "POWERTOOLS_SERVICE_NAME": WORKER_SERVICE,
-        "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+        SERVICE_NAME_ENV: WORKER_SERVICE,
+        METRICS_NAMESPACE_ENV: NAMESPACE,
         # The lambdas this service is for (comma-separated): `atf worker module:lambdas` serves these by
         # default, the only ones its task role reaches; `--only` in the command overrides them.
-        "ATF_LAMBDA": ",".join(lambdas),
+        LAMBDA_ENV: ",".join(lambdas),
     }
     size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
     # Leave room for the rest of the task definition (names, ARNs, command, logging).
