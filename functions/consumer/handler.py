@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from atf_core.aws import make_clients
+from atf_core.aws import AwsClients, make_clients
 from atf_core.chains import Chains
 from atf_core.clock import process_clock
 from atf_core.config import StackConfig
@@ -46,12 +46,18 @@ def _config() -> StackConfig:
 
 
 @cache
-def _consumer(index: int, of: int) -> Consumer:
-    # Built once per group and kept while the Lambda is warm, so the in-flight
-    # tracker carries over from one tick to the next.
+def _clients() -> AwsClients:
     clients = make_clients()
     for client in (clients.dynamodb, clients.sqs):
         watch_throttles(client, lambda _: metrics.count(Metric.THROTTLES))
+    return clients
+
+
+@cache
+def _consumer(index: int, of: int) -> Consumer:
+    # Built once per group and kept while the Lambda is warm, so the in-flight
+    # tracker carries over from one tick to the next.
+    clients = _clients()
     config = _config()
     store = DynamoTaskStore(clients.dynamodb, config)
     items = ItemStore(clients.dynamodb, config.table_name)
@@ -70,7 +76,7 @@ def _consumer(index: int, of: int) -> Consumer:
 @cache
 def _due_soon(index: int, of: int) -> DueSoon:
     config = _config()
-    return DueSoon(IndexStore(make_clients().dynamodb, config.table_name), config, ConsumerGroup(index, of))
+    return DueSoon(IndexStore(_clients().dynamodb, config.table_name), config, ConsumerGroup(index, of))
 
 
 def publish_due_soon(due_soon: DueSoon) -> None:

@@ -25,11 +25,13 @@ from tests.telemetry.emf import named
 def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoTaskStore]:
     monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
     handler._config.cache_clear()
+    handler._clients.cache_clear()
     handler._consumer.cache_clear()
     handler._due_soon.cache_clear()
     handler.metrics.flush()
     yield DynamoTaskStore(aws.dynamodb, config)
     handler._config.cache_clear()
+    handler._clients.cache_clear()
     handler._consumer.cache_clear()
     handler._due_soon.cache_clear()
 
@@ -46,10 +48,11 @@ def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(
     Gating(consumer_env, config).set("sleepy", None, GateAction.DROP, None, "test")
 
     # A warm container: building the clients is not part of this invocation's time, which on a loaded
-    # machine could otherwise leave no poll at all.
+    # machine could otherwise leave no poll at all (counting the tasks due soon comes first, and takes some).
     handler._consumer(0, 1)
-    # poll_interval is 0.5 s and the loop stops 2 s before the end: one or two polls
-    result = handler.lambda_handler({}, FakeLambdaContext(timeout_s=3.2))
+    handler._due_soon(0, 1)
+    # poll_interval is 0.5 s and the loop stops 2 s before the end: a few polls
+    result = handler.lambda_handler({}, FakeLambdaContext(timeout_s=4.0))
 
     assert result["polls"] >= 1
     out = capsys.readouterr().out
@@ -102,6 +105,7 @@ def test_an_invocation_publishes_each_lambdas_tasks_due_soon(
     scheduling.schedule(ScheduleRequest.model_validate({"lambda": "work"}))  # due now: the queues' business
 
     handler._consumer(0, 1)
+    handler._due_soon(0, 1)
     handler.lambda_handler({}, FakeLambdaContext(timeout_s=2.6))
 
     out = capsys.readouterr().out
