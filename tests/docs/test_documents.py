@@ -56,7 +56,8 @@ def sessions(
     """The selected documents' sessions, AT_ONCE at a time, started when the first one's test runs."""
     refused = _sandbox_refused()
     if refused:
-        pytest.skip(f"the documents' sessions need namespaces of their own: {refused}")
+        # A failure, not a skip: a machine that cannot sandbox the documents must not pass them unread.
+        pytest.fail(f"the documents' sessions need namespaces of their own: {refused}")
     selected: list[Path] = []
     for item in request.session.items:
         if isinstance(item, pytest.Function) and item.originalname == "test_every_command_runs_as_written":
