@@ -41,10 +41,11 @@ lock: setup
 # resolution), checked to be the declared bounds, then lint and the tests that call the libraries
 # directly (unit, functional, API, infra, telemetry), but for the check that the venv runs the locked
 # versions. The process-level tiers (e2e, faults, console, docs) make the same library calls through
-# processes and would double CI's time. .ci/run runs it after `make test`.
+# processes and would double CI's time. .ci/run runs it after `make test`. The venv is seeded with pip: the
+# packaging and asset tests build wheels with the interpreter that runs them.
 test-lowest: setup infra-cli chromium
 	rm -rf $(LOWEST)
-	$(UV) venv --quiet --no-python-downloads --python $(PYTHON) $(LOWEST)
+	$(UV) venv --quiet --seed --no-python-downloads --python $(PYTHON) $(LOWEST)
 	$(REQUIREMENTS) | $(UV) pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -r -
 	$(LOWEST)/bin/python -m tests.infra.bounds
 	$(LOWEST)/bin/python -m ruff check .
