@@ -17,6 +17,8 @@ from pydantic_core import PydanticCustomError
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
+# The longest time limit a lambda or a task may set on one attempt (a day).
+MAX_TIMEOUT_SECONDS = 86_400.0
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 COLLECTION_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
@@ -170,6 +172,9 @@ class Task(BaseModel):
     key: str | None = None
     expire_at: datetime | None = None
     chain: str | None = Field(default=None, description="The chain this task is a link of.")
+    timeout_seconds: float | None = Field(
+        default=None, description="This task's time limit per attempt; none: its lambda's (timeout_seconds)."
+    )
 
 
 class ScheduleRequest(BaseModel):
@@ -191,6 +196,12 @@ class ScheduleRequest(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
+    timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_TIMEOUT_SECONDS,
+        description="Stop an attempt running longer than this (a retriable failure); default: the lambda's.",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:

@@ -115,6 +115,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "key": args.key,
         "max_attempts": args.max_attempts,
         "expire_at": args.expire_at,
+        "timeout_seconds": args.timeout,
     }
     request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
@@ -374,6 +375,9 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
+    verb.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
+    )
     verb.add_argument("-q", "--quiet", action="store_true", help="print only the task id (one a line with --file)")
     verb.set_defaults(run=guarded(_schedule))
 

@@ -76,6 +76,7 @@ class TaskCalls(ApiClient):
         key: str | None = None,
         max_attempts: int | None = None,
         expire_at: datetime | None = None,
+        timeout_seconds: float | None = None,
     ) -> Plan[ScheduledTask]:
         """Schedule a task of `lambda_name` (a key is generated when none is given)."""
         fields = {
@@ -88,6 +89,7 @@ class TaskCalls(ApiClient):
             "key": key,
             "max_attempts": max_attempts,
             "expire_at": expire_at,
+            "timeout_seconds": timeout_seconds,
         }
         request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
         return (yield from self._submitted(request))
