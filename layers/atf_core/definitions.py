@@ -43,6 +43,7 @@ class Attr:
     ERROR_TYPE = "et"  # the last error's class, for filtering dead letters
     CHAIN = "ch"
     TIMEOUT = "to"  # the task's own time limit per attempt, in seconds
+    RESULT = "rs"  # what the successful attempt returned, as compact JSON
 
 
 INDEX_NAME = "due"

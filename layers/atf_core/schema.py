@@ -17,6 +17,8 @@ from pydantic_core import PydanticCustomError
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
+# The largest result a callback may return, as compact JSON: a task's item holds its payload and result.
+MAX_RESULT_BYTES = 64 * 1024
 # The longest time limit a lambda or a task may set on one attempt (a day).
 MAX_TIMEOUT_SECONDS = 86_400.0
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -175,6 +177,7 @@ class Task(BaseModel):
     timeout_seconds: float | None = Field(
         default=None, description="This task's time limit per attempt; none: its lambda's (timeout_seconds)."
     )
+    result: Any = Field(default=None, description="What the successful attempt's callback returned (JSON).")
 
 
 class ScheduleRequest(BaseModel):

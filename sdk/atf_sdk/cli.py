@@ -14,6 +14,7 @@ import argparse
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -234,6 +235,8 @@ def _status(args: argparse.Namespace) -> int:
         _task_table(tasks)
         if len(tasks) == 1 and tasks[0].errors:
             _error_history(tasks[0])
+        if len(tasks) == 1 and tasks[0].result is not None:
+            console().print("result:", json.dumps(tasks[0].result, ensure_ascii=False), markup=False)
     waiting = [t for t in tasks if not t.status.settled] if args.wait is not None else []
     if waiting:
         names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)

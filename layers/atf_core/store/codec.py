@@ -100,6 +100,7 @@ def item_to_task(item: Item) -> Task:
         expire_at=maybe_from_ms(raw.get(Attr.EXPIRE_AT)),
         chain=raw.get(Attr.CHAIN),
         timeout_seconds=raw.get(Attr.TIMEOUT),
+        result=json.loads(raw[Attr.RESULT]) if Attr.RESULT in raw else None,
     )
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing.connection import Client
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle
 from atf_core.aws import AwsClients, make_clients
@@ -41,6 +41,7 @@ from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
+from atf_sdk.worker.results import result_json
 from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
 
 if TYPE_CHECKING:
@@ -190,12 +191,12 @@ class TaskRunner:
             self.metrics.observe(Metric.START_LAG_MS, lag_ms, "Milliseconds", dimensions)
         log.info("task started")
 
-    def _call(self, task: Task) -> None:
+    def _call(self, task: Task) -> Any:
         started = time.monotonic()
         limit_s = self._lambda_spec.time_limit(task.timeout_seconds)
         self.time_limits.start(task, limit_s, self._grace_s)
         try:
-            completed(self._callback(TaskContext.of(task)), limit_s)
+            return completed(self._callback(TaskContext.of(task)), limit_s)
         finally:
             if not self.time_limits.end(task.id):
                 self.time_limits.wait_for_the_end()
@@ -211,7 +212,7 @@ class TaskRunner:
 
     def _execute(self, task: Task) -> None:
         try:
-            self._call(task)
+            result = result_json(self._call(task))  # a result JSON cannot keep fails the attempt
         except _TakenOver:
             return
         except Fatal as error:
@@ -222,7 +223,7 @@ class TaskRunner:
             log.warning("task %s attempt %d raised:\n%s", task.id, task.attempt, traceback.format_exc())
             self._retry(task, error, None)
         else:
-            self._finish(task, lifecycle.SUCCEED, None)
+            self._finish(task, lifecycle.SUCCEED, None, result=result)
 
     def _overran(self, task: Task, limit_s: float) -> None:
         """The time-limit watcher's write for an attempt it stops (its process ends next). The task stays
@@ -248,6 +249,7 @@ class TaskRunner:
         error: Exception | None,
         delay: float = 0.0,
         leased: bool = False,
+        result: str | None = None,
     ) -> None:
         # Stop heartbeating first: a heartbeat landing after the result would be refused, and a refused
         # heartbeat for a task still tracked ends the process (`leased`: what the caller wants next anyway).
@@ -259,6 +261,7 @@ class TaskRunner:
             attempt=task.attempt,
             next_at=now + timedelta(seconds=delay),
             error=_error_of(error, task.attempt, now, self.worker) if error else None,
+            result=result,
         )
         try:
             self._report(task, transition, change)
