@@ -201,6 +201,15 @@ class Chains:
         self._reindex(chain, view, now)
         return view
 
+    def parent_results(self, chain_id: str, task_id: str) -> dict[str, Any]:
+        """What the parents of a chain's link returned, by link name (a link runs once they all succeeded)."""
+        chain = self._load(chain_id)
+        link = next((lk for lk in chain.spec.links if chain.task_id(lk.name) == task_id), None)
+        if link is None or not link.after:
+            return {}
+        parents = {t.id: t for t in self._store.get_many([chain.task_id(name) for name in link.after])}
+        return {name: parents[chain.task_id(name)].result for name in link.after if chain.task_id(name) in parents}
+
     def sweep(self, now: datetime) -> int:
         """The consumer's safety net: advance running chains that are due a look."""
         return sum(self.advance(_chain_id(i), now) for i in self._items.partition(CHAINS_PARTITION, to_ms(now)))

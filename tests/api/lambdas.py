@@ -28,10 +28,12 @@ def flaky(task: TaskContext) -> Any:
 
 
 @lambdas.register("step")
-def step(task: TaskContext) -> None:
-    """A chain link: raises Fatal (straight to the dead letters) until attempt `works_from`."""
+def step(task: TaskContext) -> Any:
+    """A chain link: raises Fatal (straight to the dead letters) until attempt `works_from`; then returns
+    `returns`, or with `echo` what its parents returned."""
     if task.attempt < int(task.payload.get("works_from", 1)):
         raise Fatal(f"attempt {task.attempt}: this input cannot work yet")
+    return task.parent_results if task.payload.get("echo") else task.payload.get("returns")
 
 
 @lambdas.register("tick")

@@ -136,3 +136,15 @@ def test_a_chain_runs_in_order_and_finishes_after_a_failed_link_is_retried(live:
     for parent, child in pairwise(tasks):
         assert parent.finished_at is not None and child.claimed_at is not None
         assert child.claimed_at >= parent.finished_at, "a link starts only after its parent has succeeded"
+
+
+def test_a_link_reads_what_its_parents_returned(live: LiveStack) -> None:
+    links = [
+        {"name": "count", "lambda": "step", "payload": {"returns": {"rows": 3}}},
+        {"name": "sum", "lambda": "step", "payload": {"returns": 42}},
+        {"name": "quiet", "lambda": "step"},
+        {"name": "report", "lambda": "step", "after": ["count", "sum", "quiet"], "payload": {"echo": True}},
+    ]
+    chain = live.client.create_chain({"links": links})
+    report = next(link for link in live.client.get_chain(chain.id).links if link.name == "report")
+    assert live.client.result(report.task_id, wait=30) == {"count": {"rows": 3}, "sum": 42, "quiet": None}

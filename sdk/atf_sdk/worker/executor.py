@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing.connection import Client
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from atf_core import lifecycle
 from atf_core.aws import AwsClients, make_clients
@@ -43,9 +43,6 @@ from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
 from atf_sdk.worker.results import result_json
 from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
@@ -137,7 +134,9 @@ def build_runner(
         clock=clock,
     )
     runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
-    runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter, clock)
+    chains = Chains(store, ItemStore(clients.dynamodb, config.table_name), config, clock)
+    runner.after_finish = _after_finish(chains, limiter)
+    runner.parent_results = chains.parent_results
     return runner
 
 
@@ -163,6 +162,8 @@ class TaskRunner:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
         self.after_finish: Callable[[Task], None] = lambda task: None
+        # A chain's link is given its parents' results: (chain id, task id) -> results by link name.
+        self.parent_results: Callable[[str, str], dict[str, Any]] = lambda chain, task_id: {}
         # An attempt over its time limit is stopped by the watcher, once its executor runs it (executor_main);
         # a coroutine is cancelled at its limit first, and given a moment to unwind.
         self.time_limits = TimeLimits(self._overran)
@@ -196,7 +197,8 @@ class TaskRunner:
         limit_s = self._lambda_spec.time_limit(task.timeout_seconds)
         self.time_limits.start(task, limit_s, self._grace_s)
         try:
-            return completed(self._callback(TaskContext.of(task)), limit_s)
+            parents = self.parent_results(task.chain, task.id) if task.chain is not None else {}
+            return completed(self._callback(TaskContext.of(task, parents)), limit_s)
         finally:
             if not self.time_limits.end(task.id):
                 self.time_limits.wait_for_the_end()
@@ -291,11 +293,8 @@ class _TakenOver(Exception):
     """The attempt's callback returned after the time-limit watcher took the attempt over."""
 
 
-def _after_finish(
-    store: TaskStore, client: DynamoDBClient, config: StackConfig, limiter: Limiter, clock: Clock
-) -> Callable[[Task], None]:
+def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task], None]:
     """Give back the task's running slots, and let its chain carry on if it was a link."""
-    chains = Chains(store, ItemStore(client, config.table_name), config, clock)
 
     def after(task: Task) -> None:
         grant = limiter.grant_for(task.lambda_, task.collection, task.id)
