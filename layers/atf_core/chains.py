@@ -31,6 +31,7 @@ from atf_core.schema import (
     ScheduleRequest,
     Task,
     TaskStatus,
+    TimeoutSeconds,
     from_ms,
     to_ms,
     utcnow,
@@ -54,6 +55,7 @@ class LinkSpec(BaseModel):
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: TimeoutSeconds | None = None
     after: list[str] = Field(default_factory=list, description="Links that must succeed first.")
 
 
@@ -217,7 +219,12 @@ class Chains:
     # -- helpers -------------------------------------------------------------
     def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
         body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
-        body.update({k: v for k, v in (("priority", link.priority), ("max_attempts", link.max_attempts)) if v})
+        optional = (
+            ("priority", link.priority),
+            ("max_attempts", link.max_attempts),
+            ("timeout_seconds", link.timeout_seconds),
+        )
+        body.update({k: v for k, v in optional if v})
         try:
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)
         except InputError as error:

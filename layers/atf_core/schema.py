@@ -136,6 +136,10 @@ def _zoned(moment: datetime) -> datetime:
 Moment = Annotated[datetime, AfterValidator(_zoned)]
 
 
+# An attempt's time limit wherever one is set (a lambda, a task, a chain's link, a periodic schedule).
+TimeoutSeconds = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)]
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 
@@ -199,10 +203,8 @@ class ScheduleRequest(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
-    timeout_seconds: float | None = Field(
+    timeout_seconds: TimeoutSeconds | None = Field(
         default=None,
-        gt=0,
-        le=MAX_TIMEOUT_SECONDS,
         description="Stop an attempt running longer than this (a retriable failure); default: the lambda's.",
     )
 
