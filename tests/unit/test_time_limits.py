@@ -89,6 +89,20 @@ def test_an_async_callback_is_cancelled_at_its_limit_and_its_process_kept() -> N
     assert store.calls[0].error is not None and store.calls[0].error.type == "TaskTimeout"
 
 
+def test_an_async_callback_that_swallows_its_cancelling_and_returns_still_timed_out() -> None:
+    async def stubborn(context: TaskContext) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            return "finished anyway"
+        return "never"
+
+    run, store, ended = runner(stubborn)
+    run_watched(run)
+    assert (store.transitions, ended) == (["fail_retriable"], [])
+    assert store.calls[0].error is not None and store.calls[0].error.type == "TaskTimeout"
+
+
 def test_a_timeout_error_the_callback_raises_itself_is_not_a_time_limit() -> None:
     async def raises(context: TaskContext) -> None:
         raise TimeoutError("the gateway timed out")

@@ -41,8 +41,11 @@ async def _awaited(awaitable: Awaitable[Any], limit_s: float | None) -> Any:
     scope = asyncio.timeout(limit_s)
     try:
         async with scope:
-            return await awaitable
+            result = await awaitable
     except TimeoutError:
         if scope.expired():  # our limit, not a TimeoutError the callback raised itself
             raise TaskTimeout(limit_s) from None
         raise
+    if scope.expired():  # it swallowed its cancelling and returned: over its limit all the same
+        raise TaskTimeout(limit_s)
+    return result
