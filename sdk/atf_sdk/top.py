@@ -14,6 +14,7 @@ import argparse
 import io
 import os
 import select
+import signal
 import sys
 import termios
 import tty
@@ -116,6 +117,9 @@ def keypresses(stream: Any) -> Iterator[Any]:
     fd = stream.fileno()
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
+    # Someone at the terminal pressed Ctrl-C to quit: honour it even when top was started with SIGINT ignored
+    # (Python then installs no handler: a parent that ran it in the background of a non-interactive shell).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield fd
     finally:
