@@ -74,6 +74,19 @@ def test_gates(atf: Any) -> None:
     assert code == 1 and "not_found" in err
 
 
+def test_tables_piped_elsewhere_are_not_cut_to_80_columns(atf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped into grep or a file there is no terminal width: rows stay whole instead of wrapped or cut at 80."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    reason = "held while the mail provider migrates its sending domains to the new region " * 2
+    assert atf("gate", "pause", "work", "--collection", "wide", "--reason", reason.strip())[0] == 0
+    try:
+        code, out, _ = atf("gate", "list")
+    finally:
+        atf("gate", "resume", "work", "--collection", "wide")
+    row = next(line for line in out.splitlines() if "wide" in line)
+    assert code == 0 and reason.strip() in row and len(row) > 160
+
+
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"^atf schedule: cannot read .*nowhere.jsonl: No such file or directory$"):
         main(["schedule", "--file", str(tmp_path / "nowhere.jsonl"), "--api-url", "http://127.0.0.1:9"])

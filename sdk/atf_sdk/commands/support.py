@@ -50,10 +50,16 @@ def plain(value: Any) -> Any:
     return value
 
 
+# Wide enough for any row a verb prints: a pipe or a file has no width, and rich would assume 80 columns.
+UNBOUNDED_WIDTH = 1000
+
+
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else UNBOUNDED_WIDTH
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def when(moment: datetime | None) -> str:
