@@ -42,6 +42,7 @@ class Attr:
     ERRORS = "eh"  # every failed attempt's error
     ERROR_TYPE = "et"  # the last error's class, for filtering dead letters
     CHAIN = "ch"
+    TRACEPARENT = "tp"
 
 
 INDEX_NAME = "due"

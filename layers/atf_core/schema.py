@@ -15,6 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from atf_core.tracing import TRACEPARENT_PATTERN
+
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -170,6 +172,7 @@ class Task(BaseModel):
     key: str | None = None
     expire_at: datetime | None = None
     chain: str | None = Field(default=None, description="The chain this task is a link of.")
+    traceparent: str | None = Field(default=None, description="The W3C trace context it was scheduled in.")
 
 
 class ScheduleRequest(BaseModel):
@@ -191,6 +194,12 @@ class ScheduleRequest(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
+    traceparent: str | None = Field(
+        default=None,
+        pattern=TRACEPARENT_PATTERN,
+        description="W3C trace context of the caller's span (the SDK sets it when OpenTelemetry is installed): "
+        "the claim and each attempt are spans of that trace.",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:
@@ -205,7 +214,9 @@ class ScheduleRequest(BaseModel):
 
     def fingerprint(self) -> str:
         """What makes two requests with one idempotency key the same request."""
-        body = self.model_dump(mode="json", by_alias=True, exclude={"key"})
+        # The trace context is where a request was made from, not what it asks for: a retry from another span
+        # is still the same request.
+        body = self.model_dump(mode="json", by_alias=True, exclude={"key", "traceparent"})
         return encode_payload(body)
 
 

@@ -70,6 +70,8 @@ def task_to_item(task: Task, fingerprint: str, index_pk: str | None) -> Item:
         plain[Attr.EXPIRE_AT] = to_ms(task.expire_at)
     if task.chain is not None:
         plain[Attr.CHAIN] = task.chain
+    if task.traceparent is not None:
+        plain[Attr.TRACEPARENT] = task.traceparent
     return {key: to_attr(value) for key, value in plain.items()}
 
 
@@ -98,6 +100,7 @@ def item_to_task(item: Item) -> Task:
         key=raw.get(Attr.KEY),
         expire_at=maybe_from_ms(raw.get(Attr.EXPIRE_AT)),
         chain=raw.get(Attr.CHAIN),
+        traceparent=raw.get(Attr.TRACEPARENT),
     )
 
 

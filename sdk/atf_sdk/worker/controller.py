@@ -23,7 +23,7 @@ from datetime import datetime
 from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
-from atf_core import lifecycle
+from atf_core import lifecycle, tracing
 from atf_core.aws import retry_budget_s
 from atf_core.backoff import ceiling
 from atf_core.clock import Clock
@@ -214,7 +214,7 @@ class Controller:
         """Claim one buffered message's task for `worker`, or act on its gate or limit; the task if claimed."""
         message = item.message
         ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
-        now = self._clock()
+        now, started_ns = self._clock(), time.time_ns()
         try:
             gate = self._gate_on(lambda_name, item)
             if gate is not None:
@@ -233,6 +233,7 @@ class Controller:
         self._limited.discard(message.task_id)
         if outcome.applied and outcome.task is not None:
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
+            _trace_claim(outcome.task, started_ns)
             return outcome.task
         if isinstance(grant, Grant):
             self._limiter.release(grant)
@@ -397,3 +398,7 @@ def _closed(connection: Connection) -> bool:
         return connection.poll()
     except OSError:
         return True
+
+
+def _trace_claim(task: Task, started_ns: int) -> None:
+    tracing.record("atf claim", "CONSUMER", tracing.of_task(task), parent=task.traceparent, started_ns=started_ns)

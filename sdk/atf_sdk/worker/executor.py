@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from multiprocessing.connection import Client
 from typing import TYPE_CHECKING
 
-from atf_core import lifecycle
+from atf_core import lifecycle, tracing
 from atf_core.aws import AwsClients, make_clients
 from atf_core.backoff import equal_jitter
 from atf_core.chains import Chains
@@ -186,7 +186,9 @@ class TaskRunner:
     def _call(self, task: Task) -> None:
         started = time.monotonic()
         try:
-            completed(self._callback(TaskContext.of(task)))
+            # Current while the callback runs, so the spans it makes are children of this attempt's.
+            with tracing.span("atf execute", "CONSUMER", tracing.of_task(task), parent=task.traceparent):
+                completed(self._callback(TaskContext.of(task)))
         finally:
             elapsed_ms = (time.monotonic() - started) * 1000
             self.metrics.observe(Metric.EXECUTION_MS, elapsed_ms, "Milliseconds", queue(task.lambda_, task.priority))
