@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from atf_cdk.grants import parts
-from atf_core.calls import actions_of
+from atf_cdk.grants import Component, parts
 
+from atf_core.calls import actions_of
 from tests.infra.conftest import Synthesized
 
 
@@ -67,9 +67,9 @@ def _table_id(synth: Synthesized) -> str:
     return table_id
 
 
-def _called(component: str, service: str) -> set[str]:
+def _called(component: Component, service: str) -> set[str]:
     """What the component's code calls on a service: its parts' declared calls (atf_core.calls)."""
-    return {a for a in actions_of(*parts(component)) if a.startswith(f"{service}:")}  # type: ignore[arg-type]
+    return {a for a in actions_of(*parts(component)) if a.startswith(f"{service}:")}
 
 
 def _table_resources(synth: Synthesized, queries: bool) -> list[Any]:
@@ -105,7 +105,8 @@ def test_consumer_sends_to_every_queue_but_no_dead_letter_queue(synth: Synthesiz
 
 
 def test_functions_have_the_item_actions_their_code_calls(synth: Synthesized) -> None:
-    for name in ("consumer", "frontend"):
+    functions: tuple[Component, ...] = ("consumer", "frontend")
+    for name in functions:
         statements = _statements(synth, _role_of_function(synth, name))
         actions, resources = _granted(statements, "dynamodb:")
         assert actions == _called(name, "dynamodb"), name

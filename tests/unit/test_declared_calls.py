@@ -349,9 +349,8 @@ def test_every_aws_call_a_component_makes_is_in_a_declared_method() -> None:
 
 
 def _declares(function: ast.FunctionDef) -> bool:
-    return any(
-        isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "calls" for d in function.decorator_list
-    )
+    decorators = function.decorator_list
+    return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "calls" for d in decorators)
 
 
 def _store_modules() -> Iterator[Any]:

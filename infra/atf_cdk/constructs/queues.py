@@ -85,9 +85,7 @@ def grant_consumer(
             scope,
             f"ConsumerQueues{number}",
             description=f"The store consumer sends to these {len(chunk)} task queues",
-            statements=[
-                iam.PolicyStatement(actions=actions, resources=[q.queue.queue_arn for q in chunk])
-            ],
+            statements=[iam.PolicyStatement(actions=actions, resources=[q.queue.queue_arn for q in chunk])],
             roles=[role],
         )
         for number, chunk in enumerate(chunks)
@@ -101,7 +99,5 @@ def grant_queues(
 ) -> None:
     if not queues:
         return
-    iam.Grant.add_to_principal(
-        grantee=grantee, actions=actions, resource_arns=[q.queue.queue_arn for q in queues]
-    )
+    iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=[q.queue.queue_arn for q in queues])
     grant_key(key, grantee, write=write)
