@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from atf_core import lifecycle, tracing
 from atf_core.aws import retry_budget_s
 from atf_core.backoff import ceiling
+from atf_core.calls import calls
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
@@ -114,6 +115,7 @@ class Controller:
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
+    @calls(QueueDirectory.url)
     def queue_url(self, lambda_name: str, priority: str) -> str:
         """The URL of one of this host's queues (looked up once): raises if the queue cannot be reached."""
         return self._queues.url(lambda_name, priority)
@@ -166,6 +168,7 @@ class Controller:
         longest backoff after a failure, and the slack for the turn's other calls."""
         return retry_budget_s(self._long_poll.meta.config) + RECEIVE_RETRY_S[1] + TURN_SLACK_S
 
+    @calls("sqs:ReceiveMessage", QueueDirectory.url)
     def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
         """One receive, if this priority may receive now; False if it may not."""
         buffer = self._buffers[lambda_name]
@@ -275,6 +278,7 @@ class Controller:
         else:
             hand_back(self._store, self._config, ref, message.attempt, now)
 
+    @calls(DeleteBatcher._send)  # in the batcher's thread, ten at a time
     def _delete(self, item: Buffered) -> None:
         self._deletes.delete(item.queue_url, item.receipt)
 
@@ -320,6 +324,7 @@ class Controller:
             self._release(buffer.drain())
         self._deletes.close()
 
+    @calls("sqs:ChangeMessageVisibility")
     def _release(self, items: Iterable[Buffered | Received]) -> None:
         """Make messages this host will not run visible again at once, for this host or another."""
         for item in items:
