@@ -100,7 +100,8 @@ def test_the_cli_refuses_a_payload_that_is_not_an_object(
     lines.write_text('{"lambda": "work"}\n{"lambda": "work", "payload": ' + payload + "}\n")
     with pytest.raises(SystemExit) as exited:
         main(["schedule", "--api-url", "http://127.0.0.1:9", "--file", str(lines)])
-    assert exited.value.code == 2 and "tasks.jsonl:2: wrong_type: payload: must be a JSON object" in capsys.readouterr().err
+    refused = capsys.readouterr().err
+    assert exited.value.code == 2 and "tasks.jsonl:2: wrong_type: payload: must be a JSON object" in refused
     chain = tmp_path / "chain.json"
     chain.write_text(json.dumps(_link(json.loads(payload))))
     code, _, err = atf(2, "chains", "create", "--file", str(chain))
