@@ -20,7 +20,8 @@ from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.schema import Task
 from atf_core.store.tasks import DynamoTaskStore
-from atf_local.environment import REPO, local_environment
+from atf_local.environment import REPO, component_environment
+from atf_local.iam.roles import WORKER
 from atf_local.stack import free_port, wait_for_port
 from tests.conftest import TEST_CONFIG
 
@@ -34,7 +35,8 @@ class RunningStack:
     store: DynamoTaskStore
 
     def env(self) -> dict[str, str]:
-        return local_environment(self.endpoint, self.config.model_dump_json())
+        """A worker host's environment: its role's credentials (atf_local.iam)."""
+        return component_environment(self.endpoint, self.config.model_dump_json(), WORKER)
 
     def wait_for(self, task_ids: list[str], done: Callable[[Task], bool], timeout_s: float = 30) -> list[Task]:
         deadline = time.monotonic() + timeout_s
