@@ -111,9 +111,8 @@ def _serve(
         print(f"  console: {stack.console_url}   (atf top --console-url {stack.console_url})", flush=True)
     worker_config = f" {CONFIG_FILE_ENV}={path}" if path is not None else ""  # inline: the same ATF_CONFIG
     print("  a worker host (atf worker) needs the endpoint, the configuration and its role's credentials:", flush=True)
-    print(f'  eval "$(python -m atf_local credentials {WORKER} --aws-port {aws_port})"', flush=True)
-    if worker_config:
-        print(f"  export{worker_config}", flush=True)
+    exports = f"export{worker_config}; " if worker_config else ""
+    print(f'  {exports}eval "$(python -m atf_local credentials {WORKER} --aws-port {aws_port})"', flush=True)
     stopped.wait()
     stack.stop()
 

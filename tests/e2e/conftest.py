@@ -22,6 +22,7 @@ from atf_core.schema import Task
 from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import REPO, component_environment
 from atf_local.iam.roles import WORKER
+from atf_local.iam.template import template_for
 from atf_local.stack import free_port, wait_for_port
 from tests.conftest import TEST_CONFIG
 
@@ -54,6 +55,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     config = StackConfig.model_validate(TEST_CONFIG)
     path = tmp_path_factory.mktemp("stack") / "stack.json"
     path.write_text(json.dumps(TEST_CONFIG))
+    template_for(config)  # a first synthesis (tens of seconds) before the wait for the stack starts
     port = free_port()
     command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]
     command += ["--api-port", "0", "--console-port", "0"]  # these tests use neither

@@ -52,8 +52,9 @@ def component_roles(template: dict[str, Any]) -> dict[str, str]:
 def local_policies(template: dict[str, Any]) -> dict[str, list[Statement]]:
     """Component -> the statements its role holds, as moto must be given them to decide as AWS would."""
     resources = template["Resources"]
+    tables = {_arn(resources, k) for k, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"}
     policies = {
-        component: [s for raw in role_statements(resources, role) for s in translate(resolve(resources, raw))]
+        component: [s for raw in role_statements(resources, role) for s in translate(resolve(resources, raw), tables)]
         for component, role in component_roles(template).items()
     }
     workers = [s for name, statements in policies.items() if name.startswith(f"{WORKER}-") for s in statements]
@@ -110,8 +111,9 @@ def _arn(resources: dict[str, Any], logical_id: str) -> str:
     return f"arn:aws:not-local:{REGION}:{ACCOUNT}:{logical_id}"
 
 
-def translate(statement: Statement) -> list[Statement]:
-    """The statement as moto must hold it to allow and refuse what AWS would (docs/deploy.md)."""
+def translate(statement: Statement, tables: set[str]) -> list[Statement]:
+    """The statement as moto must hold it to allow and refuse what AWS would (docs/deploy.md); `tables`:
+    the ARNs of the stack's tables."""
     actions = _listed(statement.get("Action", []))
     if "Condition" in statement:
         if all(a.startswith("kms:") for a in actions):
@@ -127,7 +129,7 @@ def translate(statement: Statement) -> list[Statement]:
     out = [{"Effect": "Allow", "Action": rest, "Resource": resources}] if rest else []
     # moto authorizes every DynamoDB call against "*" (its tables have no resource in its check): a grant
     # on the local table becomes a grant on "*"; the local stack has that table only.
-    if dynamodb and any(":dynamodb:" in r and ":table/" in r for r in resources):
+    if dynamodb and any(str(r).split("/index/")[0] in tables for r in resources):
         out.append({"Effect": "Allow", "Action": dynamodb, "Resource": "*"})
     if sqs_unnamed and any(":sqs:" in r for r in resources):
         out.append({"Effect": "Allow", "Action": sqs_unnamed, "Resource": "*"})
