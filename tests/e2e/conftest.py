@@ -21,6 +21,7 @@ from atf_core.config import StackConfig
 from atf_core.schema import Task
 from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import REPO, component_environment
+from atf_local.iam.accounts import operator_session
 from atf_local.iam.roles import WORKER
 from atf_local.iam.template import template_for
 from atf_local.stack import free_port, wait_for_port
@@ -63,7 +64,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     try:
         wait_for_port(port)
         endpoint = f"http://127.0.0.1:{port}"
-        clients = make_clients(endpoint)
+        clients = make_clients(endpoint, session=operator_session())
         _wait_for_table(clients, config)
         yield RunningStack(endpoint, config, path, clients, DynamoTaskStore(clients.dynamodb, config))
     finally:
