@@ -16,10 +16,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atf_core.config import StackConfig
 from atf_local.environment import REPO
+
+if TYPE_CHECKING:
+    from aws_cdk import Stack
 
 CACHE_DIR = REPO / ".cache" / "iam"
 # What the template is made of: the CDK app, the code whose declarations its grants derive from, the
@@ -69,7 +72,7 @@ def cdk_context(env: str) -> dict[str, Any]:
     return {**context, "env": env, BUNDLING_CONTEXT: "source"}
 
 
-def nested_templates(stack: Any) -> dict[str, str]:
+def nested_templates(stack: Stack) -> dict[str, str]:
     """Each nested stack's template file, by its resource's logical id in the parent."""
     from aws_cdk import NestedStack
 
@@ -113,7 +116,7 @@ def _resolve_outputs(node: Any, outputs: dict[str, dict[str, Any]]) -> Any:
     return {key: _resolve_outputs(value, outputs) for key, value in node.items()}
 
 
-def flatten(outdir: Path, stack: Any) -> dict[str, Any]:
+def flatten(outdir: Path, stack: Stack) -> dict[str, Any]:
     """The stack's template with its nested stacks' resources in it (see the module's docstring)."""
     parent = json.loads((outdir / stack.template_file).read_text())
     nested = nested_templates(stack)
