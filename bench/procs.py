@@ -20,6 +20,7 @@ from pathlib import Path
 from atf_core.config import StackConfig
 from atf_local.environment import REPO, component_environment, local_environment
 from atf_local.iam.roles import WORKER
+from atf_local.iam.template import template_for
 from atf_local.instruments.history import HISTORY_ENV
 from atf_local.stack import free_port, wait_for_port
 from bench.meter import METER_ENV
@@ -95,6 +96,7 @@ class Stack:
 
     def start(self) -> None:
         self.meter_dir.mkdir(parents=True, exist_ok=True)
+        template_for(self.config)  # a first synthesis (tens of seconds) before the wait for the stack starts
         config_path = self.workdir / "stack.json"
         config_path.write_text(self.config.model_dump_json())
         serve = ["-m", "atf_local", "serve", "--config", str(config_path), "--aws-port", str(self.aws_port),
