@@ -36,9 +36,9 @@ class RunningStack:
     clients: AwsClients
     store: DynamoTaskStore
 
-    def env(self) -> dict[str, str]:
-        """A worker host's environment: its role's credentials (atf_local.iam)."""
-        return component_environment(self.endpoint, self.config.model_dump_json(), WORKER)
+    def env(self, component: str = WORKER) -> dict[str, str]:
+        """The environment of a `component`'s process (a worker host's by default): its role's credentials."""
+        return component_environment(self.endpoint, self.config.model_dump_json(), component)
 
     def wait_for(self, task_ids: list[str], done: Callable[[Task], bool], timeout_s: float = 30) -> list[Task]:
         deadline = time.monotonic() + timeout_s
