@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atf_core.config import StackConfig
-from atf_local.environment import REPO, local_environment
+from atf_local.environment import REPO, component_environment, local_environment
+from atf_local.iam.roles import WORKER
+from atf_local.iam.template import template_for
 from atf_local.instruments.history import HISTORY_ENV
 from atf_local.stack import free_port, wait_for_port
 from bench.meter import METER_ENV
@@ -75,8 +77,14 @@ class Stack:
     def history_dir(self) -> Path:
         return self.workdir / "history"
 
-    def env(self, history: bool = False) -> dict[str, str]:
-        env = local_environment(self.endpoint, self.config.model_dump_json())
+    def env(self, history: bool = False, component: str | None = None) -> dict[str, str]:
+        """A process's environment; a `component`'s holds its role's credentials (atf_local.iam)."""
+        config = self.config.model_dump_json()
+        env = (
+            component_environment(self.endpoint, config, component)
+            if component
+            else local_environment(self.endpoint, config)
+        )
         # Every process imports the framework from the checkout this benchmark runs from.
         paths = [HOOK, REPO, REPO / "layers", REPO / "sdk", REPO / "local"]
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
@@ -88,6 +96,7 @@ class Stack:
 
     def start(self) -> None:
         self.meter_dir.mkdir(parents=True, exist_ok=True)
+        template_for(self.config)  # a first synthesis (tens of seconds) before the wait for the stack starts
         config_path = self.workdir / "stack.json"
         config_path.write_text(self.config.model_dump_json())
         serve = ["-m", "atf_local", "serve", "--config", str(config_path), "--aws-port", str(self.aws_port),
@@ -95,12 +104,14 @@ class Stack:
         self._spawn("stack", serve, self.env(history=True))
         wait_for_port(self.aws_port, timeout_s=60)
         self._wait_for_queues()
-        self._spawn("frontend", ["-m", "bench.api_process", "--port", str(self.api_port)], self.env())
+        self._spawn(
+            "frontend", ["-m", "bench.api_process", "--port", str(self.api_port)], self.env(component="frontend")
+        )
         wait_for_port(self.api_port, timeout_s=60)
         worker = ["-m", "atf_sdk.cli", "worker", "bench.lambdas:lambdas", "--config", str(config_path),
                   "--executors", str(self.executors), "--threads", str(self.threads),
                   "--receive-wait", str(self.receive_wait)]  # fmt: skip
-        self._spawn("host", worker, self.env(history=True))
+        self._spawn("host", worker, self.env(history=True, component=WORKER))
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         log = (self.workdir / f"{name}.log").open("ab")

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from atf_core.config import StackConfig
+from atf_local.environment import DUMMY_CREDENTIALS
 
-os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# The local stack's operator (atf_local.iam.accounts): a test's own calls on a local stack run as it
+for _name, _value in DUMMY_CREDENTIALS.items():
+    os.environ.setdefault(_name, _value)
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 

@@ -98,6 +98,9 @@ class WorkerService:
     memory_mib: int = 1024
     architecture: Architecture = "x86_64"
     scaling: Scaling = field(default_factory=Scaling)
+    # The container health check runs atf-sdk's probe (python -m atf_sdk.worker.health) in the image; False for an
+    # image that cannot run it (no python on PATH, a distroless base): ECS then replaces a host only when it exits.
+    health_check: bool = True
     # cdk-nag findings the owner's own grants raise, accepted with the reason (rule -> reason), e.g.
     # {"AwsSolutions-IAM5[Resource::arn:aws:s3:::bucket/prefix/*]": "one object per image under the prefix"}
     acknowledgements: Mapping[str, str] = field(default_factory=dict)

@@ -23,14 +23,30 @@ _DECLARED = "__atf_calls__"
 _ACTION = re.compile(r"^[a-z0-9-]+:[A-Z][A-Za-z]+$")
 
 
+# IAM authorizes a batch call under the action of its single call: the one place that says so.
+AUTHORIZED_AS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
+def authorized_as(service: str, operation: str) -> str:
+    """The IAM action AWS checks for an API operation ("sqs", "SendMessageBatch" -> "sqs:SendMessage")."""
+    action = f"{service}:{operation}"
+    return AUTHORIZED_AS.get(action, action)
+
+
 def calls(*made: str | Via) -> Callable[[F], F]:
     """Declare what a method calls: IAM actions ("dynamodb:Query") and the declared methods it calls through.
 
-    An action is named as IAM authorizes it: SQS's SendMessageBatch is `sqs:SendMessage`.
+    An action is named as IAM authorizes it: SQS's SendMessageBatch is `sqs:SendMessage` (AUTHORIZED_AS).
     """
     for what in made:
         if isinstance(what, str) and not _ACTION.match(what):
             raise ValueError(f"{what!r} is not an IAM action such as 'dynamodb:Query'")
+        if isinstance(what, str) and what in AUTHORIZED_AS:
+            raise ValueError(f"{what!r} is authorized as {AUTHORIZED_AS[what]!r}: declare that")
         if not isinstance(what, str) and declared(what) is None:
             raise ValueError(f"{what!r} declares no calls of its own")
 
@@ -62,6 +78,18 @@ def declarations(cls: type) -> dict[str, frozenset[str]]:
     return found
 
 
-def actions_of(*classes: type) -> frozenset[str]:
-    """Every action the given classes' methods make: the policy of a component built from them."""
-    return frozenset(action for cls in classes for actions in declarations(cls).values() for action in actions)
+Part = type | Via
+
+
+def actions_of(*parts: Part) -> frozenset[str]:
+    """Every action the given parts make: the policy of a component built from them. A part is a class (all
+    its declared methods) or one declared method, for a class a component uses only in part."""
+    found: set[str] = set()
+    for part in parts:
+        if isinstance(part, type):
+            found.update(action for actions in declarations(part).values() for action in actions)
+        elif (actions := declared(part)) is not None:
+            found |= actions
+        else:
+            raise ValueError(f"{part!r} declares no calls")
+    return frozenset(found)

@@ -44,6 +44,7 @@ class Attr:
     CHAIN = "ch"
     TIMEOUT = "to"  # the task's own time limit per attempt, in seconds
     RESULT = "rs"  # what the successful attempt returned, as compact JSON
+    TRACEPARENT = "tp"
 
 
 INDEX_NAME = "due"

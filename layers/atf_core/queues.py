@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from atf_core import tracing
 from atf_core.calls import calls
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
@@ -74,5 +75,8 @@ class QueueDirectory:
         if not messages:
             return set()
         entries = [{"Id": str(i), "MessageBody": m.encode()} for i, m in enumerate(messages)]
-        reply = self._sqs.send_message_batch(QueueUrl=self.url(lambda_name, priority), Entries=entries)  # type: ignore[arg-type]
+        attributes: tracing.Attributes = {tracing.LAMBDA: lambda_name, tracing.PRIORITY: priority}
+        attributes |= {tracing.TASK_IDS: [m.task_id for m in messages], tracing.ATTEMPTS: [m.attempt for m in messages]}
+        with tracing.span("atf send", "PRODUCER", attributes):
+            reply = self._sqs.send_message_batch(QueueUrl=self.url(lambda_name, priority), Entries=entries)  # type: ignore[arg-type]
         return {int(failure["Id"]) for failure in reply.get("Failed") or []}

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from atf_core.tracing import TRACEPARENT_PATTERN
+
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 # The largest result a callback may return, as compact JSON: a task's item holds its payload and result.
@@ -182,6 +184,7 @@ class Task(BaseModel):
         default=None, description="This task's time limit per attempt; none: its lambda's (timeout_seconds)."
     )
     result: Any = Field(default=None, description="What the successful attempt's callback returned (JSON).")
+    traceparent: str | None = Field(default=None, description="The W3C trace context it was scheduled in.")
 
 
 class ScheduleRequest(BaseModel):
@@ -207,6 +210,12 @@ class ScheduleRequest(BaseModel):
         default=None,
         description="Stop an attempt running longer than this (a retriable failure); default: the lambda's.",
     )
+    traceparent: str | None = Field(
+        default=None,
+        pattern=TRACEPARENT_PATTERN,
+        description="W3C trace context of the caller's span (the SDK sets it when OpenTelemetry is installed): "
+        "the claim and each attempt are spans of that trace.",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:
@@ -221,7 +230,9 @@ class ScheduleRequest(BaseModel):
 
     def fingerprint(self) -> str:
         """What makes two requests with one idempotency key the same request."""
-        body = self.model_dump(mode="json", by_alias=True, exclude={"key"})
+        # The trace context is where a request was made from, not what it asks for: a retry from another span
+        # is still the same request.
+        body = self.model_dump(mode="json", by_alias=True, exclude={"key", "traceparent"})
         return encode_payload(body)
 
 

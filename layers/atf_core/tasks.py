@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from atf_core import lifecycle
+from atf_core import lifecycle, tracing
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
@@ -48,6 +48,7 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
         key=request.key,
         expire_at=request.expire_at,
         timeout_seconds=request.timeout_seconds,
+        traceparent=request.traceparent,
     )
 
 
@@ -58,11 +59,14 @@ class Scheduling:
         self._clock = clock
 
     def schedule(self, request: ScheduleRequest, now: datetime | None = None) -> CreateResult:
-        task = build_task(self._config, request, now or self._clock())
-        result = self._store.create(task, request.fingerprint())
-        if result.conflict:
-            raise Conflict(f"key {request.key!r} was used for a different request", "key")
-        return result
+        attributes: tracing.Attributes = {tracing.LAMBDA: request.lambda_}
+        with tracing.span("atf schedule", "SERVER", attributes, parent=request.traceparent) as span:
+            task = build_task(self._config, request, now or self._clock())
+            span.set(tracing.TASK_ID, task.id)
+            result = self._store.create(task, request.fingerprint())
+            if result.conflict:
+                raise Conflict(f"key {request.key!r} was used for a different request", "key")
+            return result
 
     def get(self, task_id: str) -> Task:
         task = self._store.get(task_id)

@@ -1,4 +1,4 @@
-"""python -m atf_local serve | consumer | demo"""
+"""python -m atf_local serve | consumer | demo | credentials"""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from atf_core.aws import ENDPOINT_ENV
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_local.environment import REPO
+from atf_local.iam.roles import WORKER
 from atf_local.stack import LocalStack
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
@@ -50,6 +52,13 @@ def main(argv: list[str] | None = None) -> None:
     demo.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     demo.add_argument("--aws-port", type=int, default=4566)
     demo.add_argument("--api-port", type=int, default=8080)
+    credentials = commands.add_parser(
+        "credentials", help="export lines for a running local stack's component role: a worker host's by default"
+    )
+    credentials.add_argument(
+        "component", nargs="?", default=WORKER, help=f"{WORKER} (every lambda), {WORKER}-<lambda>, consumer, frontend"
+    )
+    credentials.add_argument("--aws-port", type=int, default=4566)
     args = parser.parse_args(argv)
     if args.command == "serve":
         config, path = serve_config(args.config)
@@ -62,6 +71,23 @@ def main(argv: list[str] | None = None) -> None:
         from atf_local.demo import run_demo
 
         run_demo(StackConfig.from_file(args.config), args.aws_port, args.api_port)
+    elif args.command == "credentials":
+        print(export_line(f"http://127.0.0.1:{args.aws_port}", args.component))
+
+
+def export_line(endpoint: str, component: str) -> str:
+    """`export ...` of what a process of `component` needs: the endpoint and its role's credentials."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from atf_local.iam.accounts import credentials
+
+    try:
+        given = credentials(endpoint, component)
+    except (BotoCoreError, ClientError) as error:
+        raise SystemExit(
+            f"atf_local credentials: no {component!r} role on a local stack at {endpoint}: {error}"
+        ) from None
+    return "export " + " ".join(f"{k}={v}" for k, v in {ENDPOINT_ENV: endpoint, **given}.items())
 
 
 def _serve(
@@ -84,12 +110,9 @@ def _serve(
     if stack.console_url is not None:
         print(f"  console: {stack.console_url}   (atf top --console-url {stack.console_url})", flush=True)
     worker_config = f" {CONFIG_FILE_ENV}={path}" if path is not None else ""  # inline: the same ATF_CONFIG
-    print("  a worker host (atf worker) needs the endpoint and the configuration:", flush=True)
-    print(
-        f"  export ATF_AWS_ENDPOINT={stack.endpoint}{worker_config} AWS_ACCESS_KEY_ID=local"
-        " AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1",
-        flush=True,
-    )
+    print("  a worker host (atf worker) needs the endpoint, the configuration and its role's credentials:", flush=True)
+    exports = f"export{worker_config}; " if worker_config else ""
+    print(f'  {exports}eval "$(python -m atf_local credentials {WORKER} --aws-port {aws_port})"', flush=True)
     stopped.wait()
     stack.stop()
 

@@ -14,6 +14,7 @@ the local stack's credentials are dummies anyway.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import sys
@@ -25,6 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+import boto3
+
+from atf_core.aws import make_clients
 from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
 from atf_local.environment import REPO
@@ -159,11 +163,17 @@ class _Server(ThreadingHTTPServer):
             return self._handler(event, FakeLambdaContext(timeout_s=29.0, function_name="atf-frontend-local"))
 
 
-def frontend_handler() -> Handler:
+def frontend_handler(session: boto3.Session | None = None) -> Handler:
+    """The frontend's handler; with a `session`, its AWS clients are built from it: the role's credentials
+    a Lambda function's process would have in its environment, which a thread of this one cannot have."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # functions/ is deployed as code, not installed as a package
+    from functions.frontend import services
     from functions.frontend.handler import lambda_handler
 
+    if session is not None:
+        services.make_clients = functools.partial(make_clients, session=session)  # type: ignore[attr-defined]
+        services._build.cache_clear()
     return lambda_handler
 
 

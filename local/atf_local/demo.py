@@ -1,14 +1,16 @@
 """make run: the local stack, a worker host with the example lambdas, a demo mix of
-tasks scheduled through the SDK, and each task's state live until all are done."""
+tasks scheduled through the SDK, a periodic schedule and a two-link chain, and each
+task's state live until all are done. IAM is enforced: every component runs under its role."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from atf_core.chains import ChainStatus
 from atf_core.config import StackConfig
+from atf_core.errors import AtfError
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_local import environment
 from atf_local.environment import REPO
+from atf_local.iam.roles import WORKER
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient
 
@@ -83,6 +88,52 @@ def demo_mix() -> list[DemoTask]:
     return mix
 
 
+@dataclass
+class Extras:
+    """A periodic schedule and a two-link chain: the consumer's housekeeping and the chain's re-index, so a
+    grant the deployed roles lack shows on the first run. `problems` says what went wrong, denials included."""
+
+    schedule: str = "demo-every-2s"
+    chain_id: str = ""
+    state: str = ""
+    problems: list[str] = field(default_factory=list)
+    settled: bool = False
+
+    def start(self, client: AtfClient) -> None:
+        try:
+            client.put_schedule(self.schedule, {"lambda": "greet", "payload": {"name": "periodic"}, "every_seconds": 2})
+            first = {"name": "first", "lambda": "greet", "payload": {"name": "chain link 1"}}
+            second = {"name": "second", "lambda": "greet", "payload": {"name": "chain link 2"}, "after": ["first"]}
+            self.chain_id = client.create_chain({"links": [first, second]}).id
+        except AtfError as error:
+            self._failed("starting the schedule and the chain", error)
+
+    def poll(self, client: AtfClient) -> None:
+        if self.settled:
+            return
+        try:
+            schedule = client.get_schedule(self.schedule, upcoming=0)
+            fired = client.get(schedule.last_task_id).status if schedule.last_task_id else None
+            chain = client.get_chain(self.chain_id)
+        except AtfError as error:
+            self._failed("reading the schedule and the chain", error)
+            return
+        self.state = f"schedule fired {schedule.fired}x (last: {fired or '-'}); chain {chain.status}"
+        self.settled = fired is TaskStatus.SUCCESS and chain.status is not ChainStatus.RUNNING
+        if self.settled and chain.status is not ChainStatus.SUCCEEDED:
+            self.problems.append(f"the chain ended {chain.status}")
+
+    def finish(self, client: AtfClient) -> None:
+        if not self.settled and not self.problems:
+            self.problems.append(f"the schedule and the chain did not finish: {self.state}")
+        with contextlib.suppress(AtfError):
+            client.delete_schedule(self.schedule)
+
+    def _failed(self, doing: str, error: AtfError) -> None:
+        self.problems.append(f"{doing}: {error} (the frontend's log above names a denied action)")
+        self.settled = True
+
+
 def _port(preferred: int) -> int:
     with socket.socket() as probe:
         return preferred if probe.connect_ex(("127.0.0.1", preferred)) != 0 else free_port()
@@ -110,7 +161,7 @@ def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
 
 def _start_worker_host(stack: LocalStack, log: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "atf_sdk.cli", "worker", "examples.lambdas:lambdas", "--receive-wait", "1"]
-    env = environment.local_environment(stack.endpoint, stack.config.model_dump_json())
+    env = environment.component_environment(stack.endpoint, stack.config.model_dump_json(), WORKER)
     with log.open("wb") as out:
         return subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
 
@@ -131,6 +182,9 @@ def _drive(client: AtfClient, console: Console) -> bool:
     for task in mix:
         task.id = client.schedule(**task.request).id
     events.append(f"scheduled {len(mix)} tasks through the API")
+    extras = Extras()
+    extras.start(client)
+    events.append(f"a schedule every 2 s ({extras.schedule}) and a two-link chain")
     started = time.monotonic()
     resumed_at: datetime | None = None
     with Live(console=console, refresh_per_second=4) as live:
@@ -141,8 +195,9 @@ def _drive(client: AtfClient, console: Console) -> bool:
                 resumed_at = utcnow()
                 client.resume("greet", "newsletter")
                 events.append(f"resumed greet/newsletter after {elapsed:.0f} s")
-            live.update(_view(mix, tasks, events, elapsed))
-            if all(_settled(t) for t in tasks.values()) or elapsed > TIMEOUT_S:
+            extras.poll(client)
+            live.update(_view(mix, tasks, [*events, extras.state], elapsed))
+            if (all(_settled(t) for t in tasks.values()) and extras.settled) or elapsed > TIMEOUT_S:
                 break
             time.sleep(0.25)
     wrong = [t.label for t in mix if tasks[t.id].status is not t.expect]
@@ -151,6 +206,9 @@ def _drive(client: AtfClient, console: Console) -> bool:
     for line in lines:
         console.print(line)
     wrong += late
+    extras.finish(client)
+    console.print(f"Schedule and chain: {extras.state}")
+    wrong += extras.problems
     console.print("[green]All tasks reached their expected states.[/]" if not wrong else f"[red]Unexpected: {wrong}[/]")
     return not wrong
 

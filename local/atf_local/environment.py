@@ -36,5 +36,13 @@ def local_environment(endpoint: str, config_json: str) -> dict[str, str]:
     return env
 
 
+def component_environment(endpoint: str, config_json: str, component: str) -> dict[str, str]:
+    """A component's process environment: the local one with its role's credentials (atf_local.iam),
+    assumed once per process and component."""
+    from atf_local.iam.accounts import credentials
+
+    return {**local_environment(endpoint, config_json), **credentials(endpoint, component)}
+
+
 def apply(endpoint: str, config_json: str) -> None:
     os.environ.update(local_environment(endpoint, config_json))

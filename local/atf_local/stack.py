@@ -6,15 +6,19 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_local import environment
-from atf_local.api_server import ApiServer
+from atf_local.api_server import ApiServer, frontend_handler
 from atf_local.atomic import atomic_dynamodb
 from atf_local.console import ConsoleServer
 from atf_local.environment import REPO
+from atf_local.iam.accounts import credentials, enforce, operator_session, session_of
+from atf_local.iam.roles import local_policies
+from atf_local.iam.template import template_for
 from atf_local.provision import provision
 
 
@@ -36,7 +40,8 @@ def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
 
 @dataclass
 class LocalStack:
-    """moto's server in this process; the consumer in a child process, as its Lambda would run."""
+    """moto's server in this process; the consumer in a child process, as its Lambda would run. Each
+    component runs under its role's credentials, IAM enforced (atf_local.iam); the harness is the operator."""
 
     config: StackConfig
     aws_port: int = 4566
@@ -47,6 +52,7 @@ class LocalStack:
     _api: ApiServer | None = None
     _console: ConsoleServer | None = None
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _unenforce: Callable[[], None] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -68,13 +74,16 @@ class LocalStack:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
         environment.apply(self.endpoint, self.config.model_dump_json())
+        policies = local_policies(template_for(self.config))  # synthesized or cached, before anything listens
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.aws_port, verbose=False)
         server.start()
         self._server = server
         wait_for_port(self.aws_port)
-        provision(make_clients(self.endpoint), self.config)
+        self._unenforce = enforce(self.endpoint, policies)
+        provision(make_clients(self.endpoint, session=operator_session()), self.config)
         if self.api_port is not None:
-            self._api = ApiServer(self.api_port).start()
+            frontend = session_of(credentials(self.endpoint, "frontend"))
+            self._api = ApiServer(self.api_port, frontend_handler(frontend)).start()
         if self.console_port is not None:
             self._console = _start_console(self.config, self.endpoint, self.console_port)
         if with_consumer:
@@ -95,6 +104,8 @@ class LocalStack:
                 child.kill()
         if self._server is not None:
             self._server.stop()  # type: ignore[attr-defined]
+        if self._unenforce is not None:
+            self._unenforce()
 
 
 def _start_console(config: StackConfig, endpoint: str, port: int) -> ConsoleServer | None:
@@ -108,5 +119,5 @@ def _start_console(config: StackConfig, endpoint: str, port: int) -> ConsoleServ
 
 def start_consumer(endpoint: str, config: StackConfig, index: int = 0, of: int = 1) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "atf_local", "consumer", "--group", str(index), "--groups", str(of)]
-    env = environment.local_environment(endpoint, config.model_dump_json())
+    env = environment.component_environment(endpoint, config.model_dump_json(), "consumer")
     return subprocess.Popen(command, env=env, cwd=REPO)

@@ -28,9 +28,24 @@ from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
+from atf_sdk.commands.completion import add_completion_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
-from atf_sdk.commands.support import client, common, console, guarded, json_object, json_out, moment, when
+from atf_sdk.commands.support import (
+    Exit,
+    add_yes,
+    client,
+    common,
+    confirmed,
+    console,
+    guarded,
+    json_object,
+    json_out,
+    moment,
+    progress,
+    usage,
+    when,
+)
 from atf_sdk.extras import extra_for, install_hint
 from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
@@ -38,6 +53,7 @@ if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
 
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
+EXITS = "exit status: " + ", ".join(f"{e.value} {e.name.lower().replace('_', ' ')}" for e in Exit)
 HEALTH_FILE_HELP = f"where the host reports its health (default: ${HEALTH_FILE_ENV}, else {DEFAULT_HEALTH_FILE})"
 
 
@@ -105,7 +121,7 @@ def _schedule(args: argparse.Namespace) -> int:
     if args.file is not None:
         return _schedule_file(args)
     if args.lambda_name is None:
-        raise SystemExit("atf schedule: give a LAMBDA or --file")
+        usage("atf schedule: give a LAMBDA or --file")
     fields = {
         "lambda": args.lambda_name,
         "payload": args.payload,
@@ -140,7 +156,7 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     try:
         handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
     except OSError as error:
-        raise SystemExit(f"atf schedule: cannot read {path}: {error.strerror}") from None
+        usage(f"atf schedule: cannot read {path}: {error.strerror}")
     requests = []
     try:
         for number, line in enumerate(handle, start=1):
@@ -150,7 +166,7 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
                 requests.append(ScheduleRequest.model_validate_json(line))
             except ValidationError as error:
                 problem = input_error(error)
-                raise SystemExit(f"atf schedule: {path}:{number}: {problem.code}: {problem.message}") from None
+                usage(f"atf schedule: {path}:{number}: {problem.code}: {problem.message}")
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -158,13 +174,9 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
 
 
 def _schedule_file(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     requests = _read_tasks(args.file)
-    columns = (TextColumn("scheduling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with client(args) as atf, Progress(*columns, console=console(stderr=True), transient=True) as progress:
-        bar = progress.add_task("schedule", total=len(requests))
-        results = atf.schedule_many(requests, on_progress=lambda n: progress.advance(bar, n))
+    with client(args) as atf, progress("scheduling", len(requests)) as advance:
+        results = atf.schedule_many(requests, on_progress=advance)
     if args.quiet:
         _print_batch_ids(results)
     elif args.json:
@@ -172,7 +184,7 @@ def _schedule_file(args: argparse.Namespace) -> int:
             print(item.model_dump_json())
     else:
         _print_batch_summary(results)
-    return 0 if all(item.status in (200, 201) for item in results) else 1
+    return Exit.OK if all(item.status in (200, 201) for item in results) else Exit.FAILED
 
 
 def _print_batch_ids(results: list[BatchItem]) -> None:
@@ -230,7 +242,7 @@ def _status(args: argparse.Namespace) -> int:
     with client(args) as atf:
         tasks = _finished(atf, args.ids, args.wait) if args.wait is not None else [atf.get(i) for i in args.ids]
     if args.json:
-        json_out(tasks if len(tasks) > 1 else tasks[0])
+        json_out(tasks)  # a list, however many ids: one shape for scripts
     else:
         _task_table(tasks)
         if len(tasks) == 1 and tasks[0].errors:
@@ -241,19 +253,21 @@ def _status(args: argparse.Namespace) -> int:
     if waiting:
         names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
         print(f"atf: not finished after {args.wait:g} s: {names}", file=sys.stderr)
-        return 1
-    return 0
+        return Exit.FAILED
+    return Exit.OK
 
 
 def _finished(atf: AtfClient, ids: list[str], wait_s: float) -> list[Task]:
     """The tasks once every one has settled (ended, or a dead letter), or as they stand after wait_s."""
     deadline = time.monotonic() + wait_s
     tasks = []
-    for task_id in ids:
-        try:
-            tasks.append(atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic())))
-        except TimeoutError:
-            tasks.append(atf.get(task_id))
+    with progress("finished", len(ids)) as advance:
+        for task_id in ids:
+            try:
+                tasks.append(atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic())))
+            except TimeoutError:
+                tasks.append(atf.get(task_id))
+            advance(1)
     return tasks
 
 
@@ -268,10 +282,15 @@ def _error_history(task: Task) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with client(args) as atf:
-        tasks = [atf.cancel(task_id) for task_id in args.ids]
-    json_out(tasks if len(tasks) > 1 else tasks[0]) if args.json else _task_table(tasks)
-    return 0
+    if len(args.ids) > 1 and not confirmed(args, f"cancel {len(args.ids)} tasks?"):
+        return Exit.FAILED
+    tasks = []
+    with client(args) as atf, progress("cancelling", len(args.ids)) as advance:
+        for task_id in args.ids:
+            tasks.append(atf.cancel(task_id))
+            advance(1)
+    json_out(tasks) if args.json else _task_table(tasks)
+    return Exit.OK
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -282,6 +301,9 @@ def _gate(args: argparse.Namespace) -> int:
             atf.resume(args.lambda_name, args.collection)
             gates = []
         else:
+            scope = f"{args.lambda_name}/{args.collection or '*'}"
+            if args.action == "drop" and not confirmed(args, f"drop the tasks of {scope} instead of running them?"):
+                return Exit.FAILED
             setter = atf.pause if args.action == "pause" else atf.drop
             gates = [setter(args.lambda_name, args.collection, until=args.until, reason=args.reason)]
     if args.json:
@@ -392,6 +414,8 @@ def _add_api_verbs(verbs: Any) -> None:
         verb = verbs.add_parser(name, parents=[parent], help=text)
         verb.add_argument("ids", nargs="+", metavar="ID")
         verb.set_defaults(run=guarded(run))
+        if name == "cancel":
+            add_yes(verb)  # more than one id asks first
         if name == "status":
             verb.add_argument(
                 "--wait",
@@ -406,6 +430,7 @@ def _add_api_verbs(verbs: Any) -> None:
     gate.add_argument("collection_word", nargs="?", metavar="COLLECTION", help=argparse.SUPPRESS)  # the older form
     gate.add_argument("--until", type=moment, help="RFC 3339 time the gate lifts itself")
     gate.add_argument("--reason", default="")
+    add_yes(gate)  # drop asks first
     gate.set_defaults(run=guarded(_gate_checked))
     stats = verbs.add_parser("stats", parents=[parent], help="counts by state and priority, oldest due, start-lag")
     stats.add_argument("lambda_name", metavar="LAMBDA")
@@ -416,7 +441,7 @@ def _gate_checked(args: argparse.Namespace) -> int:
     from atf_core.errors import InputError
 
     if args.action != "list" and not args.lambda_name:
-        raise SystemExit(f"atf gate {args.action}: name a LAMBDA")
+        usage(f"atf gate {args.action}: name a LAMBDA")
     if args.collection_word is not None:  # `atf gate pause LAMBDA COLLECTION`, before --collection
         if args.collection is not None and args.collection != args.collection_word:
             raise InputError(
@@ -427,7 +452,9 @@ def _gate_checked(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="atf", description="Async task framework for AWS")
+    parser = argparse.ArgumentParser(
+        prog="atf", description="Async task framework for AWS", parents=[common(where="atf")], epilog=EXITS
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
     worker = verbs.add_parser("worker", help="run a worker host for the lambdas a module registers")
@@ -456,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_schedules_command(verbs)
     add_chains_command(verbs)
     _add_optional_verbs(verbs)
+    add_completion_command(verbs, build_parser)
     return parser
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 EXTRA_OF_MODULE = {
     "aws_lambda_powertools": "worker",
     "rich": "cli",
+    "shtab": "cli",
     "httpx": "async",
     "anyio": "async",
     "atf_local": "testing",

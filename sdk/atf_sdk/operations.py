@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from atf_core import tracing
 from atf_core.api import (
     MAX_DEAD_LETTER_ACTION,
     BatchItem,
@@ -66,6 +67,13 @@ def checked(model: type[Model], value: Model | Any, within: str | None = None) -
         raise input_error(error, within) from None
 
 
+def traced(request: ScheduleRequest, traceparent: str | None) -> ScheduleRequest:
+    """The request carrying the trace context it is sent in, unless the caller gave one."""
+    if request.traceparent is not None or traceparent is None:
+        return request
+    return request.model_copy(update={"traceparent": traceparent})
+
+
 def keyed(request: ScheduleRequest) -> ScheduleRequest:
     """The request with an idempotency key, so resending it cannot schedule it twice."""
     return request if request.key is not None else request.model_copy(update={"key": uuid.uuid4().hex})
@@ -109,7 +117,11 @@ class TaskCalls(ApiClient):
         return (yield from self._submitted(checked(ScheduleRequest, request)))
 
     def _submitted(self, request: ScheduleRequest) -> Plan[ScheduledTask]:
-        return ScheduledTask.model_validate((yield from self._request("POST", routes.TASKS, _wire(keyed(request)))))
+        with tracing.outgoing("atf schedule", {tracing.LAMBDA: request.lambda_}) as span:
+            body = _wire(traced(keyed(request), span.traceparent))
+            scheduled = ScheduledTask.model_validate((yield from self._request("POST", routes.TASKS, body)))
+            span.set(tracing.TASK_ID, scheduled.id)
+            return scheduled
 
     @api_call
     def schedule_many(
@@ -131,18 +143,21 @@ class TaskCalls(ApiClient):
         """One batch, resending the items the store throttled until they are written or attempts run out."""
         done: dict[int, BatchItem] = {}
         pending = list(range(len(tasks)))
-        for attempt in range(1, self._retry.attempts + 1):
-            body = {"tasks": [_wire(tasks[i]) for i in pending]}
-            try:
-                reply = BatchResult.model_validate((yield from self._request("POST", routes.BATCH, body)))
-            except AtfError as error:
-                raise _renumbered(error, [offset + i for i in pending]) from None
-            for item in reply.results:
-                done[pending[item.index]] = item.model_copy(update={"index": pending[item.index]})
-            pending = [i for i in pending if done[i].retriable]
-            if not pending or attempt == self._retry.attempts:
-                break
-            yield Sleep(self._retry.delay(attempt))
+        with tracing.outgoing("atf schedule", {tracing.BATCH_SIZE: len(tasks)}) as span:
+            tasks = [traced(t, span.traceparent) for t in tasks]
+            for attempt in range(1, self._retry.attempts + 1):
+                body = {"tasks": [_wire(tasks[i]) for i in pending]}
+                try:
+                    reply = BatchResult.model_validate((yield from self._request("POST", routes.BATCH, body)))
+                except AtfError as error:
+                    raise _renumbered(error, [offset + i for i in pending]) from None
+                for item in reply.results:
+                    done[pending[item.index]] = item.model_copy(update={"index": pending[item.index]})
+                pending = [i for i in pending if done[i].retriable]
+                if not pending or attempt == self._retry.attempts:
+                    break
+                yield Sleep(self._retry.delay(attempt))
+            span.set(tracing.TASK_IDS, [item.task.id for item in done.values() if item.task is not None])
         return [done[i] for i in range(len(tasks))]
 
     @api_call

@@ -14,6 +14,7 @@ import argparse
 import io
 import os
 import select
+import signal
 import sys
 import termios
 import tty
@@ -116,6 +117,9 @@ def keypresses(stream: Any) -> Iterator[Any]:
     fd = stream.fileno()
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
+    # Someone at the terminal pressed Ctrl-C to quit: honour it even when top was started with SIGINT ignored
+    # (Python then installs no handler: a parent that ran it in the background of a non-interactive shell).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield fd
     finally:
@@ -160,8 +164,12 @@ def run_live(source: Source, interval_s: float, console: Console | None = None) 
 def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
     """`atf top`, for the CLI's build_parser (and `python -m atf_sdk.top`)."""
     top = subparsers.add_parser("top", help="a live view: tasks by state, rates, start lag, gates, dead letters")
-    top.add_argument("--api-url", help="the API's URL (default: $ATF_API_URL)")
-    top.add_argument("--region", help="region to sign for (default: from the URL or boto3's configuration)")
+    top.add_argument("--api-url", default=argparse.SUPPRESS, help="the API's URL (default: $ATF_API_URL)")
+    top.add_argument(  # unset unless given, so `atf --api-url URL top` keeps the URL given before the verb
+        "--region",
+        default=argparse.SUPPRESS,
+        help="region to sign for (default: from the URL or boto3's configuration)",
+    )
     top.add_argument("--console-url", help="the local stack's console instead of the API, e.g. http://127.0.0.1:8081")
     top.add_argument("--config", help="stack configuration file, for the lambda names (default: $ATF_CONFIG)")
     top.add_argument("--lambda", dest="lambdas", action="append", help="show this lambda (repeatable)")
@@ -185,10 +193,10 @@ def _source(args: argparse.Namespace) -> Source:
         return ConsoleSource(args.console_url)
     from atf_sdk.client import API_URL_ENV, AtfClient
 
-    endpoint = args.api_url or os.environ.get(API_URL_ENV)
+    endpoint = getattr(args, "api_url", None) or os.environ.get(API_URL_ENV)
     if not endpoint:
         raise SystemExit(f"atf top: set {API_URL_ENV}, or pass --api-url or --console-url")
-    client = AtfClient(endpoint, region=args.region)
+    client = AtfClient(endpoint, region=getattr(args, "region", None))
     rates = None
     if args.cloudwatch:
         import boto3

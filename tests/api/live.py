@@ -21,7 +21,11 @@ from typing import TypeVar
 
 import pytest
 
+from atf_core.config import StackConfig
 from atf_local.environment import REPO, local_environment
+from atf_local.iam.accounts import credentials
+from atf_local.iam.roles import WORKER
+from atf_local.iam.template import template_for
 from atf_local.stack import free_port, wait_for_port
 from atf_sdk.client import AtfClient, RetryPolicy
 
@@ -89,6 +93,7 @@ def _warm_up(live: LiveStack) -> None:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     path: Path = tmp_path_factory.mktemp("live") / "stack.json"
     path.write_text(json.dumps(LIVE_CONFIG))
+    template_for(StackConfig.model_validate(LIVE_CONFIG))  # a first synthesis before the wait for the stack
     aws_port, api_port = free_port(), free_port()
     env = {
         **local_environment(f"http://127.0.0.1:{aws_port}", path.read_text()),
@@ -103,7 +108,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         wait_for_port(api_port, timeout_s=60)  # the API starts once the table and queues exist
         host = [sys.executable, "-m", "atf_sdk.cli", "worker", "tests.api.lambdas:lambdas", "--config", str(path)]
         host += ["--executors", "1", "--threads", "2", "--receive-wait", "1"]
-        worker = subprocess.Popen(host, cwd=REPO, env=env, start_new_session=True, stdout=log, stderr=log)
+        host_env = {**env, **credentials(f"http://127.0.0.1:{aws_port}", WORKER)}
+        worker = subprocess.Popen(host, cwd=REPO, env=host_env, start_new_session=True, stdout=log, stderr=log)
         url = f"http://127.0.0.1:{api_port}"
         with AtfClient(url, region="us-east-1", retry=RetryPolicy(attempts=3, base_s=0.05)) as client:
             live = LiveStack(url, client)

@@ -43,9 +43,15 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
     assert code == 0 and [d["id"] for d in json.loads(out)] == ids[:2]
     code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--dry-run", "--per-second", "2")
     assert code == 0 and "dry run: would redrive 3 dead letters" in out
-    code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
+    code, _, err = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
+    asked = "atf: redrive 2 dead letters of chore? - no terminal to ask: add --yes to go ahead"
+    assert code == 2 and err.strip() == asked
+    assert len(json.loads(atf("dead-letters", "list", "chore", "--collection", collection, "--json")[1])) == 3
+    code, out, _ = atf(
+        "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--yes"
+    )
     assert code == 0 and "2 of 2 matched redriven" in out
-    code, out, _ = atf("dead-letters", "discard", "chore", "--collection", collection, "--json")
+    code, out, _ = atf("dead-letters", "discard", "chore", "--collection", collection, "--json", "-y")
     selection = json.loads(out)
     assert code == 0 and selection["changed"] == 1 and [d["id"] for d in selection["matched"]] == ids[2:]
     code, out, _ = atf("status", ids[2])
@@ -72,14 +78,14 @@ def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) ->
     assert atf("schedules", "resume", name)[1].startswith(f"schedule {name} resumed, next at")
     assert atf("schedules", "delete", name, "--json")[1].strip() == json.dumps({"deleted": name}, indent=2)
     code, _, err = atf("schedules", "get", name)
-    assert code == 1 and err.startswith("atf: not_found:")
+    assert code == 3 and err.startswith("atf: not_found:")
 
 
 def test_a_bad_schedule_is_one_line(atf: Any) -> None:
     code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--cron", "every day")
-    assert code == 1 and err.startswith("atf: invalid_input:") and "cron" in err
+    assert code == 2 and err.startswith("atf: invalid_input:") and "cron" in err
     code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--every", "60", "--timezone", "Nowhere/X")
-    assert code == 1 and "timezone" in err
+    assert code == 2 and "timezone" in err
 
 
 def test_chains_create_get_cancel_and_retry(atf: Any, store: Any, tmp_path: Path) -> None:
@@ -93,7 +99,7 @@ def test_chains_create_get_cancel_and_retry(atf: Any, store: Any, tmp_path: Path
     code, out, _ = atf("chains", "get", created["id"])
     assert code == 0 and f"chain {created['id']}: running" in out and "waiting" in out
     code, _, err = atf("chains", "retry", created["id"], "a")
-    assert code == 1 and err.startswith("atf: conflict:") and err.rstrip().endswith("(link)")
+    assert code == 4 and err.startswith("atf: conflict:") and err.rstrip().endswith("(link)")
     kill(store, created["links"][0]["task_id"])
     code, out, _ = atf("chains", "retry", created["id"], "a", "--budget", "2", "--json")
     assert code == 0 and json.loads(out)["links"][0]["status"] == "new"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ def test_schedule_status_and_cancel(atf: Any) -> None:
     code, out, _ = atf("status", scheduled["id"])
     assert code == 0 and "work" in out and "new" in out
     code, out, _ = atf("cancel", scheduled["id"], "--json")
-    assert code == 0 and json.loads(out)["status"] == "cancelled"
+    assert code == 0 and [t["status"] for t in json.loads(out)] == ["cancelled"]  # a list for one id too
 
 
 def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any) -> None:
@@ -47,9 +50,9 @@ def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any
 
 def test_errors_are_one_line_or_json_and_exit_1(atf: Any) -> None:
     code, _, err = atf("schedule", "nope")
-    assert code == 1 and err.startswith("atf: unknown_lambda:") and err.rstrip().endswith("(lambda)")
+    assert code == 2 and err.startswith("atf: unknown_lambda:") and err.rstrip().endswith("(lambda)")
     code, _, err = atf("status", "0" * 32, "--json")
-    assert code == 1 and json.loads(err) == {"code": "not_found", "message": f"no task '{'0' * 32}'", "field": "id"}
+    assert code == 3 and json.loads(err) == {"code": "not_found", "message": f"no task '{'0' * 32}'", "field": "id"}
 
 
 def test_schedule_a_file_with_progress(atf: Any, tmp_path: Path) -> None:
@@ -63,11 +66,15 @@ def test_schedule_a_file_with_progress(atf: Any, tmp_path: Path) -> None:
     assert code == 0 and len(results) == 150 and {r["status"] for r in results} == {200}
 
 
-def test_a_bad_line_stops_the_file_before_anything_is_sent(atf: Any, tmp_path: Path) -> None:
+def test_a_bad_line_stops_the_file_before_anything_is_sent(
+    atf: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"lambda": "mail", "key": "never-sent"}\n{"lambda": "mail", "when": 3}\n')
-    with pytest.raises(SystemExit, match=r"tasks.jsonl:2: unknown_field: when is not a known field"):
+    with pytest.raises(SystemExit) as exited:  # nothing listens there: the file is refused before any call
         main(["schedule", "--file", str(tasks), "--api-url", "http://127.0.0.1:9"])
+    assert exited.value.code == 2
+    assert "tasks.jsonl:2: unknown_field: when is not a known field" in capsys.readouterr().err
 
 
 def test_gates(atf: Any) -> None:
@@ -78,12 +85,28 @@ def test_gates(atf: Any) -> None:
     assert code == 0 and [(g["action"], g["reason"]) for g in listed] == [("pause", "cli")]
     assert atf("gate", "resume", "work", "vip")[0] == 0
     code, _, err = atf("gate", "resume", "work", "vip")
-    assert code == 1 and "not_found" in err
+    assert code == 3 and "not_found" in err
 
 
-def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=r"^atf schedule: cannot read .*nowhere.jsonl: No such file or directory$"):
+def test_tables_piped_elsewhere_are_not_cut_to_80_columns(atf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped into grep or a file there is no terminal width: rows stay whole instead of wrapped or cut at 80."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    reason = "held while the mail provider migrates its sending domains to the new region " * 2
+    assert atf("gate", "pause", "work", "--collection", "wide", "--reason", reason.strip())[0] == 0
+    try:
+        code, out, _ = atf("gate", "list")
+    finally:
+        atf("gate", "resume", "work", "--collection", "wide")
+    row = next(line for line in out.splitlines() if "wide" in line)
+    assert code == 0 and reason.strip() in row and len(row) > 160
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
         main(["schedule", "--file", str(tmp_path / "nowhere.jsonl"), "--api-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert re.fullmatch(r"atf schedule: cannot read .*nowhere.jsonl: No such file or directory\n", err)
 
 
 def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
@@ -95,7 +118,7 @@ def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
     listed = [(g["collection"], g["reason"]) for g in json.loads(out) if g["lambda"] == "work"]
     assert listed == [("newsletter", "documented")], "one collection gated, not the lambda"
     code, _, err = atf("gate", "drop", "work", "spam", "--collection", "newsletter")
-    assert code == 1 and "two collections given: spam and --collection newsletter (collection)" in err
+    assert code == 2 and "two collections given: spam and --collection newsletter (collection)" in err
     assert atf("gate", "resume", "work", "--collection", "newsletter")[0] == 0
     code, out, _ = atf("gate", "list", "--json")
     assert code == 0 and not [g for g in json.loads(out) if g["lambda"] == "work"]
@@ -119,7 +142,7 @@ def test_status_waits_until_tasks_finish(atf: Any) -> None:
     assert atf("cancel", gone)[0] == 0
     started = time.monotonic()
     code, out, _ = atf("status", gone, "--wait", "30", "--json")
-    assert code == 0 and json.loads(out)["status"] == "cancelled" and time.monotonic() - started < 5
+    assert code == 0 and json.loads(out)[0]["status"] == "cancelled" and time.monotonic() - started < 5
     started = time.monotonic()
     code, out, err = atf("status", later, gone, "--wait", "1.5", "--json")
     assert code == 1 and f"not finished after 1.5 s: {later} (new)" in err
@@ -134,3 +157,68 @@ def test_stats(atf: Any) -> None:
     code, out, _ = atf("stats", "mail", "--json")
     stats = json.loads(out)
     assert code == 0 and stats["lambda"] == "mail" and stats["priorities"]["normal"]["scheduled"] >= 1
+
+
+def test_the_global_options_go_before_or_after_the_verb(stack: LocalStack, atf: Any, capsys: Any) -> None:
+    task_id = atf("schedule", "work", "--delay", "600", "-q")[1].strip()
+    shown = []
+    for argv in (
+        ["--json", "--api-url", stack.api_url, "status", task_id],
+        ["status", task_id, "--json", "--api-url", stack.api_url],
+        ["--api-url", stack.api_url, "status", "--json", task_id],
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 0
+        shown.append([t["id"] for t in json.loads(capsys.readouterr().out)])
+    assert shown == [[task_id]] * 3
+
+
+def test_each_kind_of_failure_has_its_exit_status(
+    stack: LocalStack, atf: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented statuses (docs/cli.md): 2 usage, 3 not found, 4 conflict, 5 refused, 6 unavailable."""
+    assert atf("schedule", "work", "--max-attempts", "0")[0] == 2
+    assert atf("status", "f" * 32)[0] == 3
+    started = atf("schedule", "work", "--delay", "600", "--key", "exit-4", "--payload", '{"a": 1}', "-q")[1].strip()
+    assert atf("schedule", "work", "--delay", "600", "--key", "exit-4", "--payload", '{"a": 2}')[0] == 4
+    with pytest.raises(SystemExit) as exited:  # nothing listens there: retried, then unavailable
+        main(["status", started, "--api-url", "http://127.0.0.1:9"])
+    assert exited.value.code == 6 and "atf: unavailable:" in capsys.readouterr().err
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    assert atf("status", started)[0] == 5
+
+
+def test_bulk_destructive_verbs_ask_first(atf: Any, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [atf("schedule", "work", "--delay", "600", "-q")[1].strip() for _ in range(2)]
+    code, _, err = atf("cancel", *ids)
+    assert code == 2 and "cancel 2 tasks? - no terminal to ask: add --yes" in err
+    code, _, err = atf("gate", "drop", "work", "--collection", "ask")
+    assert code == 2 and "drop the tasks of work/ask instead of running them?" in err
+    assert {client.get(i).status.value for i in ids} == {"new"} and not client.gates()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda question: "n")
+    assert atf("cancel", *ids)[0] == 1 and {client.get(i).status.value for i in ids} == {"new"}
+    monkeypatch.setattr("builtins.input", lambda question: "y")
+    assert atf("cancel", *ids)[0] == 0 and {client.get(i).status.value for i in ids} == {"cancelled"}
+    assert atf("cancel", atf("schedule", "work", "--delay", "600", "-q")[1].strip())[0] == 0, "one id: no question"
+
+
+@pytest.mark.parametrize(
+    ("line", "completions"),
+    [("atf dead-", ["dead-letters"]), ("atf dead-letters re", ["redrive"]), ("atf status --js", ["--json"])],
+)
+def test_bash_completes_verbs_and_options(line: str, completions: list[str], tmp_path: Path) -> None:
+    script = tmp_path / "atf.bash"
+    with script.open("w") as out:
+        subprocess.run([sys.executable, "-m", "atf_sdk", "completion", "bash"], stdout=out, check=True, timeout=60)
+    words = line.split()
+    complete = (
+        f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE='{line}'; "
+        'COMP_POINT=${#COMP_LINE}; _shtab_atf; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    answer = subprocess.run(["bash", "-c", complete], capture_output=True, text=True, check=True, timeout=60)
+    assert answer.stdout.split() == completions

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV
+from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.errors import UnknownLambda
 from atf_local.__main__ import DEFAULT_CONFIG, serve_config
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
+from atf_local.iam.template import template_for
 from atf_local.stack import free_port
 from atf_sdk.client import AtfClient, RetryPolicy
 
@@ -76,6 +77,7 @@ def test_a_bad_configuration_is_one_line(
 def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
     """serve started with ATF_CONFIG_FILE alone (no --config): its output lines and its API's URL."""
     config = _config(tmp_path / "own.json", "resize")
+    template_for(StackConfig.from_file(config))  # a first synthesis (tens of seconds) before the wait starts
     api_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
     env.update({**DUMMY_CREDENTIALS, CONFIG_FILE_ENV: str(config), "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
@@ -88,7 +90,7 @@ def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
     def read() -> None:
         for line in process.stdout or ():
             lines.append(line.rstrip())
-            if "AWS_ACCESS_KEY_ID" in line:  # the last line serve prints once ready
+            if "atf_local credentials" in line:  # the last line serve prints once ready
                 ready.set()
 
     threading.Thread(target=read, daemon=True).start()
@@ -104,9 +106,7 @@ def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], s
     lines, url = served
     path = (tmp_path / "own.json").resolve()
     assert f"  configuration: {path}, lambdas resize" in lines
-    assert any(
-        "export ATF_AWS_ENDPOINT=http://127.0.0.1:" in line and f"{CONFIG_FILE_ENV}={path} " in line for line in lines
-    )
+    assert f"  export {CONFIG_FILE_ENV}={path}; " in lines[-1] and "credentials worker --aws-port" in lines[-1]
     with AtfClient(url, region="us-east-1", retry=RetryPolicy(attempts=2, base_s=0.05)) as atf:
         assert atf.schedule("resize", {"image": "cat.png"}).created
         with pytest.raises(UnknownLambda):

@@ -7,6 +7,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -134,6 +135,9 @@ def _own_terminal() -> None:
     """In the child: a session of its own with the pty as its controlling terminal, so Ctrl-C reaches it."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    # Started with SIGINT ignored, as from the background of a non-interactive shell (CI's case):
+    # Ctrl-C at the terminal must quit top all the same.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _top(url: str) -> Terminal:

@@ -21,7 +21,10 @@ from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.schema import Task
 from atf_core.store.tasks import DynamoTaskStore
-from atf_local.environment import REPO, local_environment
+from atf_local.environment import REPO, component_environment
+from atf_local.iam.accounts import operator_session
+from atf_local.iam.roles import WORKER
+from atf_local.iam.template import template_for
 from atf_local.stack import free_port, wait_for_port
 from tests.conftest import TEST_CONFIG
 
@@ -34,8 +37,9 @@ class RunningStack:
     clients: AwsClients
     store: DynamoTaskStore
 
-    def env(self) -> dict[str, str]:
-        return local_environment(self.endpoint, self.config.model_dump_json())
+    def env(self, component: str = WORKER) -> dict[str, str]:
+        """The environment of a `component`'s process (a worker host's by default): its role's credentials."""
+        return component_environment(self.endpoint, self.config.model_dump_json(), component)
 
     def wait_for(self, task_ids: list[str], done: Callable[[Task], bool], timeout_s: float = 30) -> list[Task]:
         deadline = time.monotonic() + timeout_s
@@ -60,6 +64,7 @@ def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathF
     config = StackConfig.model_validate(raw_config)
     path = tmp_path_factory.mktemp("stack") / "stack.json"
     path.write_text(json.dumps(raw_config))
+    template_for(config)  # a first synthesis (tens of seconds) before the wait for the stack starts
     port = free_port()
     command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]
     command += ["--api-port", "0", "--console-port", "0"]  # these tests use neither
@@ -67,7 +72,7 @@ def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathF
     try:
         wait_for_port(port)
         endpoint = f"http://127.0.0.1:{port}"
-        clients = make_clients(endpoint)
+        clients = make_clients(endpoint, session=operator_session())
         _wait_for_table(clients, config)
         yield RunningStack(endpoint, config, path, clients, DynamoTaskStore(clients.dynamodb, config))
     finally:

@@ -39,7 +39,7 @@ def test_the_consumer_groups_publish_counts_that_add_up_to_the_tasks_due_soon(st
         scheduling.schedule(ScheduleRequest.model_validate({"lambda": "work", "run_at": soon}))
     scheduling.schedule(ScheduleRequest.model_validate({"lambda": "sleepy", "run_at": soon}))
 
-    env = {**stack.env(), constants.METRICS_DISABLED_ENV: "false"}
+    env = {**stack.env("consumer"), constants.METRICS_DISABLED_ENV: "false"}
     groups = [
         subprocess.Popen(
             [sys.executable, "-m", "atf_local", "consumer", "--group", str(i), "--groups", "2"],

@@ -9,7 +9,6 @@ GetAtt wherever the two live."""
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from dataclasses import dataclass
@@ -23,79 +22,15 @@ sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "layers")]
 
 import atf_cdk  # noqa: E402, F401  (quiets jsii's Node banner before aws_cdk loads)
 from atf_cdk.app import build, environment_stack  # noqa: E402
-from atf_cdk.constructs.layer import BUNDLING_CONTEXT  # noqa: E402
 from atf_cdk.settings import EnvironmentSettings, available_environments, load_environment  # noqa: E402
 from atf_cdk.stack import AtfStack  # noqa: E402
-from aws_cdk import App, NestedStack, Stack  # noqa: E402
+from aws_cdk import App, Stack  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
+# One flattening of the nested stacks, shared with the local stack's IAM (which reads its roles from it)
+from atf_local.iam.template import cdk_context, flatten, nested_templates  # noqa: E402
+
 ENVIRONMENTS = available_environments()
-
-
-def cdk_context(env: str) -> dict[str, Any]:
-    """cdk.json's context (its feature flags) as the CLI would pass it, plus the environment,
-    and the layer without pip so that nothing is downloaded."""
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return {**context, "env": env, BUNDLING_CONTEXT: "source"}
-
-
-def nested_templates(stack: Stack) -> dict[str, str]:
-    """Each nested stack's template file, by its resource's logical id in the parent."""
-    found = {}
-    for construct in stack.node.find_all():
-        if isinstance(construct, NestedStack) and construct.nested_stack_parent is stack:
-            resource = construct.nested_stack_resource
-            assert resource is not None
-            found[stack.get_logical_id(resource)] = construct.template_file
-    return found
-
-
-def _rewrite(node: Any, local: set[str], prefix: str, parameters: dict[str, Any]) -> Any:
-    """A nested template's part in the parent's terms."""
-    if isinstance(node, list):
-        return [_rewrite(item, local, prefix, parameters) for item in node]
-    if not isinstance(node, dict):
-        return node
-    if set(node) == {"Ref"} and node["Ref"] in parameters:
-        return copy.deepcopy(parameters[node["Ref"]])
-    if set(node) == {"Ref"} and node["Ref"] in local:
-        return {"Ref": prefix + node["Ref"]}
-    if set(node) == {"Fn::GetAtt"} and node["Fn::GetAtt"][0] in local:
-        return {"Fn::GetAtt": [prefix + node["Fn::GetAtt"][0], *node["Fn::GetAtt"][1:]]}
-    rewritten = {key: _rewrite(value, local, prefix, parameters) for key, value in node.items()}
-    if "DependsOn" in node and "Type" in node:
-        depends = node["DependsOn"] if isinstance(node["DependsOn"], list) else [node["DependsOn"]]
-        rewritten["DependsOn"] = [prefix + d if d in local else d for d in depends]
-    return rewritten
-
-
-def _resolve_outputs(node: Any, outputs: dict[str, dict[str, Any]]) -> Any:
-    """The parent's references to nested outputs, replaced by the outputs' values."""
-    if isinstance(node, list):
-        return [_resolve_outputs(item, outputs) for item in node]
-    if not isinstance(node, dict):
-        return node
-    if set(node) == {"Fn::GetAtt"} and node["Fn::GetAtt"][0] in outputs:
-        stack_id, attribute = node["Fn::GetAtt"]
-        return copy.deepcopy(outputs[stack_id][attribute.removeprefix("Outputs.")]["Value"])
-    return {key: _resolve_outputs(value, outputs) for key, value in node.items()}
-
-
-def flatten(outdir: Path, stack: Stack) -> dict[str, Any]:
-    parent = json.loads((outdir / stack.template_file).read_text())
-    nested = nested_templates(stack)
-    resources = {k: v for k, v in parent["Resources"].items() if k not in nested}
-    outputs: dict[str, dict[str, Any]] = {}
-    for stack_id, file_name in nested.items():
-        template = json.loads((outdir / file_name).read_text())
-        parameters = parent["Resources"][stack_id]["Properties"].get("Parameters", {})
-        prefix = f"{stack_id}."
-        rewritten = _rewrite(template, set(template["Resources"]), prefix, parameters)
-        clashes = set(resources) & {prefix + k for k in rewritten["Resources"]}
-        assert not clashes, clashes
-        resources.update({prefix + k: v for k, v in rewritten["Resources"].items()})
-        outputs[stack_id] = rewritten.get("Outputs", {})
-    return _resolve_outputs({**parent, "Resources": resources}, outputs)  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -1,13 +1,15 @@
-"""Who may do what: each worker host reaches only its own lambda's queues; nobody scans or deletes."""
+"""Who may do what: each role holds exactly the actions its component's code calls (atf_cdk.grants derives
+them from the parts each composition root names), on the resources it uses: each worker host reaches only
+its own lambda's queues, the consumer every task queue, and the table's indexes only a component that queries."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from atf_cdk.constructs.queues import CONSUMER_QUEUE_ACTIONS, WORKER_QUEUE_ACTIONS
-from atf_cdk.constructs.table import TABLE_ACTIONS
+from atf_cdk.grants import Component, parts
 
+from atf_core.calls import actions_of
 from tests.infra.conftest import Synthesized
 
 
@@ -65,34 +67,79 @@ def _table_id(synth: Synthesized) -> str:
     return table_id
 
 
+def _called(component: Component, service: str) -> set[str]:
+    """What the component's code calls on a service: its parts' declared calls (atf_core.calls)."""
+    return {a for a in actions_of(*parts(component)) if a.startswith(f"{service}:")}
+
+
+def _table_resources(synth: Synthesized, queries: bool) -> list[Any]:
+    table = {"Fn::GetAtt": [_table_id(synth), "Arn"]}
+    if not queries:
+        return [table]
+    (spec,) = synth.resources("AWS::DynamoDB::Table").values()
+    indexes = [i["IndexName"] for i in spec["Properties"].get("GlobalSecondaryIndexes", [])]
+    assert indexes
+    return [table] + [{"Fn::Join": ["", [table, f"/index/{name}"]]} for name in indexes]
+
+
 def test_each_worker_reaches_only_its_own_queues(synth: Synthesized) -> None:
     config = synth.settings.config
     for name, spec in config.lambdas.items():
         own = {f"{config.name}-{name}-{priority}" for priority in spec.priorities}
         actions, resources = _granted(_statements(synth, _role_of_worker(synth, name)), "sqs:")
-        assert actions == set(WORKER_QUEUE_ACTIONS)
+        assert actions == _called("worker", "sqs")
         assert sorted(resources, key=str) == sorted(_queue_arns(synth, own.__contains__), key=str)
 
 
-def test_each_worker_reads_and_updates_items_of_the_table_only(synth: Synthesized) -> None:
-    table = {"Fn::GetAtt": [_table_id(synth), "Arn"]}
+def test_each_worker_has_the_item_actions_its_code_calls_on_the_table_only(synth: Synthesized) -> None:
     for name in synth.settings.config.lambdas:
         actions, resources = _granted(_statements(synth, _role_of_worker(synth, name)), "dynamodb:")
-        assert actions == set(TABLE_ACTIONS["worker"])
-        assert resources == [table]
+        assert actions == _called("worker", "dynamodb")
+        assert resources == _table_resources(synth, "dynamodb:Query" in actions)
 
 
 def test_consumer_sends_to_every_queue_but_no_dead_letter_queue(synth: Synthesized) -> None:
     actions, resources = _granted(_statements(synth, _role_of_function(synth, "consumer")), "sqs:")
-    assert actions == set(CONSUMER_QUEUE_ACTIONS)
+    assert actions == _called("consumer", "sqs")
     assert sorted(resources, key=str) == sorted(_queue_arns(synth, lambda n: not n.endswith("-dlq")), key=str)
 
 
-def test_functions_have_their_item_actions_and_no_scan_or_delete(synth: Synthesized) -> None:
-    for name in ("consumer", "frontend"):
-        actions, _ = _granted(_statements(synth, _role_of_function(synth, name)), "dynamodb:")
-        assert actions == set(TABLE_ACTIONS[name])
-        assert not {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & actions
+def test_functions_have_the_item_actions_their_code_calls(synth: Synthesized) -> None:
+    functions: tuple[Component, ...] = ("consumer", "frontend")
+    for name in functions:
+        statements = _statements(synth, _role_of_function(synth, name))
+        actions, resources = _granted(statements, "dynamodb:")
+        assert actions == _called(name, "dynamodb"), name
+        assert sorted(resources, key=str) == sorted(_table_resources(synth, "dynamodb:Query" in actions), key=str)
+        assert not _granted(statements, "sqs:")[0] - _called(name, "sqs"), name
+
+
+def test_the_calls_issue_13_found_ungranted_are_granted(synth: Synthesized) -> None:
+    """The template once lacked these, each called by the component (schedules firing, chains, stats, the
+    deletion of a schedule); with every role derived from the code, none can go missing again."""
+    found = {
+        ("consumer", "dynamodb:PutItem"),
+        ("worker", "dynamodb:PutItem"),
+        ("frontend", "dynamodb:BatchGetItem"),
+        ("frontend", "dynamodb:DeleteItem"),
+    }
+    some_worker = next(iter(synth.settings.config.lambdas))
+    roles = {
+        "consumer": _role_of_function(synth, "consumer"),
+        "frontend": _role_of_function(synth, "frontend"),
+        "worker": _role_of_worker(synth, some_worker),
+    }
+    missing = {(c, a) for c, a in found if a not in _granted(_statements(synth, roles[c]), "dynamodb:")[0]}
+    assert missing == set()
+
+
+def test_nobody_scans_and_only_the_frontend_deletes_an_item(synth: Synthesized) -> None:
+    roles = [_role_of_function(synth, "consumer"), _role_of_function(synth, "frontend")]
+    roles += [_role_of_worker(synth, name) for name in synth.settings.config.lambdas]
+    for role in roles:
+        actions, _ = _granted(_statements(synth, role), "dynamodb:")
+        assert not {"dynamodb:Scan", "dynamodb:BatchWriteItem"} & actions, role
+        assert ("dynamodb:DeleteItem" in actions) == (role == roles[1]), role
 
 
 def test_the_data_key_is_used_only_through_dynamodb_and_sqs(synth: Synthesized) -> None:

@@ -112,14 +112,17 @@ def test_resize_scales_from_zero_to_twenty(team: Synthesized) -> None:
     assert bounds == [(0, 20), (1, 4)]
 
 
-def test_the_hosts_may_run_in_the_teams_own_vpc_and_subnets(tmp_path: Path) -> None:
+def test_the_hosts_may_run_in_the_teams_own_vpc_and_subnets_and_without_the_probe(tmp_path: Path) -> None:
+    """A team's own network; and an image that cannot run the health probe turns the container check off."""
     app = App(context={BUNDLING_CONTEXT: "source"}, outdir=str(tmp_path))
     network = Stack(app, "Network")
     vpc = ec2.Vpc(network, "Vpc", max_azs=2, nat_gateways=1, flow_logs={"All": ec2.FlowLogOptions()})
     config = StackConfig.from_file(PROJECT / "stack.json")
     props = AtfProps(
         config=config,
-        workers=[WorkerService(name="all", lambdas=["resize", "notify"], image="acme/thumbnails:1")],
+        workers=[
+            WorkerService(name="all", lambdas=["resize", "notify"], image="acme/thumbnails:1", health_check=False)
+        ],
         vpc=vpc,
         subnets=ec2.SubnetSelection(subnet_group_name="Private"),
     )
@@ -132,6 +135,9 @@ def test_the_hosts_may_run_in_the_teams_own_vpc_and_subnets(tmp_path: Path) -> N
     (service,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::Service"]
     subnets = json.dumps(service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"])
     assert "PrivateSubnet" in subnets and "PublicSubnet" not in subnets
+    (task,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    assert "HealthCheck" not in container
 
 
 def test_a_lambda_served_twice_or_not_at_all_is_refused() -> None:

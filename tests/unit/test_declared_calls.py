@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import botocore.session
 import pytest
+from botocore import xform_name
 
 import atf_core.store
 from atf_core import lifecycle, queues
-from atf_core.calls import actions_of, calls, declarations, declared
+from atf_core.calls import AUTHORIZED_AS, actions_of, authorized_as, calls, declarations, declared
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
@@ -32,15 +34,12 @@ from atf_core.store.scan import TaskScan
 from atf_core.store.table import Table
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
+from atf_sdk.worker.buffers import Buffered, Received
+from atf_sdk.worker.controller import Controller, ControllerSettings
+from atf_sdk.worker.deletes import DeleteBatcher
 from tests.functional.helpers import T0
 
 ROOT = Path(__file__).resolve().parents[2]
-# IAM authorizes SQS's batch calls under the single call's action (moto's IAM checks them by their own name).
-AUTHORIZED_AS = {
-    "SendMessageBatch": "SendMessage",
-    "DeleteMessageBatch": "DeleteMessage",
-    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
-}
 
 
 class World:
@@ -59,10 +58,11 @@ class World:
         self.counters = Counters(clients.dynamodb, table)
         self.scan = TaskScan(clients.dynamodb, table)
         self.sqs = clients.sqs
+        self.batchers: list[DeleteBatcher] = []  # each runs a thread until closed
 
     def _record(self, model: Any, **_: Any) -> None:
         if self.recording:
-            self.called.add(f"{model.service_model.signing_name}:{AUTHORIZED_AS.get(model.name, model.name)}")
+            self.called.add(authorized_as(model.service_model.signing_name, model.name))
 
     def actions(self, call: Callable[[], object]) -> set[str]:
         """The actions one call makes (an iterator it returns is read to the end)."""
@@ -85,6 +85,26 @@ class World:
 
     def queues(self) -> QueueDirectory:
         return QueueDirectory(self.sqs, self.config)  # a new one: no queue URL cached yet
+
+    def controller(self) -> Controller:
+        """A worker host's controller for lambda "work", the gates it reads already read: what it calls on
+        the store is the store's to declare (its parts name the store's methods), what it calls on SQS its own."""
+        controller = Controller(self.tasks, self.sqs, self.sqs, self.config, ["work"], ControllerSettings(1))
+        controller._gate_view()
+        self.batchers.append(controller._deletes)
+        return controller
+
+    def batcher(self) -> DeleteBatcher:
+        self.batchers.append(DeleteBatcher(self.sqs))
+        return self.batchers[-1]
+
+    def received(self) -> Received:
+        """A message of lambda "work" received from its queue (so it has a receipt)."""
+        queues = self.queues()
+        queues.send("work", "normal", [TaskMessage("t", 0, 0, "c")])
+        url = queues.url("work", "normal")
+        (message,) = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+        return Received(TaskMessage.decode(message["Body"]), url, message["ReceiptHandle"])
 
 
 def _gate() -> Gate:
@@ -172,9 +192,41 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
 STORE_CLASSES = sorted({cls for cls, _ in SCENARIOS}, key=lambda c: c.__name__)
 
 
+def _controller_with_message(w: World) -> Controller:
+    w.queues().send("work", "normal", [TaskMessage("t", 0, 0, "c")])
+    return w.controller()
+
+
+def _delete_and_flush(w: World, given: tuple[Controller, Received]) -> None:
+    controller, received = given
+    controller._delete(Buffered(0, 0, 0, received.message, received.queue_url, received.receipt))
+    controller._deletes.close()  # sends what waits
+
+
+# The worker host's own SQS calls, made by the controller and its delete batcher (in the background, on
+# eviction from a full buffer and on drain, each through these methods).
+SCENARIOS.update(
+    {
+        (Controller, "queue_url"): [(lambda w: w.controller(), lambda w, c: c.queue_url("work", "normal"))],
+        (Controller, "_receive_once"): [
+            (_controller_with_message, lambda w, c: c._receive_once("work", "normal", 0)),
+            (lambda w: w.controller(), lambda w, c: c._receive_once("work", "normal", 0)),  # nothing waits
+        ],
+        (Controller, "_release"): [(lambda w: (w.controller(), w.received()), lambda w, g: g[0]._release([g[1]]))],
+        (Controller, "_delete"): [(lambda w: (w.controller(), w.received()), _delete_and_flush)],
+        (DeleteBatcher, "_send"): [
+            (lambda w: w.received(), lambda w, r: w.batcher()._send(r.queue_url, [r.receipt])),
+        ],
+    }
+)
+
+
 @pytest.fixture
-def world(aws: Any, config: StackConfig) -> World:
-    return World(aws, config)
+def world(aws: Any, config: StackConfig) -> Iterator[World]:
+    world = World(aws, config)
+    yield world
+    for batcher in world.batchers:
+        batcher.close()
 
 
 @pytest.mark.parametrize(("cls", "method"), list(SCENARIOS), ids=[f"{c.__name__}.{m}" for c, m in SCENARIOS])
@@ -210,11 +262,28 @@ def test_a_class_needs_the_union_of_its_methods_actions() -> None:
     assert actions_of(DynamoTaskStore) == reads | {"dynamodb:PutItem", "dynamodb:UpdateItem"}
 
 
+def test_the_worker_hosts_own_sqs_calls_are_declared_as_iam_authorizes_them() -> None:
+    releases = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"}
+    assert actions_of(Controller) == releases | {"sqs:DeleteMessage"}
+    assert actions_of(DeleteBatcher) == {"sqs:DeleteMessage"}  # sent as DeleteMessageBatch
+
+
+def test_a_part_is_a_class_or_one_declared_method() -> None:
+    assert actions_of(QueueDirectory.url, Counters.slots) == {"sqs:GetQueueUrl", "dynamodb:GetItem"}
+    assert actions_of(QueueDirectory.depth) == {"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+    with pytest.raises(ValueError, match="declares no calls"):
+        actions_of(World.queues)
+
+
 def test_a_declaration_must_name_an_iam_action_or_a_declared_method() -> None:
     with pytest.raises(ValueError, match="IAM action"):
         calls("Query")
     with pytest.raises(ValueError, match="declares no calls"):
         calls(test_a_class_needs_the_union_of_its_methods_actions)
+    with pytest.raises(ValueError, match="authorized as 'sqs:SendMessage'"):
+        calls("sqs:SendMessageBatch")
+    assert authorized_as("sqs", "DeleteMessageBatch") == "sqs:DeleteMessage"
+    assert not [a for a in AUTHORIZED_AS.values() if a.endswith("Batch")]
 
 
 # DynamoDB's item operations as boto3 names them: outside atf_core/store, no shipped module may call one.
@@ -248,6 +317,40 @@ def test_only_the_store_calls_dynamodb() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DATA_PLANE:
                 found.append(f"{relative}:{node.lineno} {node.func.attr}")
     assert found == []
+
+
+# What the components (the functions, the worker hosts) run: their every AWS call is declared, so their
+# roles can be derived (atf_cdk.grants). The CLI runs under its user's credentials; the local stack and the
+# test kit are harnesses.
+COMPONENT_CODE = ("layers/atf_core", "sdk/atf_sdk/worker", "functions")
+SERVICES = ("dynamodb", "sqs", "cloudwatch", "logs", "sts", "kms")
+# Table, the door the stores share: each store method that goes through it is declared (and run above).
+TABLE_DOOR = ROOT / "layers/atf_core/store/table.py"
+
+
+def test_every_aws_call_a_component_makes_is_in_a_declared_method() -> None:
+    """An operation of a boto3 client (by its snake_case name) called outside a method with @calls would
+    make a call its role was never given: CloudWatch's PutMetricData among them (metrics go out as EMF)."""
+    session = botocore.session.get_session()
+    operations = {
+        xform_name(name) for service in SERVICES for name in session.get_service_model(service).operation_names
+    }
+    found = []
+    for path in sorted(p for root in COMPONENT_CODE for p in (ROOT / root).rglob("*.py")):
+        if path.name in INSTRUMENTS or path == TABLE_DOOR:
+            continue
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef) or _declares(function):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in operations:
+                    found.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {node.func.attr}")
+    assert found == []
+
+
+def _declares(function: ast.FunctionDef) -> bool:
+    decorators = function.decorator_list
+    return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "calls" for d in decorators)
 
 
 def _store_modules() -> Iterator[Any]:

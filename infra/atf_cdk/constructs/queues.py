@@ -14,18 +14,17 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from atf_cdk.builders import grant_key, secure_queue
+from atf_cdk.grants import service_actions
 from atf_core.definitions import QueueSpec
 
 # Dead letters are kept as long as SQS allows, so someone has time to look at them.
 DEAD_LETTER_RETENTION = Duration.days(14)
 
-CONSUMER_QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
 # The consumer sends to every queue, each named: IAM takes 6,144 characters per managed policy
 # (10,240 inline per role in all) and a queue's ARN is up to ~130 of them.
 QUEUES_PER_POLICY = 40
 # IAM attaches at most 10 managed policies to a role unless the account's quota is raised.
 MANAGED_POLICIES_PER_ROLE = 10
-WORKER_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl")
 
 
 @dataclass(frozen=True)
@@ -65,28 +64,28 @@ class TaskQueues(Construct):
             self.queues.append(TaskQueue(spec, queue, dead_letter))
 
     def grant_worker(self, grantee: iam.IGrantable) -> None:
-        grant_queues(grantee, self.queues, self.key, WORKER_QUEUE_ACTIONS, write=False)
+        """What the worker hosts' code calls on queues (atf_cdk.grants), on these queues."""
+        grant_queues(grantee, self.queues, self.key, service_actions("worker", "sqs"), write=False)
 
 
 def grant_consumer(
     scope: Construct, role: iam.IRole, queues: list[TaskQueue], key: kms.IKey
 ) -> list[iam.ManagedPolicy]:
-    """Every queue by its ARN, in managed policies of QUEUES_PER_POLICY queues: one inline policy
-    would outgrow IAM's limit at a few dozen lambdas."""
+    """What the consumer's code calls on queues (atf_cdk.grants), on every queue by its ARN, in managed
+    policies of QUEUES_PER_POLICY queues: one inline policy would outgrow IAM's limit at a few dozen lambdas."""
     chunks = [queues[start : start + QUEUES_PER_POLICY] for start in range(0, len(queues), QUEUES_PER_POLICY)]
     if len(chunks) > MANAGED_POLICIES_PER_ROLE - 1:  # one left for anyone who attaches their own
         raise ValueError(
             f"{len(queues)} queues need {len(chunks)} managed policies on the consumer's role, over IAM's default "
             f"quota of {MANAGED_POLICIES_PER_ROLE}: fewer lambdas or priorities per environment"
         )
+    actions = service_actions("consumer", "sqs")
     policies = [
         iam.ManagedPolicy(
             scope,
             f"ConsumerQueues{number}",
             description=f"The store consumer sends to these {len(chunk)} task queues",
-            statements=[
-                iam.PolicyStatement(actions=list(CONSUMER_QUEUE_ACTIONS), resources=[q.queue.queue_arn for q in chunk])
-            ],
+            statements=[iam.PolicyStatement(actions=actions, resources=[q.queue.queue_arn for q in chunk])],
             roles=[role],
         )
         for number, chunk in enumerate(chunks)
@@ -96,11 +95,9 @@ def grant_consumer(
 
 
 def grant_queues(
-    grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey, actions: tuple[str, ...], *, write: bool
+    grantee: iam.IGrantable, queues: list[TaskQueue], key: kms.IKey, actions: list[str], *, write: bool
 ) -> None:
     if not queues:
         return
-    iam.Grant.add_to_principal(
-        grantee=grantee, actions=list(actions), resource_arns=[q.queue.queue_arn for q in queues]
-    )
+    iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=[q.queue.queue_arn for q in queues])
     grant_key(key, grantee, write=write)

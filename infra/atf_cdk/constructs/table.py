@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from atf_cdk.builders import grant_key, removal
+from atf_cdk.grants import Component, service_actions
 from atf_core.config import StackConfig
 from atf_core.definitions import create_table_request, table_spec
 
@@ -18,13 +19,6 @@ _PROJECTIONS = {
     "ALL": dynamodb.ProjectionType.ALL,
     "KEYS_ONLY": dynamodb.ProjectionType.KEYS_ONLY,
     "INCLUDE": dynamodb.ProjectionType.INCLUDE,
-}
-
-# What each component may do with items; none of them scans or deletes.
-TABLE_ACTIONS = {
-    "consumer": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"),
-    "frontend": ("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"),
-    "worker": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"),
 }
 
 
@@ -74,11 +68,12 @@ class TaskTable(Construct):
                 non_key_attributes=projection.get("NonKeyAttributes"),
             )
 
-    def grant(self, grantee: iam.IGrantable, component: str) -> None:
-        """The component's item actions on the table and its indexes, and the key to read and write them."""
-        actions = TABLE_ACTIONS[component]
+    def grant(self, grantee: iam.IGrantable, component: Component) -> None:
+        """The item actions the component's code calls (atf_cdk.grants), on the table and, for a component
+        that queries, its indexes; and the key to read and write them."""
+        actions = service_actions(component, "dynamodb")
         resources = [self.table.table_arn]
         if "dynamodb:Query" in actions:
             resources += [f"{self.table.table_arn}/index/{name}" for name in self.index_names]
-        iam.Grant.add_to_principal(grantee=grantee, actions=list(actions), resource_arns=resources)
+        iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=resources)
         grant_key(self.key, grantee, write=True)

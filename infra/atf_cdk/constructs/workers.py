@@ -278,7 +278,7 @@ class WorkerFleet(Construct):
             image=image if isinstance(image, ecs.ContainerImage) else container_image(self, "Image", image),
             command=list(service.command) if service.command is not None else None,
             stop_timeout=STOP_TIMEOUT,
-            health_check=HEALTH_CHECK,
+            health_check=HEALTH_CHECK if service.health_check else None,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=service.name, log_group=logs),
             environment=host_environment(
                 props.config, service.lambdas, Stack.of(self).region, dict(service.environment)

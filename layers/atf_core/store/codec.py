@@ -71,6 +71,8 @@ def task_to_item(task: Task, fingerprint: str, index_pk: str | None) -> Item:
         plain[Attr.CHAIN] = task.chain
     if task.timeout_seconds is not None:
         plain[Attr.TIMEOUT] = Decimal(str(task.timeout_seconds))
+    if task.traceparent is not None:
+        plain[Attr.TRACEPARENT] = task.traceparent
     return {key: to_attr(value) for key, value in plain.items()}
 
 
@@ -101,6 +103,7 @@ def item_to_task(item: Item) -> Task:
         chain=raw.get(Attr.CHAIN),
         timeout_seconds=raw.get(Attr.TIMEOUT),
         result=json.loads(raw[Attr.RESULT]) if Attr.RESULT in raw else None,
+        traceparent=raw.get(Attr.TRACEPARENT),
     )
 
 

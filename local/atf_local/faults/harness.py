@@ -28,6 +28,7 @@ from atf_local.faults.processes import add_consumer, add_host
 from atf_local.faults.procs import Cluster, python_argv
 from atf_local.faults.spec import Scenario
 from atf_local.faults.workload import Workload
+from atf_local.iam.template import template_for
 from atf_local.instruments.faults import Plan, install
 from atf_local.instruments.history import History
 from atf_local.stack import free_port, wait_for_port
@@ -57,6 +58,7 @@ def run_scenario(
     run_dir = _fresh_dir(out_root / f"{scenario.number:02d}-{scenario.key}")
     config = StackConfig.model_validate(scenario.stack_config())
     (run_dir / "stack.json").write_text(json.dumps(scenario.stack_config(), indent=2))
+    template_for(config)  # a first synthesis (tens of seconds) before the wait for the stack starts
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     history = History(run_dir / "history", "harness")

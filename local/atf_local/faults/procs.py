@@ -21,11 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atf_local.environment import REPO, local_environment
+from atf_local.environment import REPO, component_environment, local_environment
+from atf_local.iam.roles import WORKER
 from atf_local.instruments.history import HISTORY_ENV, History
 from atf_local.instruments.startup import HOOK_DIR
 
 EnvFor = Callable[[int], dict[str, str]]  # extra environment for the nth incarnation
+# Whose credentials each kind of process runs with
+COMPONENTS = {"consumer": "consumer", "host": WORKER}
 
 
 @dataclass
@@ -69,7 +72,11 @@ class Cluster:
         return managed
 
     def _launch(self, managed: Managed) -> None:
-        env = local_environment(self.endpoint, self._config_json)
+        component = COMPONENTS.get(managed.role)  # the stack itself starts as the operator
+        if component is None:
+            env = local_environment(self.endpoint, self._config_json)
+        else:
+            env = component_environment(self.endpoint, self._config_json, component)
         # The start-up hook attaches the history recorder, and the faults and clock offset env_for asks for
         hook_path = [str(HOOK_DIR), *filter(None, [env.get("PYTHONPATH")])]
         env.update({HISTORY_ENV: str(self.history_dir), "PYTHONPATH": os.pathsep.join(hook_path)})

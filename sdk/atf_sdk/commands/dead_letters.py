@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atf_core.api import MAX_DEAD_LETTER_ACTION
 from atf_core.deadletters import BulkResult, DeadLetter
-from atf_sdk.commands.support import client, common, console, guarded, json_out, moment, when
+from atf_sdk.commands.support import (
+    Exit,
+    add_yes,
+    client,
+    common,
+    confirmed,
+    console,
+    guarded,
+    json_out,
+    moment,
+    progress,
+    when,
+)
+
+if TYPE_CHECKING:
+    from atf_sdk.client import AtfClient
 
 SHOWN = 20  # rows of a selection printed as a table; --json has them all
 
@@ -34,11 +49,25 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _go_ahead(args: argparse.Namespace, atf: AtfClient, verb: str) -> bool:
+    """A dry run first, so the question names how many it would touch (--yes and --dry-run skip asking)."""
+    if args.dry_run or args.yes:
+        return True
+    dry_run = atf.redrive if verb == "redrive" else atf.discard
+    would = dry_run(args.lambda_name, **_filters(args), dry_run=True)
+    if not would.matched:
+        return True  # nothing to ask about: the real call reports the same empty selection
+    return confirmed(args, f"{verb} {len(would.matched)} dead letters of {args.lambda_name}?")
+
+
 def _redrive(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        done = atf.redrive(
-            args.lambda_name, **_filters(args), dry_run=args.dry_run, per_second=args.per_second, budget=args.budget
-        )
+        if not _go_ahead(args, atf, "redrive"):
+            return Exit.FAILED
+        with progress("redriving", None):
+            done = atf.redrive(
+                args.lambda_name, **_filters(args), dry_run=args.dry_run, per_second=args.per_second, budget=args.budget
+            )
     if args.json:
         json_out(done)
         return 0
@@ -50,7 +79,10 @@ def _redrive(args: argparse.Namespace) -> int:
 
 def _discard(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        done = atf.discard(args.lambda_name, **_filters(args), dry_run=args.dry_run)
+        if not _go_ahead(args, atf, "discard"):
+            return Exit.FAILED
+        with progress("discarding", None):
+            done = atf.discard(args.lambda_name, **_filters(args), dry_run=args.dry_run)
     if args.json:
         json_out(done)
     else:
@@ -94,6 +126,7 @@ def add_dead_letters_command(verbs: Any) -> None:
         verb.add_argument("--limit", type=int, default=limit, help=f"the oldest N (default {limit})")
         if name != "list":
             verb.add_argument("--dry-run", action="store_true", help="say how many and which; change nothing")
+            add_yes(verb)  # else it asks, naming how many
         if name == "redrive":
             verb.add_argument("--per-second", type=float, help="drip rate: start at most this many a second")
             verb.add_argument("--budget", type=int, help="attempts each gets (default: the lambda's max_attempts)")

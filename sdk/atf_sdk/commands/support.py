@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from atf_core.errors import AtfError, input_error
 from atf_core.schema import json_kind
@@ -22,12 +24,39 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 
 
+class Exit(IntEnum):
+    """The CLI's exit statuses (docs/cli.md), so a script can tell a typo from a missing task from an outage."""
+
+    OK = 0
+    FAILED = 1  # the verb ran and part of it failed: a batch item refused, a wait that ran out, an internal error
+    USAGE = 2  # the arguments or the input: argparse's own status, and the API's 400 and 415
+    NOT_FOUND = 3
+    CONFLICT = 4  # the task, key, gate or schedule is not in a state that allows it
+    REFUSED = 5  # no credentials, or credentials that may not do this
+    UNAVAILABLE = 6  # throttled, unavailable or unreachable after the client's retries: try again later
+
+
+_EXIT_BY_STATUS = {400: Exit.USAGE, 413: Exit.USAGE, 415: Exit.USAGE, 404: Exit.NOT_FOUND, 409: Exit.CONFLICT}
+_EXIT_BY_STATUS |= {401: Exit.REFUSED, 403: Exit.REFUSED, 429: Exit.UNAVAILABLE}
+_EXIT_BY_STATUS |= {502: Exit.UNAVAILABLE, 503: Exit.UNAVAILABLE, 504: Exit.UNAVAILABLE}
+
+
+def exit_status(error: AtfError) -> Exit:
+    return _EXIT_BY_STATUS.get(error.status, Exit.FAILED)
+
+
+def usage(message: str) -> NoReturn:
+    """A mistake in how the verb was called: one line on stderr and exit status 2, as argparse does."""
+    print(message, file=sys.stderr)
+    sys.exit(Exit.USAGE)
+
+
 def client(args: argparse.Namespace) -> AtfClient:
     from atf_sdk.client import API_URL_ENV, AtfClient
 
     endpoint = args.api_url or os.environ.get(API_URL_ENV)
     if not endpoint:
-        raise SystemExit(f"atf: set {API_URL_ENV} or pass --api-url (the local stack: http://127.0.0.1:8080)")
+        usage(f"atf: set {API_URL_ENV} or pass --api-url (the local stack: http://127.0.0.1:8080)")
     return AtfClient(endpoint, region=args.region)
 
 
@@ -50,10 +79,16 @@ def plain(value: Any) -> Any:
     return value
 
 
+# Wide enough for any row a verb prints: a pipe or a file has no width, and rich would assume 80 columns.
+UNBOUNDED_WIDTH = 1000
+
+
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else UNBOUNDED_WIDTH
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def when(moment: datetime | None) -> str:
@@ -69,15 +104,15 @@ def guarded(run: Command) -> Command:
         try:
             return run(args)
         except AtfError as error:
-            body = error.to_dict()
+            body, status = error.to_dict(), exit_status(error)
         except ValidationError as error:  # a model the verb checks itself, named as the API would
-            body = input_error(error).to_dict()
+            body, status = input_error(error).to_dict(), Exit.USAGE
         if args.json:
             print(json.dumps(body), file=sys.stderr)
         else:
             where = f" ({body['field']})" if body.get("field") else ""
             print(f"atf: {body['code']}: {body['message']}{where}", file=sys.stderr)
-        return 1
+        return status
 
     return guarded_run
 
@@ -109,10 +144,39 @@ def moment(text: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def common() -> argparse.ArgumentParser:
-    """The options every API verb takes."""
+def common(*, where: str = "verb") -> argparse.ArgumentParser:
+    """The options every API verb takes, before the verb (where="atf") or after it. After it they default to
+    nothing at all, so that a subcommand's parse does not reset what was given before the verb."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parent.add_argument("--api-url", help="the API's URL (default: $ATF_API_URL)")
-    parent.add_argument("--region", help="region to sign for (default: from the URL or boto3's configuration)")
+    unset: dict[str, Any] = {"default": argparse.SUPPRESS} if where == "verb" else {}
+    parent.add_argument("--json", action="store_true", help="print JSON instead of tables", **unset)
+    parent.add_argument("--api-url", help="the API's URL (default: $ATF_API_URL)", **unset)
+    parent.add_argument("--region", help="region to sign for (default: from the URL or boto3's configuration)", **unset)
     return parent
+
+
+def confirmed(args: argparse.Namespace, question: str) -> bool:
+    """Whether a destructive verb may go on: --yes, or a "y" typed at the terminal. With no terminal to ask
+    and no --yes it stops (exit status 2) rather than guess."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        usage(f"atf: {question} - no terminal to ask: add --yes to go ahead")
+    answer = input(f"{question} [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def add_yes(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("-y", "--yes", action="store_true", help="do it without asking")
+
+
+@contextmanager
+def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A bar on stderr while a long verb runs (a spinner when the total is unknown), gone when it ends; with no
+    terminal there rich draws nothing. Gives the function that advances it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)

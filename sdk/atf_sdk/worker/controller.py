@@ -23,9 +23,10 @@ from datetime import datetime
 from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
-from atf_core import lifecycle
+from atf_core import lifecycle, tracing
 from atf_core.aws import retry_budget_s
 from atf_core.backoff import ceiling
+from atf_core.calls import calls
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
@@ -114,6 +115,7 @@ class Controller:
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
+    @calls(QueueDirectory.url)
     def queue_url(self, lambda_name: str, priority: str) -> str:
         """The URL of one of this host's queues (looked up once): raises if the queue cannot be reached."""
         return self._queues.url(lambda_name, priority)
@@ -166,6 +168,7 @@ class Controller:
         longest backoff after a failure, and the slack for the turn's other calls."""
         return retry_budget_s(self._long_poll.meta.config) + RECEIVE_RETRY_S[1] + TURN_SLACK_S
 
+    @calls("sqs:ReceiveMessage", QueueDirectory.url)
     def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
         """One receive, if this priority may receive now; False if it may not."""
         buffer = self._buffers[lambda_name]
@@ -214,7 +217,7 @@ class Controller:
         """Claim one buffered message's task for `worker`, or act on its gate or limit; the task if claimed."""
         message = item.message
         ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
-        now = self._clock()
+        now, started_ns = self._clock(), time.time_ns()
         try:
             gate = self._gate_on(lambda_name, item)
             if gate is not None:
@@ -233,6 +236,7 @@ class Controller:
         self._limited.discard(message.task_id)
         if outcome.applied and outcome.task is not None:
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
+            _trace_claim(outcome.task, started_ns)
             return outcome.task
         if isinstance(grant, Grant):
             self._limiter.release(grant)
@@ -274,6 +278,7 @@ class Controller:
         else:
             hand_back(self._store, self._config, ref, message.attempt, now)
 
+    @calls(DeleteBatcher._send)  # in the batcher's thread, ten at a time
     def _delete(self, item: Buffered) -> None:
         self._deletes.delete(item.queue_url, item.receipt)
 
@@ -319,6 +324,7 @@ class Controller:
             self._release(buffer.drain())
         self._deletes.close()
 
+    @calls("sqs:ChangeMessageVisibility")
     def _release(self, items: Iterable[Buffered | Received]) -> None:
         """Make messages this host will not run visible again at once, for this host or another."""
         for item in items:
@@ -397,3 +403,7 @@ def _closed(connection: Connection) -> bool:
         return connection.poll()
     except OSError:
         return True
+
+
+def _trace_claim(task: Task, started_ns: int) -> None:
+    tracing.record("atf claim", "CONSUMER", tracing.of_task(task), parent=task.traceparent, started_ns=started_ns)

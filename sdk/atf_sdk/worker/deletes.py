@@ -13,6 +13,8 @@ import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from atf_core.calls import calls
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
@@ -55,6 +57,7 @@ class DeleteBatcher:
             if stopped:
                 return
 
+    @calls("sqs:DeleteMessage")  # DeleteMessageBatch, as IAM authorizes it
     def _send(self, url: str, receipts: list[str]) -> None:
         entries = [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(receipts)]
         try:

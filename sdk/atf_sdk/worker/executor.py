@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from multiprocessing.connection import Client
 from typing import Any
 
-from atf_core import lifecycle
+from atf_core import lifecycle, tracing
 from atf_core.aws import AwsClients, make_clients
 from atf_core.backoff import equal_jitter
 from atf_core.chains import Chains
@@ -198,7 +198,9 @@ class TaskRunner:
         self.time_limits.start(task, limit_s, self._grace_s)
         try:
             parents = self.parent_results(task.chain, task.id) if task.chain is not None else {}
-            return completed(self._callback(TaskContext.of(task, parents)), limit_s)
+            # Current while the callback runs, so the spans it makes are children of this attempt's.
+            with tracing.span("atf execute", "CONSUMER", tracing.of_task(task), parent=task.traceparent):
+                return completed(self._callback(TaskContext.of(task, parents)), limit_s)
         finally:
             if not self.time_limits.end(task.id):
                 self.time_limits.wait_for_the_end()
