@@ -60,7 +60,8 @@ def assert_timed_out_then_retried(stack: RunningStack, task: Task, folder: Path,
     assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2), done.errors
     assert [(e.type, e.attempt) for e in done.errors] == [("TaskTimeout", 1)]
     stopped = done.errors[0].at.timestamp()
-    assert limit_s <= stopped - first["started"] <= limit_s + 1.0, stopped - first["started"]
+    # the limit counts from just before the callback is called (its record comes a few ms later)
+    assert limit_s - 0.1 <= stopped - first["started"] <= limit_s + 1.0, stopped - first["started"]
     second = attempt_record(folder, task, 2)
     assert second["started"] >= stopped and second["overlaps"] == []  # the stopped attempt's process was gone
     return first
