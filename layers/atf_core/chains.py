@@ -31,6 +31,7 @@ from atf_core.schema import (
     ScheduleRequest,
     Task,
     TaskStatus,
+    TimeoutSeconds,
     from_ms,
     to_ms,
     utcnow,
@@ -54,6 +55,7 @@ class LinkSpec(BaseModel):
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: TimeoutSeconds | None = None
     after: list[str] = Field(default_factory=list, description="Links that must succeed first.")
 
 
@@ -201,6 +203,15 @@ class Chains:
         self._reindex(chain, view, now)
         return view
 
+    def parent_results(self, chain_id: str, task_id: str) -> dict[str, Any]:
+        """What the parents of a chain's link returned, by link name (a link runs once they all succeeded)."""
+        chain = self._load(chain_id)
+        link = next((lk for lk in chain.spec.links if chain.task_id(lk.name) == task_id), None)
+        if link is None or not link.after:
+            return {}
+        parents = {t.id: t for t in self._store.get_many([chain.task_id(name) for name in link.after])}
+        return {name: parents[chain.task_id(name)].result for name in link.after if chain.task_id(name) in parents}
+
     def sweep(self, now: datetime) -> int:
         """The consumer's safety net: advance running chains that are due a look."""
         return sum(self.advance(_chain_id(i), now) for i in self._items.partition(CHAINS_PARTITION, to_ms(now)))
@@ -208,7 +219,12 @@ class Chains:
     # -- helpers -------------------------------------------------------------
     def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
         body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
-        body.update({k: v for k, v in (("priority", link.priority), ("max_attempts", link.max_attempts)) if v})
+        optional = (
+            ("priority", link.priority),
+            ("max_attempts", link.max_attempts),
+            ("timeout_seconds", link.timeout_seconds),
+        )
+        body.update({k: v for k, v in optional if v})
         try:
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)
         except InputError as error:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
 from atf_core.errors import UnknownLambda
-from atf_core.schema import NAME_PATTERN
+from atf_core.schema import NAME_PATTERN, TimeoutSeconds
 
 CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
@@ -49,6 +49,13 @@ class LambdaSpec(BaseModel):
     dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
     limits: Limits = Field(default_factory=Limits, description="For the whole lambda.")
     collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Per collection.")
+    timeout_seconds: TimeoutSeconds | None = Field(
+        default=None, description="An attempt's time limit, unless its task sets its own; none: no limit."
+    )
+
+    def time_limit(self, task_timeout: float | None) -> float | None:
+        """The time limit of an attempt: its task's own, else this lambda's (None: no limit)."""
+        return task_timeout if task_timeout is not None else self.timeout_seconds
 
     @model_validator(mode="after")
     def _default_is_declared(self) -> LambdaSpec:

@@ -42,6 +42,8 @@ class Attr:
     ERRORS = "eh"  # every failed attempt's error
     ERROR_TYPE = "et"  # the last error's class, for filtering dead letters
     CHAIN = "ch"
+    TIMEOUT = "to"  # the task's own time limit per attempt, in seconds
+    RESULT = "rs"  # what the successful attempt returned, as compact JSON
     TRACEPARENT = "tp"
 
 

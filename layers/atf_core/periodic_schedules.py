@@ -143,6 +143,7 @@ class Schedules:
                 "collection": spec.collection,
                 "priority": spec.priority,
                 "max_attempts": spec.max_attempts,
+                "timeout_seconds": spec.timeout_seconds,
                 "run_at": occurrence,
                 # one task per occurrence, however many consumers fire it
                 "key": f"periodic/{schedule.name}/{to_ms(occurrence)}",

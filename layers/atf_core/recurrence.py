@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Payload
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Payload, TimeoutSeconds
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
@@ -47,6 +47,7 @@ class ScheduleSpec(BaseModel):
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: TimeoutSeconds | None = None
     cron: str | None = Field(default=None, description="Five-field cron expression, e.g. '*/5 * * * *'.")
     every_seconds: float | None = Field(default=None, ge=1, le=366 * 86400)
     timezone: str = "UTC"

@@ -19,6 +19,10 @@ from atf_core.tracing import TRACEPARENT_PATTERN
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
+# The largest result a callback may return, as compact JSON: a task's item holds its payload and result.
+MAX_RESULT_BYTES = 64 * 1024
+# The longest time limit a lambda or a task may set on one attempt (a day).
+MAX_TIMEOUT_SECONDS = 86_400.0
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 COLLECTION_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
@@ -134,6 +138,10 @@ def _zoned(moment: datetime) -> datetime:
 Moment = Annotated[datetime, AfterValidator(_zoned)]
 
 
+# An attempt's time limit wherever one is set (a lambda, a task, a chain's link, a periodic schedule).
+TimeoutSeconds = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)]
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 
@@ -172,6 +180,10 @@ class Task(BaseModel):
     key: str | None = None
     expire_at: datetime | None = None
     chain: str | None = Field(default=None, description="The chain this task is a link of.")
+    timeout_seconds: float | None = Field(
+        default=None, description="This task's time limit per attempt; none: its lambda's (timeout_seconds)."
+    )
+    result: Any = Field(default=None, description="What the successful attempt's callback returned (JSON).")
     traceparent: str | None = Field(default=None, description="The W3C trace context it was scheduled in.")
 
 
@@ -194,6 +206,10 @@ class ScheduleRequest(BaseModel):
     key: str | None = Field(default=None, min_length=1, max_length=128)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
+    timeout_seconds: TimeoutSeconds | None = Field(
+        default=None,
+        description="Stop an attempt running longer than this (a retriable failure); default: the lambda's.",
+    )
     traceparent: str | None = Field(
         default=None,
         pattern=TRACEPARENT_PATTERN,

@@ -15,14 +15,15 @@ from atf_sdk.worker.registry import Fatal, Lambdas, Retry, TaskContext
 
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
+    from atf_sdk.operations import TaskFailed
 
 try:
     __version__ = version("atf-sdk")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-_LAZY = {"AtfClient": "atf_sdk.client"}
-__all__ = ["AtfClient", "Fatal", "Lambdas", "Retry", "TaskContext", "__version__"]
+_LAZY = {"AtfClient": "atf_sdk.client", "TaskFailed": "atf_sdk.operations"}
+__all__ = ["AtfClient", "Fatal", "Lambdas", "Retry", "TaskContext", "TaskFailed", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

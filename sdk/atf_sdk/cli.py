@@ -14,6 +14,7 @@ import argparse
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -131,6 +132,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "key": args.key,
         "max_attempts": args.max_attempts,
         "expire_at": args.expire_at,
+        "timeout_seconds": args.timeout,
     }
     request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
@@ -245,6 +247,8 @@ def _status(args: argparse.Namespace) -> int:
         _task_table(tasks)
         if len(tasks) == 1 and tasks[0].errors:
             _error_history(tasks[0])
+        if len(tasks) == 1 and tasks[0].result is not None:
+            console().print("result:", json.dumps(tasks[0].result, ensure_ascii=False), markup=False)
     waiting = [t for t in tasks if not t.status.settled] if args.wait is not None else []
     if waiting:
         names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
@@ -396,6 +400,9 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
+    verb.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
+    )
     verb.add_argument("-q", "--quiet", action="store_true", help="print only the task id (one a line with --file)")
     verb.set_defaults(run=guarded(_schedule))
 

@@ -36,7 +36,7 @@ from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
 from atf_core.recurrence import Schedule, ScheduleSpec
-from atf_core.schema import Gate, GateAction, ScheduleRequest, Task
+from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.stats import LambdaStats
 from atf_sdk import routes
 from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
@@ -45,6 +45,15 @@ BATCH_SIZE = 100
 Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
 _BULK_RESULT = TypeAdapter(BulkResult)
+
+
+class TaskFailed(Exception):
+    """A task whose result was asked for ended without succeeding; `task` tells how (its errors, its reason)."""
+
+    def __init__(self, task: Task) -> None:
+        last = f": {task.last_error.type}: {task.last_error.message}" if task.last_error else ""
+        super().__init__(f"task {task.id} ended {task.status.value}{last}")
+        self.task = task
 
 
 def checked(model: type[Model], value: Model | Any, within: str | None = None) -> Model:
@@ -84,6 +93,7 @@ class TaskCalls(ApiClient):
         key: str | None = None,
         max_attempts: int | None = None,
         expire_at: datetime | None = None,
+        timeout_seconds: float | None = None,
     ) -> Plan[ScheduledTask]:
         """Schedule a task of `lambda_name` (a key is generated when none is given)."""
         fields = {
@@ -96,6 +106,7 @@ class TaskCalls(ApiClient):
             "key": key,
             "max_attempts": max_attempts,
             "expire_at": expire_at,
+            "timeout_seconds": timeout_seconds,
         }
         request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
         return (yield from self._submitted(request))
@@ -160,6 +171,9 @@ class TaskCalls(ApiClient):
     @api_call
     def wait(self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> Plan[Task]:
         """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
+        return (yield from self._settled(task_id, timeout_s, poll_s))
+
+    def _settled(self, task_id: str, timeout_s: float, poll_s: float) -> Plan[Task]:
         deadline = time.monotonic() + timeout_s
         while not (task := (yield from self._task("GET", task_id))).status.settled:
             left = deadline - time.monotonic()
@@ -167,6 +181,15 @@ class TaskCalls(ApiClient):
                 raise TimeoutError(f"task {task_id} is still {task.status.value} after {timeout_s:g} s")
             yield Sleep(min(poll_s, left))
         return task
+
+    @api_call
+    def result(self, task_id: str, wait: float = 0.0, poll_s: float = 0.5) -> Plan[Any]:
+        """What the task's callback returned (None if nothing), once it succeeded, waiting up to `wait`
+        seconds for a final state; TaskFailed if it ended otherwise, TimeoutError if it has not ended."""
+        task = yield from self._settled(task_id, wait, poll_s)
+        if task.status is not TaskStatus.SUCCESS:
+            raise TaskFailed(task)
+        return task.result
 
     @api_call
     def cancel(self, task_id: str) -> Plan[Task]:

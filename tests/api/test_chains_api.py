@@ -82,6 +82,11 @@ def test_only_a_dead_letter_link_can_be_retried(client: AtfClient, store: Any) -
     assert retried.status is ChainStatus.RUNNING and (only.status, only.max_attempts) == (TaskStatus.NEW, 5)
 
 
+def test_a_links_time_limit_is_its_tasks(client: AtfClient) -> None:
+    chain = client.create_chain({"links": [{"name": "only", "lambda": "chore", "timeout_seconds": 30}]})
+    assert client.get(chain.links[0].task_id).timeout_seconds == 30
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -94,6 +99,7 @@ def test_only_a_dead_letter_link_can_be_retried(client: AtfClient, store: Any) -
         ({"links": [{"name": "a", "lambda": "chore", "priority": "low"}]}, "links.a.priority"),
         ({"links": [{"name": "a", "lambda": "chore", "payload": {"x": "y" * 200_000}}]}, "body"),
         ({"links": [{"name": "a", "lambda": "chore"}], "colour": "red"}, "colour"),
+        ({"links": [{"name": "a", "lambda": "chore", "timeout_seconds": 0}]}, "links[0].timeout_seconds"),
     ],
 )
 def test_bad_chains_are_400s_and_write_nothing(raw: Any, item_count: Any, body: dict[str, Any], field: str) -> None:
@@ -136,3 +142,15 @@ def test_a_chain_runs_in_order_and_finishes_after_a_failed_link_is_retried(live:
     for parent, child in pairwise(tasks):
         assert parent.finished_at is not None and child.claimed_at is not None
         assert child.claimed_at >= parent.finished_at, "a link starts only after its parent has succeeded"
+
+
+def test_a_link_reads_what_its_parents_returned(live: LiveStack) -> None:
+    links = [
+        {"name": "count", "lambda": "step", "payload": {"returns": {"rows": 3}}},
+        {"name": "sum", "lambda": "step", "payload": {"returns": 42}},
+        {"name": "quiet", "lambda": "step"},
+        {"name": "report", "lambda": "step", "after": ["count", "sum", "quiet"], "payload": {"echo": True}},
+    ]
+    chain = live.client.create_chain({"links": links})
+    report = next(link for link in live.client.get_chain(chain.id).links if link.name == "report")
+    assert live.client.result(report.task_id, wait=30) == {"count": {"rows": 3}, "sum": 42, "quiet": None}

@@ -140,6 +140,13 @@ SAME_AS_THE_API: list[tuple[str, Call, str, str, Any]] = [
         {"lambda": "work", "delay_seconds": -1},
     ),
     ("no attempts", lambda a: a.schedule("work", max_attempts=0), "POST", TASKS, {"lambda": "work", "max_attempts": 0}),
+    (
+        "no time limit",
+        lambda a: a.schedule("work", timeout_seconds=0),
+        "POST",
+        TASKS,
+        {"lambda": "work", "timeout_seconds": 0},
+    ),
     ("bad lambda name", lambda a: a.schedule("No Such"), "POST", TASKS, {"lambda": "No Such"}),
     (
         "bad collection",

@@ -29,6 +29,11 @@ def test_expire_at_is_kept_on_the_task(client: AtfClient) -> None:
     assert task.expire_at == expire_at
 
 
+def test_a_tasks_own_time_limit_is_kept_on_the_task(client: AtfClient) -> None:
+    assert client.get(client.schedule("work", delay_seconds=60, timeout_seconds=2.5).id).timeout_seconds == 2.5
+    assert client.get(client.schedule("work", delay_seconds=60).id).timeout_seconds is None  # the lambda's
+
+
 def test_defaults_come_from_the_lambda_spec(client: AtfClient) -> None:
     task = client.get(client.schedule("mail").id)
     assert (task.priority, task.max_attempts, task.collection, task.payload) == ("normal", 5, "default", {})

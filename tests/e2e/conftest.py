@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,9 +54,16 @@ class RunningStack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    config = StackConfig.model_validate(TEST_CONFIG)
+    with running_stack(TEST_CONFIG, tmp_path_factory) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The local stack of that configuration (it must have the test stack's four queues), until the block ends."""
+    config = StackConfig.model_validate(raw_config)
     path = tmp_path_factory.mktemp("stack") / "stack.json"
-    path.write_text(json.dumps(TEST_CONFIG))
+    path.write_text(json.dumps(raw_config))
     template_for(config)  # a first synthesis (tens of seconds) before the wait for the stack starts
     port = free_port()
     command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]

@@ -54,6 +54,7 @@ class Change:
     # An entry that has moved later since (a retry's backoff) is not due: the claim fails.
     entry_ms: int | None = None
     host: str | None = None  # CLAIM: the executor (host:pid) the task is claimed for
+    result: str | None = None  # SUCCEED: what the callback returned, as compact JSON
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 

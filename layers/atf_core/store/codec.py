@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -36,8 +37,6 @@ def from_item(item: Item) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    from decimal import Decimal
-
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
@@ -70,6 +69,8 @@ def task_to_item(task: Task, fingerprint: str, index_pk: str | None) -> Item:
         plain[Attr.EXPIRE_AT] = to_ms(task.expire_at)
     if task.chain is not None:
         plain[Attr.CHAIN] = task.chain
+    if task.timeout_seconds is not None:
+        plain[Attr.TIMEOUT] = Decimal(str(task.timeout_seconds))
     if task.traceparent is not None:
         plain[Attr.TRACEPARENT] = task.traceparent
     return {key: to_attr(value) for key, value in plain.items()}
@@ -100,6 +101,8 @@ def item_to_task(item: Item) -> Task:
         key=raw.get(Attr.KEY),
         expire_at=maybe_from_ms(raw.get(Attr.EXPIRE_AT)),
         chain=raw.get(Attr.CHAIN),
+        timeout_seconds=raw.get(Attr.TIMEOUT),
+        result=json.loads(raw[Attr.RESULT]) if Attr.RESULT in raw else None,
         traceparent=raw.get(Attr.TRACEPARENT),
     )
 

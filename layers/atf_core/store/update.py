@@ -90,6 +90,8 @@ class TransitionUpdate:
                 self._set(Attr.ERROR_TYPE, {"S": error.type})
         if self._c.host is not None:
             self._set(Attr.CLAIMED_BY, {"S": self._c.host[:200]})
+        if self._c.result is not None:
+            self._set(Attr.RESULT, {"S": self._c.result})
         if self._c.reason is not None:
             self._set(Attr.REASON, {"S": self._c.reason[:500]})
         if self._c.max_attempts is not None:  # a fresh budget on top of the attempts used so far

@@ -13,7 +13,9 @@ the task store differs: the runner's one write is recorded instead of sent, and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import asyncio
+import inspect
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn, TypedDict, Unpack
@@ -26,10 +28,10 @@ from atf_core.store.base import Change, CreateResult, DueEntry, TaskRef, TaskSto
 from atf_core.store.base import Outcome as Written
 from atf_core.tasks import build_task
 from atf_sdk.operations import checked
-from atf_sdk.worker.async_callbacks import completed
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.registry import Callback, Lambdas, TaskContext
+from atf_sdk.worker.time_limits import TaskTimeout
 
 
 class TaskFields(TypedDict, total=False):
@@ -42,6 +44,7 @@ class TaskFields(TypedDict, total=False):
     key: str
     run_at: datetime  # the task's scheduled time (default: now)
     task_id: str  # default: the id the frontend would give (derived from the key, when there is one)
+    timeout_seconds: float  # the task's own time limit (default: the lambda's); enforced on async def callbacks
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,9 @@ class Eager:
     ) -> AttemptResult:
         """Run the registered callback once, as an executor would; how it ended."""
         task = self.task(lambda_name, payload, **fields)
-        seen = _Seen(self._callback(lambda_name))
-        store = _Recorder()
         config = self._config_for(lambda_name)
+        seen = _Seen(self._callback(lambda_name), config.lambdas[lambda_name].time_limit(task.timeout_seconds))
+        store = _Recorder()
         heartbeats = Heartbeats(store, config.timeouts, terminate=_lease_lost)  # tracks the task; never beats
         TaskRunner(store, config, lambda_name, seen, heartbeats).run(task)
         transition, change = store.written
@@ -119,8 +122,9 @@ class Eager:
 class _Seen:
     """The callback, watched: what it was given, returned and raised."""
 
-    def __init__(self, callback: Callback) -> None:
+    def __init__(self, callback: Callback, limit_s: float | None) -> None:
         self._callback = callback
+        self._limit_s = limit_s
         self.context: TaskContext | None = None
         self.value: Any = None
         self.raised: Exception | None = None
@@ -128,7 +132,21 @@ class _Seen:
     def __call__(self, context: TaskContext) -> Any:
         self.context = context
         try:
-            self.value = completed(self._callback(context))  # an async def callback is awaited here
+            result = self._callback(context)
+        except Exception as error:
+            self.raised = error
+            raise
+        if inspect.isawaitable(result):  # the runner awaits it, within the attempt's time limit
+            return self._awaited(result)
+        self.value = result
+        return result
+
+    async def _awaited(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            self.value = await awaitable
+        except asyncio.CancelledError:  # cancelled at its time limit: the runner raises TaskTimeout
+            self.raised = TaskTimeout(self._limit_s or 0.0)
+            raise
         except Exception as error:
             self.raised = error
             raise

@@ -8,6 +8,7 @@ once its running tasks are done.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing.connection import Client
-from typing import TYPE_CHECKING
+from typing import Any
 
 from atf_core import lifecycle, tracing
 from atf_core.aws import AwsClients, make_clients
@@ -40,9 +41,8 @@ from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+from atf_sdk.worker.results import result_json
+from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
@@ -83,6 +83,7 @@ def executor_main(spec: ExecutorSpec) -> None:
     runner = build_runner(clients, config, spec.lambda_name, callback, metrics, process_clock)
     heartbeats = runner.heartbeats
     threading.Thread(target=heartbeats.run, daemon=True, name="heartbeat").start()
+    threading.Thread(target=runner.time_limits.run, daemon=True, name="time-limits").start()
     workers = [
         threading.Thread(target=_work_loop, args=(spec, runner), name=f"executor-{i}") for i in range(spec.threads)
     ]
@@ -133,7 +134,9 @@ def build_runner(
         clock=clock,
     )
     runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
-    runner.after_finish = _after_finish(store, clients.dynamodb, config, limiter, clock)
+    chains = Chains(store, ItemStore(clients.dynamodb, config.table_name), config, clock)
+    runner.after_finish = _after_finish(chains, limiter)
+    runner.parent_results = chains.parent_results
     return runner
 
 
@@ -159,6 +162,12 @@ class TaskRunner:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
         self.after_finish: Callable[[Task], None] = lambda task: None
+        # A chain's link is given its parents' results: (chain id, task id) -> results by link name.
+        self.parent_results: Callable[[str, str], dict[str, Any]] = lambda chain, task_id: {}
+        # An attempt over its time limit is stopped by the watcher, once its executor runs it (executor_main);
+        # a coroutine is cancelled at its limit first, and given a moment to unwind.
+        self.time_limits = TimeLimits(self._overran)
+        self._grace_s = ASYNC_GRACE_S if inspect.iscoroutinefunction(callback) else 0.0
 
     @property
     def _fatal(self) -> lifecycle.Transition:
@@ -183,13 +192,19 @@ class TaskRunner:
             self.metrics.observe(Metric.START_LAG_MS, lag_ms, "Milliseconds", dimensions)
         log.info("task started")
 
-    def _call(self, task: Task) -> None:
+    def _call(self, task: Task) -> Any:
         started = time.monotonic()
+        limit_s = self._lambda_spec.time_limit(task.timeout_seconds)
+        self.time_limits.start(task, limit_s, self._grace_s)
         try:
+            parents = self.parent_results(task.chain, task.id) if task.chain is not None else {}
             # Current while the callback runs, so the spans it makes are children of this attempt's.
             with tracing.span("atf execute", "CONSUMER", tracing.of_task(task), parent=task.traceparent):
-                completed(self._callback(TaskContext.of(task)))
+                return completed(self._callback(TaskContext.of(task, parents)), limit_s)
         finally:
+            if not self.time_limits.end(task.id):
+                self.time_limits.wait_for_the_end()
+                raise _TakenOver  # the watcher recorded the timeout: this thread records nothing
             elapsed_ms = (time.monotonic() - started) * 1000
             self.metrics.observe(Metric.EXECUTION_MS, elapsed_ms, "Milliseconds", queue(task.lambda_, task.priority))
 
@@ -201,7 +216,9 @@ class TaskRunner:
 
     def _execute(self, task: Task) -> None:
         try:
-            self._call(task)
+            result = result_json(self._call(task))  # a result JSON cannot keep fails the attempt
+        except _TakenOver:
+            return
         except Fatal as error:
             self._finish(task, self._fatal, error)
         except Retry as error:
@@ -210,11 +227,16 @@ class TaskRunner:
             log.warning("task %s attempt %d raised:\n%s", task.id, task.attempt, traceback.format_exc())
             self._retry(task, error, None)
         else:
-            self._finish(task, lifecycle.SUCCEED, None)
+            self._finish(task, lifecycle.SUCCEED, None, result=result)
 
-    def _retry(self, task: Task, error: Exception, after: float | None) -> None:
+    def _overran(self, task: Task, limit_s: float) -> None:
+        """The time-limit watcher's write for an attempt it stops (its process ends next). The task stays
+        leased (heartbeated) until the write lands: if it cannot, the lease watchdog ends the process in time."""
+        self._retry(task, TaskTimeout(limit_s), None, leased=True)
+
+    def _retry(self, task: Task, error: Exception, after: float | None, leased: bool = False) -> None:
         if task.attempt >= task.max_attempts:
-            self._finish(task, self._fatal, error)
+            self._finish(task, self._fatal, error, leased=leased)
             return
         timeouts = self._config.timeouts
         delay = (
@@ -222,21 +244,35 @@ class TaskRunner:
             if after is not None
             else equal_jitter(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
         )
-        self._finish(task, lifecycle.FAIL_RETRIABLE, error, delay)
+        self._finish(task, lifecycle.FAIL_RETRIABLE, error, max(delay, RETRY_FLOOR_S) if leased else delay, leased)
 
     def _finish(
-        self, task: Task, transition: lifecycle.Transition, error: Exception | None, delay: float = 0.0
+        self,
+        task: Task,
+        transition: lifecycle.Transition,
+        error: Exception | None,
+        delay: float = 0.0,
+        leased: bool = False,
+        result: str | None = None,
     ) -> None:
-        # Stop heartbeating first: a heartbeat landing after the result would be
-        # refused, and a refused heartbeat for a task still tracked ends the process.
-        self.heartbeats.untrack(task.id)
+        # Stop heartbeating first: a heartbeat landing after the result would be refused, and a refused
+        # heartbeat for a task still tracked ends the process (`leased`: what the caller wants next anyway).
+        if not leased:
+            self.heartbeats.untrack(task.id)
         now = self._clock()
         change = Change(
             now=now,
             attempt=task.attempt,
             next_at=now + timedelta(seconds=delay),
             error=_error_of(error, task.attempt, now, self.worker) if error else None,
+            result=result,
         )
+        try:
+            self._report(task, transition, change)
+        finally:
+            self.heartbeats.untrack(task.id)
+
+    def _report(self, task: Task, transition: lifecycle.Transition, change: Change) -> None:
         for _ in range(REPORT_TRIES):
             try:
                 outcome = self._store.transition(TaskRef.of(task), transition, change)
@@ -255,11 +291,12 @@ class TaskRunner:
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
 
 
-def _after_finish(
-    store: TaskStore, client: DynamoDBClient, config: StackConfig, limiter: Limiter, clock: Clock
-) -> Callable[[Task], None]:
+class _TakenOver(Exception):
+    """The attempt's callback returned after the time-limit watcher took the attempt over."""
+
+
+def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task], None]:
     """Give back the task's running slots, and let its chain carry on if it was a link."""
-    chains = Chains(store, ItemStore(client, config.table_name), config, clock)
 
     def after(task: Task) -> None:
         grant = limiter.grant_for(task.lambda_, task.collection, task.id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,9 +37,11 @@ class TaskContext:
     attempt: int
     max_attempts: int
     scheduled_at: datetime
+    # A chain's link: what each of its parents returned, by link name (they all succeeded before it ran).
+    parent_results: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, task: Task) -> TaskContext:
+    def of(cls, task: Task, parent_results: dict[str, Any] | None = None) -> TaskContext:
         return cls(
             id=task.id,
             lambda_name=task.lambda_,
@@ -49,6 +51,7 @@ class TaskContext:
             attempt=task.attempt,
             max_attempts=task.max_attempts,
             scheduled_at=task.scheduled_at,
+            parent_results=parent_results or {},
         )
 
 

@@ -1,0 +1,112 @@
+"""Time limits: an attempt running longer than its limit is stopped, and fails retriably with a TaskTimeout.
+
+The limit is the task's own `timeout_seconds`, else its lambda's (LambdaSpec.time_limit); none, no limit.
+
+An `async def` callback is cancelled at its limit (asyncio.timeout, in async_callbacks): it fails like any
+callback that raises, and its executor carries on. A thread cannot be stopped, so a sync callback over its
+limit (or a coroutine that keeps running once cancelled, ASYNC_GRACE_S later) is stopped by ending its
+executor process. The watcher here first records the attempt's failure, a write fenced by the attempt that
+the heartbeats keep leased meanwhile, then ends the process; the retry waits at least RETRY_FLOOR_S, longer
+than a process takes to die, so it never overlaps the stopped attempt. The host starts another executor
+in its place. The other tasks that process was running stop with it, as after a crash: their heartbeats
+stop, the consumer re-enqueues each once its lease is gone, and its next attempt is fenced by a higher
+attempt number. A lambda run with one thread per executor keeps such tasks apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from atf_core.schema import Task
+
+log = logging.getLogger("atf.executor")
+EXIT_TIMED_OUT = 71
+WATCH_EVERY_S = 0.05
+ASYNC_GRACE_S = 0.5  # a cancelled coroutine's time to unwind before its process is ended
+RETRY_FLOOR_S = 1.0  # the least delay before the retry of an attempt stopped by ending its process
+
+
+class TaskTimeout(Exception):
+    """An attempt ran over its time limit: a retriable failure, kept in the task's errors."""
+
+    def __init__(self, limit_s: float) -> None:
+        super().__init__(f"ran over its time limit of {limit_s:g}s")
+        self.limit_s = limit_s
+
+
+def end_process(reason: str) -> None:
+    """End this executor process at once: its overrunning callback stops with it."""
+    log.error("terminating executor: %s", reason)
+    logging.shutdown()
+    os._exit(EXIT_TIMED_OUT)
+
+
+@dataclass(frozen=True)
+class _Limit:
+    task: Task
+    limit_s: float
+    stop_at: float  # monotonic
+
+
+class TimeLimits:
+    """The limits of the attempts one executor process runs, and the watcher that enforces them.
+
+    `overran(task, limit_s)` records the attempt's failure; `terminate` then ends the process.
+    """
+
+    def __init__(self, overran: Callable[[Task, float], None], terminate: Callable[[str], None] = end_process) -> None:
+        self._overran = overran
+        self._terminate = terminate
+        self._limits: dict[str, _Limit] = {}
+        self._taken: set[str] = set()  # attempts the watcher took over
+        self._ended = threading.Event()  # set once `terminate` returned (it returns only in tests)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def start(self, task: Task, limit_s: float | None, grace_s: float = 0.0) -> None:
+        """Watch an attempt from now: ended at `limit_s` plus `grace_s` (no limit: not watched)."""
+        if limit_s is not None:
+            with self._lock:
+                self._limits[task.id] = _Limit(task, limit_s, time.monotonic() + limit_s + grace_s)
+
+    def end(self, task_id: str) -> bool:
+        """The attempt's callback returned: True if its result is the runner's to record, False if the
+        watcher already took the attempt over (it records the timeout and ends the process)."""
+        with self._lock:
+            return self._limits.pop(task_id, None) is not None or task_id not in self._taken
+
+    def wait_for_the_end(self) -> None:
+        """Block the thread of an attempt the watcher took over until the process ends."""
+        self._ended.wait()
+
+    def run(self) -> None:
+        while not self._stop.wait(WATCH_EVERY_S):
+            self.enforce()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def enforce(self) -> None:
+        """Stop every attempt past its limit: record its failure, then end the process."""
+        now = time.monotonic()
+        with self._lock:
+            over = [entry for entry in self._limits.values() if entry.stop_at <= now]
+            for entry in over:
+                del self._limits[entry.task.id]
+                self._taken.add(entry.task.id)
+        for entry in over:
+            self._stop_attempt(entry)
+
+    def _stop_attempt(self, entry: _Limit) -> None:
+        task = entry.task
+        log.error("task %s attempt %d ran over its time limit of %gs", task.id, task.attempt, entry.limit_s)
+        try:
+            self._overran(task, entry.limit_s)
+        finally:
+            self._terminate(f"task {task.id} attempt {task.attempt} ran over its time limit of {entry.limit_s:g}s")
+            self._ended.set()

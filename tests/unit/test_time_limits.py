@@ -1,0 +1,131 @@
+"""Time limits in one executor: which limit applies, and how the watcher and the callback's thread agree on
+who records the attempt (never both). Against the local stack: tests/e2e/test_time_limits.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from atf_core.config import LambdaSpec, StackConfig
+from atf_core.schema import TaskStatus
+from atf_sdk import Lambdas, TaskContext
+from atf_sdk.testing import Eager
+from atf_sdk.worker.executor import TaskRunner
+from atf_sdk.worker.heartbeat import Heartbeats
+from atf_sdk.worker.time_limits import RETRY_FLOOR_S, TaskTimeout
+from tests.unit.test_worker_parts import ScriptedStore, task
+
+CONFIG = StackConfig.model_validate({"lambdas": {"work": {"timeout_seconds": 0.3}}})
+
+
+def test_a_tasks_own_limit_wins_over_its_lambdas_and_bad_limits_are_refused() -> None:
+    spec = CONFIG.lambdas["work"]
+    assert (spec.time_limit(None), spec.time_limit(5.0), LambdaSpec().time_limit(None)) == (0.3, 5.0, None)
+    for bad in (0, -1, 86_401):
+        with pytest.raises(ValidationError, match="timeout_seconds"):
+            LambdaSpec(timeout_seconds=bad)
+
+
+def runner(callback: Any) -> tuple[TaskRunner, ScriptedStore, list[str]]:
+    store = ScriptedStore([])
+    ended: list[str] = []
+    heartbeats = Heartbeats(store, CONFIG.timeouts, terminate=ended.append)  # type: ignore[arg-type]
+    run = TaskRunner(store, CONFIG, "work", callback, heartbeats)  # type: ignore[arg-type]
+    run.time_limits._terminate = lambda reason: (ended.append(reason), store.transitions.append("ended"))[0]
+    return run, store, ended
+
+
+def run_watched(run: TaskRunner) -> None:
+    watcher = threading.Thread(target=run.time_limits.run, daemon=True)
+    watcher.start()
+    try:
+        run.run(task())
+    finally:
+        run.time_limits.stop()
+
+
+def test_a_sync_callback_over_its_limit_is_recorded_by_the_watcher_then_its_process_ended() -> None:
+    # Given a callback that returns after its limit (a real one would not: its process ends first)
+    run, store, ended = runner(lambda context: time.sleep(0.6))
+    started = time.monotonic()
+    run_watched(run)
+    # Then the watcher wrote the attempt's TaskTimeout, under its lease, then ended the process, at the limit
+    assert store.transitions == ["fail_retriable", "ended"] and "time limit of 0.3s" in ended[0]
+    (change,) = store.calls
+    assert change.error is not None and change.error.type == "TaskTimeout"
+    assert change.next_at is not None and (change.next_at - change.now).total_seconds() >= RETRY_FLOOR_S
+    # and the callback's thread, once it returned, wrote nothing
+    assert time.monotonic() - started >= 0.6
+
+
+def test_a_callback_within_its_limit_is_recorded_by_its_thread_and_never_watched_again() -> None:
+    run, store, ended = runner(lambda context: time.sleep(0.1))
+    run_watched(run)
+    time.sleep(0.4)  # past the limit
+    run.time_limits.enforce()
+    assert (store.transitions, ended) == (["succeed"], [])
+
+
+def test_an_async_callback_is_cancelled_at_its_limit_and_its_process_kept() -> None:
+    cancelled: list[bool] = []
+
+    async def forever(context: TaskContext) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    run, store, ended = runner(forever)
+    started = time.monotonic()
+    run_watched(run)
+    assert time.monotonic() - started < 0.3 + 0.5
+    assert (store.transitions, ended, cancelled) == (["fail_retriable"], [], [True])
+    assert store.calls[0].error is not None and store.calls[0].error.type == "TaskTimeout"
+
+
+def test_an_async_callback_that_swallows_its_cancelling_and_returns_still_timed_out() -> None:
+    async def stubborn(context: TaskContext) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            return "finished anyway"
+        return "never"
+
+    run, store, ended = runner(stubborn)
+    run_watched(run)
+    assert (store.transitions, ended) == (["fail_retriable"], [])
+    assert store.calls[0].error is not None and store.calls[0].error.type == "TaskTimeout"
+
+
+def test_a_timeout_error_the_callback_raises_itself_is_not_a_time_limit() -> None:
+    async def raises(context: TaskContext) -> None:
+        raise TimeoutError("the gateway timed out")
+
+    run, store, _ = runner(raises)
+    run_watched(run)
+    assert store.calls[0].error is not None and store.calls[0].error.type == "TimeoutError"
+
+
+lambdas = Lambdas()
+
+
+@lambdas.register("work")
+async def slow(context: TaskContext) -> None:
+    await asyncio.sleep(float(context.payload.get("seconds", 0)))
+
+
+def test_eager_mode_cancels_an_async_callback_at_its_limit() -> None:
+    eager = Eager(lambdas, CONFIG)
+    over = eager.run("work", {"seconds": 5})
+    assert over.status is TaskStatus.RETRIABLE_FAILURE and isinstance(over.raised, TaskTimeout)
+    assert over.error is not None and (over.error.type, over.error.message) == (
+        "TaskTimeout",
+        "ran over its time limit of 0.3s",
+    )
+    assert eager.run("work", {"seconds": 0.5}, timeout_seconds=1).succeeded  # its own limit, over the lambda's
