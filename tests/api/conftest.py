@@ -38,6 +38,8 @@ API_CONFIG = {
         "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
         "mail": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 5, "shards": 1},
         "report": {"priorities": ["high", "low"], "default_priority": "low", "max_attempts": 3},
+        # test_tracing's own: it runs a consumer and a controller in this process, on this lambda alone
+        "traced": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3, "shards": 1},
         # dead letters (on by default), schedules and limits without a worker: the tests move its tasks
         "chore": {
             "priorities": ["high", "normal"],

@@ -30,6 +30,8 @@ from atf_sdk.worker.controller import Controller
 from atf_sdk.worker.executor import build_runner
 from atf_sdk.worker.registry import Retry, TaskContext
 
+LAMBDA = "traced"
+
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
@@ -42,27 +44,22 @@ def exporter() -> Iterator[InMemorySpanExporter]:
 
 
 def _run_once(stack: LocalStack, callback: Any) -> None:
-    """The consumer sends what is due; a controller claims it; the executor's runner runs it."""
+    """The consumer sends what is due; a controller claims it; the executor's runner runs it. All on the `traced`
+    lambda alone (a configuration of it only), so that the other tests' tasks on this stack stay as they are."""
+    config = stack.config.model_copy(update={"lambdas": {LAMBDA: stack.config.lambdas[LAMBDA]}})
     clients = make_clients(stack.endpoint)
-    store = DynamoTaskStore(clients.dynamodb, stack.config)
-    Consumer(store, clients.sqs, stack.config).poll()
+    store = DynamoTaskStore(clients.dynamodb, config)
+    Consumer(store, clients.sqs, config).poll()
     metrics = MetricBuffer(service=WORKER_SERVICE)
-    controller = Controller(
-        store,
-        clients.sqs,
-        clients.sqs_long_poll,
-        stack.config,
-        ["work"],
-        store_client=clients.dynamodb,
-        metrics=metrics,
-    )
-    runner = build_runner(clients, stack.config, "work", callback, metrics, utcnow)
-    url = controller.queue_url("work", "normal")
-    rank = stack.config.lambdas["work"].priorities.index("normal")
+    sqs, long_poll = clients.sqs, clients.sqs_long_poll
+    controller = Controller(store, sqs, long_poll, config, [LAMBDA], store_client=clients.dynamodb, metrics=metrics)
+    runner = build_runner(clients, config, LAMBDA, callback, metrics, utcnow)
+    url = controller.queue_url(LAMBDA, "normal")
     try:
-        for raw in clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2)["Messages"]:
+        received = clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        for raw in received.get("Messages", []):
             message = TaskMessage.decode(raw["Body"])
-            task = controller.claim("work", Buffered(rank, message.due_ms, 0, message, url, raw["ReceiptHandle"]))
+            task = controller.claim(LAMBDA, Buffered(0, message.due_ms, 0, message, url, raw["ReceiptHandle"]))
             if task is not None:
                 runner.run(task)
     finally:
@@ -92,7 +89,7 @@ def test_one_trace_from_schedule_to_the_callback(
 
     with trace.get_tracer("a team's service").start_as_current_span("checkout") as checkout:
         # When the caller schedules a task, and it runs twice
-        task_id = client.schedule("work", {"order": 7}).id
+        task_id = client.schedule(LAMBDA, {"order": 7}).id
     _run_once(stack, callback)
     deadline = time.monotonic() + 20
     while client.get(task_id).status is not TaskStatus.SUCCESS:
