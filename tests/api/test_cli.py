@@ -45,10 +45,10 @@ def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any
     code, out, _ = atf("schedule", "work", "--delay", "600", "--timeout", "90", "-q")
     assert code == 0 and client.get(out.strip()).timeout_seconds == 90
     code, _, err = atf("schedule", "work", "--timeout", "0")
-    assert code == 1 and err.rstrip().endswith("(timeout_seconds)")
+    assert code == 2 and err.rstrip().endswith("(timeout_seconds)")
 
 
-def test_errors_are_one_line_or_json_and_exit_1(atf: Any) -> None:
+def test_errors_are_one_line_or_json_with_their_exit_status(atf: Any) -> None:
     code, _, err = atf("schedule", "nope")
     assert code == 2 and err.startswith("atf: unknown_lambda:") and err.rstrip().endswith("(lambda)")
     code, _, err = atf("status", "0" * 32, "--json")

@@ -69,7 +69,7 @@ def test_the_async_client_and_the_cli_show_the_result(live: LiveStack, capsys: p
     assert asyncio.run(read()) == RESULT
     with pytest.raises(SystemExit):
         main(["status", "--api-url", live.api_url, task.id, "--json"])
-    assert json.loads(capsys.readouterr().out)["result"] == RESULT
+    assert json.loads(capsys.readouterr().out)[0]["result"] == RESULT
     with pytest.raises(SystemExit):
         main(["status", "--api-url", live.api_url, task.id])
     assert f"result: {json.dumps(RESULT, sort_keys=True)}" in capsys.readouterr().out  # as the payload carried it
