@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -33,14 +34,32 @@ from atf_sdk.worker.registry import Retry, TaskContext
 LAMBDA = "traced"
 
 
+class _Switch(SpanProcessor):
+    """Passes spans on while on. The global provider can be set once a process, and shutting it down makes every
+    later span log a warning into the other tests' logs: so this module's spans are switched off instead."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner, self.on = inner, True
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.on:
+            self.inner.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            self.inner.on_end(span)
+
+
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[InMemorySpanExporter]:
     memory = InMemorySpanExporter()
+    switch = _Switch(SimpleSpanProcessor(memory))
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    trace.set_tracer_provider(provider)  # once a process: later tests' spans end at a shut-down exporter
+    provider.add_span_processor(switch)
+    trace.set_tracer_provider(provider)
     yield memory
-    provider.shutdown()
+    switch.on = False
+    memory.clear()
 
 
 def _run_once(stack: LocalStack, callback: Any) -> None:
