@@ -20,6 +20,7 @@ from atf_core.store.tasks import DynamoTaskStore
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.health import (
     CRASH_LOOP_EXITS,
+    EXIT_TIMED_OUT,
     SETTLE_S,
     STALE_AFTER_S,
     ExecutorStarts,
@@ -135,6 +136,18 @@ def test_an_executor_that_keeps_dying_as_it_starts_is_a_dead_pool() -> None:
         f"executor pool work: its executors exited {CRASH_LOOP_EXITS} times in a row within {SETTLE_S:g} s"
         " of starting (last exit code 3)"
     ]
+
+
+def test_executors_ended_for_their_time_limit_are_not_a_crash_loop() -> None:
+    """A lambda whose callbacks keep overrunning (a hung downstream) ends executor after executor on purpose:
+    replacing the host would not help, so the pool stays healthy; a real crash after them counts from one."""
+    clock = Clock()
+    starts = ExecutorStarts(clock=clock)
+    starts.started("work", 0)
+    crash(starts, clock, 3 * CRASH_LOOP_EXITS, code=EXIT_TIMED_OUT)
+    assert starts.problems() == []
+    crash(starts, clock, CRASH_LOOP_EXITS - 1)
+    assert starts.problems() == []
 
 
 def test_a_pool_whose_replacement_settles_is_alive_again() -> None:

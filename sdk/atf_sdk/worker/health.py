@@ -33,6 +33,9 @@ STALE_AFTER_S = 30.0  # a report this old means the host's supervising loop has 
 # exits in a row, with its replacement not yet settled either, and its pool is dead.
 SETTLE_S = 30.0
 CRASH_LOOP_EXITS = 5
+# The status of an executor ended on purpose because a callback ran over its time limit (time_limits): not a
+# failure to start, however soon it comes. Defined here so the probe imports nothing heavier.
+EXIT_TIMED_OUT = 71
 
 
 def health_file(given: Path | None = None) -> Path:
@@ -102,7 +105,8 @@ class ExecutorStarts:
     def exited(self, lambda_name: str, slot: int, exit_code: int | None) -> None:
         known = self._slots[(lambda_name, slot)]
         lived = self._clock() - known.started_at
-        known.quick_exits = known.quick_exits + 1 if lived < self._settle_s else 0
+        quick = lived < self._settle_s and exit_code != EXIT_TIMED_OUT
+        known.quick_exits = known.quick_exits + 1 if quick else 0
         known.last_exit_code = exit_code
 
     def problems(self) -> list[str]:

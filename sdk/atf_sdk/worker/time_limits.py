@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from atf_core.schema import Task
+from atf_sdk.worker.health import EXIT_TIMED_OUT
 
 log = logging.getLogger("atf.executor")
-EXIT_TIMED_OUT = 71
 WATCH_EVERY_S = 0.05
 ASYNC_GRACE_S = 0.5  # a cancelled coroutine's time to unwind before its process is ended
 RETRY_FLOOR_S = 1.0  # the least delay before the retry of an attempt stopped by ending its process
