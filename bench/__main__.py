@@ -104,7 +104,7 @@ def _consumer(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     from bench.consumer_passes import run_consumer_passes
 
     tasks = 1000 if args.quick else args.consumer_tasks
-    return run_consumer_passes(work, tasks=tasks, shards=40, per_pass=max(250, tasks // 4))
+    return run_consumer_passes(work, tasks=tasks, shards=40, per_pass=500)
 
 
 def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,12 @@ sent once, timing each pass and the CPU it took (its I/O threads included). The
 consumer's default mode sends without writing, so the same tasks serve both runs:
 "before" polls with one I/O thread (every call made in turn, as the consumer did
 before its I/O overlapped), "after" with the threads the consumer derives from
-the shard count. Each run starts on an empty queue and fills it alike (the
-depth of moto's queues slows its sends).
+the shard count. After each pass, outside the timing, the queue is made anew
+and empty, as workers would empty it: moto's sends slow down with the depth
+of the queue (past a few thousand messages, beyond the clients' 2 s timeout).
+The sent tasks stay in the index, unclaimed, so each pass reads again what the
+passes before sent (the tracker skips them), as a consumer does until workers
+claim its tasks.
 
     python -m bench.consumer_passes --tasks 20000 --shards 40
 """
@@ -117,6 +121,7 @@ def drain(clients: AwsClients, config: StackConfig, tasks: int, io_threads: int)
             passes.append({"tasks": report.total(Event.ENQUEUED), "seconds": wall, "cpu_s": cpu})
             if not report.total(Event.ENQUEUED) or report.total(Event.ERROR):
                 raise RuntimeError(f"pass {len(passes)} sent nothing or failed: {dict(report.counts)}")
+            empty_queue(clients, config)  # as workers would: moto's sends slow down with the queue's depth
     finally:
         consumer.close()
     sent, seconds, cpu_s = (sum(p[k] for p in passes) for k in ("tasks", "seconds", "cpu_s"))
@@ -131,14 +136,13 @@ def drain(clients: AwsClients, config: StackConfig, tasks: int, io_threads: int)
 
 
 def run_consumer_passes(
-    workdir: Path, tasks: int = 20_000, shards: int = 40, per_pass: int = 5000, threads: int | None = None
+    workdir: Path, tasks: int = 20_000, shards: int = 40, per_pass: int = 500, threads: int | None = None
 ) -> dict[str, Any]:
     config = passes_config(tasks, shards, per_pass)
     threads = threads or io_threads_for(config)
     with embedded_aws(config, workdir) as clients:
         fill_s = fill(clients, config, tasks)
         before = drain(clients, config, tasks, io_threads=1)
-        empty_queue(clients, config)
         after = drain(clients, config, tasks, io_threads=threads)
     return {
         "tasks": tasks,
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.consumer_passes", description=__doc__)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--shards", type=int, default=40)
-    parser.add_argument("--per-pass", type=int, default=5000, help="enqueue_per_poll: the tasks one pass may send")
+    parser.add_argument("--per-pass", type=int, default=500, help="enqueue_per_poll: the tasks one pass may send")
     parser.add_argument(
         "--threads", type=int, help="the I/O threads of the run after (default: as the consumer derives)"
     )

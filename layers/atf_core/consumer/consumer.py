@@ -165,7 +165,7 @@ class Consumer:
             outgoing = self._outgoing(poll, due, room)
             for batch in iter(lambda: list(itertools.islice(outgoing, 10)), []):
                 pending.append(self._start_send(queue, batch))
-                if len(pending) > min(self._overlap.threads, SENDS_UNDER_WAY):
+                if len(pending) >= min(self._overlap.threads, SENDS_UNDER_WAY):
                     sent += self._settle(poll, queue, pending.popleft())
         finally:
             settled, error = self._settle_all(poll, queue, pending)
