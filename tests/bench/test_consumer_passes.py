@@ -17,7 +17,7 @@ def test_a_short_run_sends_every_task_once_sequentially_and_overlapped(
     for key, value in DUMMY_CREDENTIALS.items():
         monkeypatch.setenv(key, os.environ.get(key, value))
     result = run_consumer_passes(tmp_path, tasks=200, shards=40, per_pass=100)
-    for name, threads in (("before", 1), ("after", 10)):
+    for name, threads in (("before", 1), ("after", 4)):
         run = result[name]
         assert run["io_threads"] == threads
         assert run["tasks"] == 200 and len(run["passes"]) == 2

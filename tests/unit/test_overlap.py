@@ -69,7 +69,7 @@ def test_threads_follow_the_widest_queue_within_the_connection_pool() -> None:
     def config(shards: int) -> StackConfig:
         return StackConfig.model_validate({"lambdas": {"a": {"shards": 1}, "b": {"shards": shards}}})
 
-    assert io_threads_for(config(2)) == 4
+    assert io_threads_for(config(1)) == 2
     assert io_threads_for(config(40)) == MAX_IO_THREADS
     with pytest.raises(ValueError, match="io_threads"):
         Overlap(0)

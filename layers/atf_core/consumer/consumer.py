@@ -57,11 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.consumer")
 
-# The most sends of one queue under way at once. SQS takes them in parallel, and four hide the round trip
-# of each; an endpoint that serves one call at a time (moto's server, on the local stack) still answers each
-# within the clients' read timeout, where ten queued at once would not.
-SENDS_UNDER_WAY = 4
-
 # Work the consumer does once a poll besides enqueueing: firing periodic
 # schedules, sweeping running chains. Called with (now, lookahead seconds).
 Housekeeping = Callable[[datetime, float], object]
@@ -158,14 +153,14 @@ class Consumer:
             return False
         due = fair_share(self._due_entries(poll, queue), window=min(4 * room, 2000))
         # Each batch of ten goes out as soon as its writes are done: the first tasks of a
-        # long poll do not wait for the last ones to be recorded. A few sends
-        # are under way while the next batches are decided; each is recorded here.
+        # long poll do not wait for the last ones to be recorded. A send per I/O
+        # thread is under way while the next batches are decided; each is recorded here.
         sent, pending = 0, deque[Sending]()
         try:
             outgoing = self._outgoing(poll, due, room)
             for batch in iter(lambda: list(itertools.islice(outgoing, 10)), []):
                 pending.append(self._start_send(queue, batch))
-                if len(pending) >= min(self._overlap.threads, SENDS_UNDER_WAY):
+                if len(pending) >= self._overlap.threads:
                     sent += self._settle(poll, queue, pending.popleft())
         finally:
             settled, error = self._settle_all(poll, queue, pending)
