@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-STEPS = ("cost", "throughput", "lag", "capacity")
+STEPS = ("cost", "throughput", "lag", "consumer", "capacity")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lag-rate", type=int, default=50)
     parser.add_argument("--lag-seconds", type=int, default=60)
     parser.add_argument("--tasks", type=int, default=600, help="tasks in the throughput run")
+    parser.add_argument(
+        "--consumer-tasks", type=int, default=20_000, help="due tasks (on 40 shards) of the consumer run"
+    )
     parser.add_argument("--reuse", type=Path, help="start from a results.json (--only capacity: redo the model)")
     return parser
 
@@ -96,6 +99,14 @@ def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[
     return runs
 
 
+def _consumer(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """One consumer invocation's passes over due tasks on 40 shards, sequential I/O against overlapped."""
+    from bench.consumer_passes import run_consumer_passes
+
+    tasks = 1000 if args.quick else args.consumer_tasks
+    return run_consumer_passes(work, tasks=tasks, shards=40, per_pass=500)
+
+
 def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     from bench.capacity import Assumptions, model
 
@@ -115,7 +126,7 @@ def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     return model(a=assumptions)
 
 
-RUNNERS = {"cost": _cost, "throughput": _throughput, "lag": _lag, "capacity": _capacity}
+RUNNERS = {"cost": _cost, "throughput": _throughput, "lag": _lag, "consumer": _consumer, "capacity": _capacity}
 
 
 def _write(results: dict[str, Any], out: Path) -> None:

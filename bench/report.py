@@ -25,7 +25,15 @@ def _ms(value: float | None) -> str:
 def render(results: dict[str, Any]) -> str:
     parts = [_header(results), _targets(results), _cost(results["cost"]), _sqs(results), _lag(results["lag"]),
              _throughput(results["throughput"]), _capacity(results["capacity"])]  # fmt: skip
+    if "consumer" in results:
+        parts.insert(-1, _consumer(results["consumer"]))
     return "\n\n".join(parts) + "\n"
+
+
+def _consumer(run: dict[str, Any]) -> str:
+    from bench.consumer_passes import summary
+
+    return "\n".join(["## One consumer invocation's passes", "", "```", summary(run), "```"])
 
 
 def _header(results: dict[str, Any]) -> str:

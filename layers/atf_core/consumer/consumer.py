@@ -6,16 +6,19 @@ their tasks as its enqueue mode reads them (modes.py), decides each one
 (decide.py: send, enqueue, drop, expire, re-enqueue, exhaust or wait) and
 sends the messages in batches of ten. Entries whose task is already in flight
 are checked against the deadline of their state, and re-enqueued once it has
-passed.
+passed. The round trips of a queue's poll overlap on a few I/O threads
+(overlap.py); what is decided, and in which order, is the same.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -39,6 +42,7 @@ from atf_core.consumer.decide import (
     watches_stamp,
 )
 from atf_core.consumer.modes import enqueue_mode
+from atf_core.consumer.overlap import Overlap, io_threads_for
 from atf_core.consumer.poll import Event, Poll, PollReport
 from atf_core.consumer.tracker import InFlightTracker, QueueKey, where
 from atf_core.gating import GateView
@@ -66,6 +70,14 @@ class Outgoing:
 
 
 @dataclass(frozen=True)
+class Sending:
+    """A batch on its way: the positions SQS did not take, once it answers."""
+
+    batch: Sequence[Outgoing]
+    failed: Future[set[int]]
+
+
+@dataclass(frozen=True)
 class ConsumerGroup:
     """Which shards this consumer polls: shard % of == index."""
 
@@ -85,12 +97,15 @@ class Consumer:
         group: ConsumerGroup | None = None,
         clock: Callable[[], datetime] = utcnow,
         housekeeping: Sequence[Housekeeping] = (),
+        io_threads: int | None = None,
     ) -> None:
         self._store = store
         self._config = config
         self._group = group or ConsumerGroup()
         self._clock = clock
-        self._mode = enqueue_mode(config, store)
+        # Threads for the I/O of a poll (overlap.py); 1 makes every call in turn, as it is needed.
+        self._overlap = Overlap(io_threads_for(config) if io_threads is None else io_threads)
+        self._mode = enqueue_mode(config, store, self._overlap)
         self._queues = QueueDirectory(sqs, config)
         self._budget = QueueBudget(
             self._queues.depth, config.max_in_flight_per_queue, clock=lambda: self._clock().timestamp()
@@ -124,6 +139,10 @@ class Consumer:
                 poll.report.count(Event.HOUSEKEEPING_FAILED)
         return poll.report
 
+    def close(self) -> None:
+        """Stop the I/O threads (a consumer kept for the process's life never needs to)."""
+        self._overlap.close()
+
     # -- reading -----------------------------------------------------------------
     def _poll_queue(self, poll: Poll, queue: QueueKey) -> bool:
         """Enqueue what is due for one queue; False if its queue was full and nothing was read."""
@@ -134,15 +153,21 @@ class Consumer:
             return False
         due = fair_share(self._due_entries(poll, queue), window=min(4 * room, 2000))
         # Each batch of ten goes out as soon as its writes are done: the first tasks of a
-        # long poll do not wait for the last ones to be recorded.
-        sent, batch = 0, []
-        for outgoing in self._outgoing(poll, due, room):
-            batch.append(outgoing)
-            if len(batch) == 10:
-                sent, batch = sent + self._send(poll, queue, batch), []
-        if batch:
-            sent += self._send(poll, queue, batch)
-        self._budget.spent(queue, sent)
+        # long poll do not wait for the last ones to be recorded. A send per I/O
+        # thread is under way while the next batches are decided; each is recorded here.
+        sent, pending = 0, deque[Sending]()
+        try:
+            outgoing = self._outgoing(poll, due, room)
+            for batch in iter(lambda: list(itertools.islice(outgoing, 10)), []):
+                pending.append(self._start_send(queue, batch))
+                if len(pending) >= self._overlap.threads:
+                    sent += self._settle(poll, queue, pending.popleft())
+        finally:
+            settled, error = self._settle_all(poll, queue, pending)
+            sent += settled
+            self._budget.spent(queue, sent)
+        if error is not None:
+            raise error
         poll.report.saturated |= sent >= room
         return sent < room  # a full queue may have left due entries unread
 
@@ -153,11 +178,13 @@ class Consumer:
 
     def _due_entries(self, poll: Poll, queue: QueueKey) -> Iterator[DueEntry]:
         """Due entries this consumer has no reason to skip, oldest first per shard."""
-        lambda_name, priority = queue
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
-        skip = poll.gates.paused_collections(lambda_name)
-        for partition in self._partitions(lambda_name, priority):
-            for entry in self._store.due(partition, up_to, skip):
+        skip = poll.gates.paused_collections(queue[0])
+        # The first page of each partition is asked for ahead, on the I/O threads; the entries come
+        # out in partition order all the same, and are looked at here.
+        reads = (functools.partial(_started, self._store.due(p, up_to, skip)) for p in self._partitions(*queue))
+        for entries in self._overlap.ordered(reads, ahead=self._overlap.threads):
+            for entry in entries:
                 poll.seen.add((entry.id, entry.next_ms))
                 if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
                     yield entry
@@ -232,14 +259,19 @@ class Consumer:
         message = TaskMessage(look.entry.id, outcome.task.attempt, look.now_ms, look.task.collection)
         return Outgoing(message, look.entry)
 
-    def _send(self, poll: Poll, queue: QueueKey, outgoing: Sequence[Outgoing]) -> int:
-        """Send one batch; a failed message recorded as enqueued is handed back so the next poll retries it."""
+    def _start_send(self, queue: QueueKey, batch: Sequence[Outgoing]) -> Sending:
+        messages = [o.message for o in batch]
+        return Sending(batch, self._overlap.submit(functools.partial(self._queues.send, *queue, messages)))
+
+    def _settle(self, poll: Poll, queue: QueueKey, sending: Sending) -> int:
+        """Record one batch's send; a failed message recorded as enqueued is handed back so the next poll
+        retries it. A send that raised records nothing (as before: the timeouts recover its tasks)."""
         # Look again when the first deadline could pass: a task claimed at once
         # and left by a dead controller is stuck claim_timeout after the send.
         timeouts = self._config.timeouts
         deadline_ms = poll.now_ms + int(min(timeouts.enqueue, timeouts.claim) * 1000)
-        failed = self._queues.send(*queue, [o.message for o in outgoing])
-        for i, item in enumerate(outgoing):
+        failed = sending.failed.result()
+        for i, item in enumerate(sending.batch):
             if i in failed:
                 poll.report.count(Event.SEND_FAILED, queue)
                 if item.recorded:
@@ -248,9 +280,20 @@ class Consumer:
             key = (item.entry.id, item.entry.next_ms)
             self._tracker.wait(key, deadline_ms, where(item.entry))
             self._tracker.sent(key, poll.now_ms, where(item.entry))
-        sent = len(outgoing) - len(failed)
+        sent = len(sending.batch) - len(failed)
         poll.report.count(Event.ENQUEUED, queue, sent)
         return sent
+
+    def _settle_all(self, poll: Poll, queue: QueueKey, pending: deque[Sending]) -> tuple[int, Exception | None]:
+        """Wait for every send still under way and record each, also after one of them raised: those
+        sent must be known as sent. The messages sent, and the first error."""
+        sent, first_error = 0, None
+        while pending:
+            try:
+                sent += self._settle(poll, queue, pending.popleft())
+            except Exception as error:  # noqa: BLE001 - raised by the caller once every send is recorded
+                first_error = first_error or error
+        return sent, first_error
 
     def _release(self, message: TaskMessage, queue: QueueKey, now: datetime) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
@@ -272,6 +315,12 @@ class Consumer:
             lifted = set(self._last_gates.gates) - set(gates.gates)
             self._tracker.forget_gated({(gate.lambda_, gate.collection) for gate in lifted})
         self._last_gates = gates
+
+
+def _started(entries: Iterator[DueEntry]) -> Iterator[DueEntry]:
+    """The entries with their first page read (the query made) now."""
+    first = next(entries, None)
+    return iter(()) if first is None else itertools.chain((first,), entries)
 
 
 def fair_share(entries: Iterator[DueEntry], window: int) -> Iterator[DueEntry]:
