@@ -16,6 +16,9 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from atf_core import sizing
+from atf_core.config import MOST_QUEUE_PARTS, MOST_SHARDS
+from atf_core.consumer.overlap import MAX_IO_THREADS
 from atf_core.telemetry import percentile
 
 
@@ -23,16 +26,19 @@ from atf_core.telemetry import percentile
 class Limits:
     """AWS's published limits (aws-facts.md)."""
 
-    partition_write_units_s: int = 1_000
+    partition_write_units_s: int = sizing.PARTITION_WRITE_UNITS_S
     table_write_units_s: int = 40_000  # default quota, raisable
+    table_read_units_s: int = 40_000  # default quota, raisable
     sqs_batch: int = 10
-    sqs_in_flight_per_queue: int = 120_000
+    sqs_in_flight_per_queue: int = sizing.SQS_IN_FLIGHT_PER_QUEUE
     lambda_max_s: int = 900
     eventbridge_min_rate_s: int = 60
     api_gateway_rps: int = 10_000
-    lambda_vcpu_per_mb: float = 1 / 1769  # a Lambda gets one vCPU at 1,769 MB
-    max_shards_per_lambda: int = 256  # StackConfig's bound
-    max_consumer_groups: int = 64  # the infra settings' bound
+    lambda_vcpu_per_mb: float = 1 / sizing.LAMBDA_MB_PER_VCPU
+    lambda_concurrency: int = sizing.LAMBDA_ACCOUNT_CONCURRENCY  # default quota per account and region, raisable
+    max_shards_per_lambda: int = MOST_SHARDS  # StackConfig's bound
+    max_queue_parts: int = MOST_QUEUE_PARTS  # StackConfig's bound
+    max_consumer_groups: int = sizing.most_consumer_groups()  # what the default concurrency leaves
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,13 @@ class Assumptions:
     """What the model takes as given; measured figures come from the benchmark run when it has them."""
 
     write_units_per_task: float = 5.0  # happy path, measured by the cost lifecycles
-    index_units_per_task: float = 2.0  # add at create + remove at success, all on the task's n# partition
+    index_units_per_task: float = sizing.INDEX_WRITE_UNITS_PER_TASK  # add at create + remove at success
     sqs_requests_per_task: float = 0.5  # measured under load on the local stack
-    headroom: float = 0.5  # plan partitions and CPUs at half their ceiling
+    headroom: float = sizing.HEADROOM  # plan partitions and CPUs at half their ceiling
     lambdas: int = 1  # the load is one hot (lambda, priority): the worst case for partitions
     consumer_mb: int = 1769  # one full vCPU per consumer invocation
-    consumer_cpu_s_per_task: float = 0.005  # measured (consumer process CPU / tasks)
+    consumer_cpu_s_per_task: float = sizing.CONSUMER_CPU_S_PER_TASK  # measured (consumer process CPU / tasks)
+    consumer_io_threads: int = MAX_IO_THREADS  # a poll's round trips overlap on these (consumer/overlap.py)
     worker_cpu_s_per_task: float = 0.011  # measured: controller + executor, no-op callback
     fargate_vcpus_per_host: int = 4
     # The consumer's store time per task: one BatchGetItem (about 10 ms) for up to 50 due tasks.
@@ -58,6 +65,7 @@ class Assumptions:
     lookahead_s: float = 1.0
     tasks_per_api_request: int = 100  # the batch route
     frontend_request_s: float = 0.08  # a batch of 100 puts with 16 writers
+    read_units_per_task: float = 0.5  # the consumer's eventually consistent BatchGetItem
 
 
 @dataclass
@@ -74,10 +82,22 @@ def plan(rate: float, a: Assumptions | None = None, limits: Limits | None = None
     _shards_and_consumers(result, a, limits)
     _queues(result, a, limits)
     _workers_and_frontend(result, a, limits)
+    _concurrency(result, a, limits)
     groups = min(result.rows["consumer groups"], limits.max_consumer_groups)
     lag = simulate_start_lag(rate / groups, a, limits)
     result.rows["start-lag with that many groups (ms)"] = {k: round(v * 1000) for k, v in lag.items()}
     return result
+
+
+def _concurrency(result: Plan, a: Assumptions, limits: Limits) -> None:
+    """Lambda executions: two reserved per consumer group, and the frontend's."""
+    executions = 2 * result.rows["consumer groups"] + result.rows["frontend Lambda concurrency"]
+    result.rows["Lambda concurrent executions"] = executions
+    if executions > limits.lambda_concurrency - sizing.LAMBDA_UNRESERVED_FLOOR:
+        result.notes.append(
+            f"{executions:,} concurrent Lambda executions: raise the account's concurrency quota from its default "
+            f"{limits.lambda_concurrency:,} (100 must stay unreserved), and set consumer.groups"
+        )
 
 
 def _table(result: Plan, a: Assumptions, limits: Limits) -> None:
@@ -88,6 +108,10 @@ def _table(result: Plan, a: Assumptions, limits: Limits) -> None:
             f"{units:,.0f} write units/s is over the default {limits.table_write_units_s:,} per table: "
             "raise the quota (and pre-warm an on-demand table, which starts at 4,000/s and doubles its peak)"
         )
+    reads = result.rate * a.read_units_per_task
+    result.rows["table read units/s"] = reads
+    if reads > limits.table_read_units_s:
+        result.notes.append(f"{reads:,.0f} read units/s is over the default {limits.table_read_units_s:,} per table")
 
 
 def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
@@ -97,7 +121,7 @@ def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
     by_partitions = math.ceil(per_queue * a.index_units_per_task / (limits.partition_write_units_s * a.headroom))
     vcpu = a.consumer_mb * limits.lambda_vcpu_per_mb
     by_cpu = vcpu * a.headroom / a.consumer_cpu_s_per_task
-    by_latency = 1 / (a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch)
+    by_latency = a.consumer_io_threads / (a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch)
     per_group = min(by_cpu, by_latency)
     groups = max(1, math.ceil(result.rate / per_group))
     shards = max(by_partitions, math.ceil(groups / a.lambdas))
@@ -119,13 +143,15 @@ def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
 def _queues(result: Plan, a: Assumptions, limits: Limits) -> None:
     per_queue = result.rate / a.lambdas
     # A message is in flight from the early enqueue (lookahead) until its delete, about a second later.
-    in_flight = per_queue * (a.lookahead_s + a.poll_interval_s / 2 + a.claim_latency_s + 0.5)
-    result.rows["SQS messages in flight per queue"] = round(in_flight)
+    in_flight = sizing.in_flight_for(per_queue, a.lookahead_s, a.poll_interval_s)
+    parts = sizing.queue_parts_for(per_queue, a.lookahead_s, a.poll_interval_s)
+    result.rows["SQS queues per (lambda, priority)"] = parts
+    result.rows["SQS messages in flight per queue"] = math.ceil(in_flight / parts)
     result.rows["SQS requests/s"] = round(result.rate * a.sqs_requests_per_task)
-    if in_flight > limits.sqs_in_flight_per_queue * a.headroom:
+    if parts > limits.max_queue_parts:
         result.notes.append(
-            f"about {in_flight:,.0f} messages in flight per queue, near SQS's ~{limits.sqs_in_flight_per_queue:,} "
-            "cap (where receives silently return nothing): shorten the lookahead or split the queue"
+            f"{parts} queues per (lambda, priority) exceed the {limits.max_queue_parts} a priority may be split "
+            "over: shorten the lookahead or spread the load over more lambdas"
         )
 
 
@@ -161,7 +187,7 @@ def simulate_start_lag(
     rng = random.Random(seed)
     dues = sorted(rng.uniform(0, seconds) for _ in range(int(rate * seconds)))
     per_task = max(
-        a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch,
+        (a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch) / a.consumer_io_threads,
         a.consumer_cpu_s_per_task / (a.consumer_mb * limits.lambda_vcpu_per_mb),
     )
     lags, poll_at, index = [], 0.0, 0
@@ -205,6 +231,43 @@ def model(rates: tuple[float, ...] = (10_000, 100_000), a: Assumptions | None = 
         "designs": {name: asdict(d) for name, d in designs.items()},
         "plans": {name: [asdict(plan(rate, d)) for rate in rates] for name, d in designs.items()},
         "burst": {"assumptions": asdict(burst), "start-lag": burst_start_lag(burst, a)},
+        "million": all_due_at_once(1_000_000, plan(max(rates), a), a),
+    }
+
+
+def all_due_at_once(tasks: int, sized: Plan, a: Assumptions, limits: Limits | None = None) -> dict[str, Any]:
+    """`tasks` due at the same second on a stack sized for `sized.rate` (its consumer groups, queue parts and
+    worker hosts running): how long until the last one starts, and which stage sets the pace.
+
+    The consumer sends up to `lookahead_s` early, so the first lookahead's worth is in the queues when the
+    second comes; from then on the slowest stage drains the rest: the consumer groups' sends, the worker
+    hosts' claims and starts, the table's write quota (a claim and, later, a success per task), or SQS's
+    in-flight cap over the lookahead and claim time."""
+    limits = limits or Limits()
+    rows = sized.rows
+    stages = {
+        # A burst runs the consumers and the hosts flat out (the plan keeps them at half), and the table at the
+        # write quota the plan asks for.
+        "consumer groups' sends": rows["consumer groups"]
+        * a.consumer_mb
+        * limits.lambda_vcpu_per_mb
+        / a.consumer_cpu_s_per_task,
+        "worker hosts' starts": rows["worker host vCPUs (framework only, no-op callbacks)"] / a.worker_cpu_s_per_task,
+        "table write quota": max(limits.table_write_units_s, rows["table write units/s"]) / a.write_units_per_task,
+        "SQS in flight": rows["SQS queues per (lambda, priority)"]
+        * limits.sqs_in_flight_per_queue
+        / sizing.seconds_in_flight(a.lookahead_s, a.poll_interval_s),
+    }
+    pace, rate = min(stages.items(), key=lambda item: item[1])
+    early = min(tasks, rate * a.lookahead_s)
+    last = (tasks - early) / rate + a.claim_latency_s
+    return {
+        "tasks": tasks,
+        "sized for (tasks/s)": sized.rate,
+        "stage rates (tasks/s)": {name: round(value) for name, value in stages.items()},
+        "paced by": pace,
+        "last start after due (s)": round(last, 1),
+        "p50 start after due (s)": round(max(0.0, (tasks / 2 - early) / rate) + a.claim_latency_s, 1),
     }
 
 

@@ -40,6 +40,7 @@ from atf_core.schema import ScheduleRequest
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_local.environment import DUMMY_CREDENTIALS, REPO, local_environment
+from atf_local.iam.template import template_for
 from atf_local.provision import provision
 from atf_local.stack import free_port, wait_for_port
 
@@ -66,6 +67,7 @@ def embedded_aws(config: StackConfig, workdir: Path) -> Iterator[AwsClients]:
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "stack.json"
     path.write_text(config.model_dump_json())
+    template_for(config)  # the stack's IAM comes from a synthesis (tens of seconds, cached): before the port wait
     port = free_port()
     command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]
     command += ["--consumers", "0", "--api-port", "0", "--console-port", "0"]

@@ -212,7 +212,21 @@ def _capacity(capacity: dict[str, Any]) -> str:
     lines += ["", "Limits:", ""] + [f"- {k} = {v}" for k, v in capacity["limits"].items()]
     if "burst" in capacity:  # a results.json from before the worker services scaled has none
         lines += ["", *_burst(capacity["burst"])]
+    if "million" in capacity:  # nor one from before the bounds were derived
+        lines += ["", *_all_due_at_once(capacity["million"])]
     return "\n".join(lines)
+
+
+def _all_due_at_once(million: dict[str, Any]) -> list[str]:
+    stages = ", ".join(f"{name} {rate:,}/s" for name, rate in million["stage rates (tasks/s)"].items())
+    return [
+        f"### {million['tasks']:,} tasks due at the same second, on the stack sized for "
+        f"{million['sized for (tasks/s)']:,.0f} tasks/s",
+        "",
+        f"The last starts {million['last start after due (s)']:g} s after they fall due (half of them by "
+        f"{million['p50 start after due (s)']:g} s), paced by the {million['paced by']}.",
+        f"Each stage flat out: {stages}.",
+    ]
 
 
 def _burst(burst: dict[str, Any]) -> list[str]:

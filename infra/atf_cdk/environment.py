@@ -29,6 +29,7 @@ from atf_cdk.constructs.workers import WorkerNetwork
 from atf_cdk.options import ApiSettings, ConsumerSettings, NetworkSettings
 from atf_cdk.service import WorkerService
 from atf_cdk.service_stack import EnvironmentParts, ServiceStack
+from atf_core import sizing
 from atf_core.config import StackConfig
 
 FRONTEND_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
@@ -55,6 +56,13 @@ class AtfProps:
     def __post_init__(self) -> None:
         check_props(self)
 
+    @property
+    def consumer_groups(self) -> int:
+        """consumer.groups, or as many as the lambdas' planned rates need at the consumer's memory."""
+        if self.consumer.groups is not None:
+            return self.consumer.groups
+        return sizing.consumer_groups_for(self.config.planned_rate, self.consumer.memory_mib)
+
 
 def check_props(props: AtfProps) -> None:
     """Mistakes refused before anything is synthesized, each naming the field at fault."""
@@ -73,9 +81,20 @@ def check_props(props: AtfProps) -> None:
         raise ValueError(f"workers: two services share a name in {names}")
     config = props.config
     most_shards = max((config.shards_of(name) for name in config.lambdas), default=config.shards)
-    if props.consumer.groups > most_shards:
+    groups = props.consumer_groups
+    if groups > most_shards and props.consumer.groups is not None:
+        raise ValueError(f"consumer.groups ({groups}) exceeds the most shards any lambda has ({most_shards})")
+    if groups > most_shards:
         raise ValueError(
-            f"consumer.groups ({props.consumer.groups}) exceeds the most shards any lambda has ({most_shards})"
+            f"consumer.memory_mib: {config.planned_rate:g} tasks/s need {groups} consumer groups at"
+            f" {props.consumer.memory_mib} MiB, more than the {most_shards} shards a group polls at least one of:"
+            f" give the consumer {sizing.LAMBDA_MB_PER_VCPU} MiB (a full vCPU) or set consumer.groups"
+        )
+    if groups > sizing.most_consumer_groups():
+        raise ValueError(
+            f"consumer.groups: {groups} groups reserve {reserved_concurrency(groups)} Lambda executions, more than"
+            f" an account's default concurrency leaves ({sizing.most_consumer_groups()} groups): spread the lambdas"
+            " over more environments, or raise the quota and set consumer.groups"
         )
     if props.subnets is not None and props.vpc is None:
         raise ValueError("subnets: name them together with the vpc they are in")
@@ -112,13 +131,14 @@ class AtfEnvironment(Construct):
 
     def _consumer(self) -> StoreConsumer:
         settings = self.props.consumer
-        reserved = reserved_concurrency(settings.groups) if settings.reserve_concurrency else None
+        groups = self.props.consumer_groups
+        reserved = reserved_concurrency(groups) if settings.reserve_concurrency else None
         timeout = consumer_timeout(self.props.config.poll_interval)
         return StoreConsumer(
             self,
             "Consumer",
             function=self._function("consumer", settings.memory_mib, timeout, reserved),
-            groups=settings.groups,
+            groups=groups,
             table=self.table,
         )
 
@@ -148,7 +168,7 @@ class AtfEnvironment(Construct):
                 table=self.table,
                 consumer=self.consumer.function,
                 frontend=self.frontend.function,
-                consumer_groups=self.props.consumer.groups,
+                consumer_groups=self.props.consumer_groups,
                 objective_ms=self.props.start_lag_objective_ms,
                 alarm_key=self.ops_key,
                 alarm_emails=list(self.props.alarm_emails),
@@ -197,7 +217,7 @@ class AtfEnvironment(Construct):
             objective_ms=props.start_lag_objective_ms,
             log_retention_days=props.log_retention_days,
             retain=props.retain_data,
-            consumer_groups=props.consumer.groups,
+            consumer_groups=props.consumer_groups,
         )
         return {
             service.name: ServiceStack(self, f"Worker-{service.name}", service=service, env=parts)

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from atf_core import sizing
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ConsumerSettings(Strict):
-    groups: int = Field(
-        default=1, ge=1, le=64, description="Consumers per tick; group i polls shards with shard % groups == i."
+    groups: int | None = Field(
+        default=None,
+        ge=1,
+        le=sizing.most_consumer_groups(),
+        description=(
+            "Consumers per tick; group i polls shards with shard % groups == i. Default: as many as the lambdas'"
+            " planned rates need at memory_mib (atf_core.sizing), one if no lambda plans a rate."
+        ),
     )
     memory_mib: int = Field(default=512, ge=128, le=10240)
     reserve_concurrency: bool = Field(

@@ -9,11 +9,13 @@ CDK app, so a value means one thing everywhere.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from atf_core import sizing
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
 from atf_core.errors import UnknownLambda
 from atf_core.schema import NAME_PATTERN, TimeoutSeconds
@@ -26,6 +28,10 @@ LAMBDA_ENV = "ATF_LAMBDA"
 TASK_ROOT_ENV = "LAMBDA_TASK_ROOT"
 # Heartbeats that may fail in a row before an executor ends itself.
 MISSES_ALLOWED = 3
+# Index shards per (lambda, priority): each is one query per poll, so the bound keeps a poll's queries few.
+MOST_SHARDS = 1024
+# Queues one (lambda, priority) may be split over: each is a receive loop on every worker host.
+MOST_QUEUE_PARTS = 16
 
 
 class Limits(BaseModel):
@@ -45,7 +51,21 @@ class LambdaSpec(BaseModel):
     priorities: list[str] = Field(default_factory=lambda: ["high", "normal", "low"], min_length=1)
     default_priority: str = "normal"
     max_attempts: int = Field(default=5, ge=1, le=100)
-    shards: int | None = Field(default=None, ge=1, le=256, description="Index shards per priority.")
+    rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Tasks/s this lambda is planned for at peak: sizes its shards, queues and the consumer groups.",
+    )
+    shards: int | None = Field(
+        default=None, ge=1, le=MOST_SHARDS, description="Index shards per priority; default: from rate, or the stack's."
+    )
+    queue_parts: int | None = Field(
+        default=None,
+        ge=1,
+        le=MOST_QUEUE_PARTS,
+        description="Queues each priority is split over; default: from rate (each under half SQS's in-flight cap).",
+    )
     dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
     limits: Limits = Field(default_factory=Limits, description="For the whole lambda.")
     collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Per collection.")
@@ -113,7 +133,7 @@ class StackConfig(BaseModel):
 
     name: str = Field(default="atf", pattern=r"^[a-z][a-z0-9-]{0,20}$")
     table_name: str = "atf-tasks"
-    shards: int = Field(default=4, ge=1, le=256, description="Default index shards per (lambda, priority).")
+    shards: int = Field(default=4, ge=1, le=MOST_SHARDS, description="Default index shards per (lambda, priority).")
     poll_interval: float = Field(default=1.0, gt=0)
     lookahead: float = Field(default=1.0, ge=0, description="Enqueue tasks this early; workers hold them.")
     due_soon_window: float = Field(
@@ -150,6 +170,24 @@ class StackConfig(BaseModel):
                 raise ValueError(f"lambda name {name!r} must match {NAME_PATTERN}")
         return self
 
+    @model_validator(mode="after")
+    def _rates_fit_the_bounds(self) -> StackConfig:
+        for name, spec in self.lambdas.items():
+            if spec.rate is None:
+                continue
+            if spec.shards is None and sizing.shards_for(spec.rate) > MOST_SHARDS:
+                raise ValueError(
+                    f"lambdas.{name}.rate: {spec.rate:g} tasks/s needs {sizing.shards_for(spec.rate)} shards, more than"
+                    f" {MOST_SHARDS}: spread the load over more lambdas"
+                )
+            parts = sizing.queue_parts_for(spec.rate, self.lookahead, self.poll_interval)
+            if spec.queue_parts is None and parts > MOST_QUEUE_PARTS:
+                raise ValueError(
+                    f"lambdas.{name}.rate: {spec.rate:g} tasks/s needs {parts} queues per priority, more than"
+                    f" {MOST_QUEUE_PARTS}: shorten the lookahead or spread the load over more lambdas"
+                )
+        return self
+
     def lambda_named(self, name: str) -> LambdaSpec:
         """The lambda of that name; UnknownLambda, naming the field and the lambdas there are, if none."""
         spec = self.lambdas.get(name)
@@ -158,7 +196,32 @@ class StackConfig(BaseModel):
         return spec
 
     def shards_of(self, lambda_name: str) -> int:
-        return self.lambdas[lambda_name].shards or self.shards
+        """Set, else enough for the lambda's planned rate (never fewer than the stack's default)."""
+        spec = self.lambdas[lambda_name]
+        if spec.shards is not None:
+            return spec.shards
+        return max(self.shards, sizing.shards_for(spec.rate)) if spec.rate is not None else self.shards
+
+    def queue_parts_of(self, lambda_name: str) -> int:
+        """Set, else as many as the planned rate needs (one without a rate)."""
+        spec = self.lambdas[lambda_name]
+        if spec.queue_parts is not None:
+            return spec.queue_parts
+        return sizing.queue_parts_for(spec.rate, self.lookahead, self.poll_interval) if spec.rate is not None else 1
+
+    def in_flight_cap_of(self, lambda_name: str) -> int:
+        """The backpressure bound of each of the lambda's queues: max_in_flight_per_queue, or what its share
+        of the planned rate keeps in flight, if more (a fixed bound would cap the rate at bound / seconds)."""
+        spec = self.lambdas[lambda_name]
+        if spec.rate is None:
+            return self.max_in_flight_per_queue
+        needed = sizing.in_flight_for(spec.rate, self.lookahead, self.poll_interval) / self.queue_parts_of(lambda_name)
+        return max(self.max_in_flight_per_queue, math.ceil(needed))
+
+    @property
+    def planned_rate(self) -> float:
+        """The tasks/s of every lambda with a planned rate, together (0 if none has one)."""
+        return sum(spec.rate or 0.0 for spec in self.lambdas.values())
 
     def to_env(self) -> str:
         return self.model_dump_json()

@@ -6,6 +6,7 @@ app builds its constructs from the same ones, so the two cannot drift.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +62,17 @@ class QueueSpec:
     dead_letter_name: str
     lambda_name: str
     priority: str
+    part: int
     visibility_timeout_s: int
     retention_s: int
     max_receive_count: int
+
+    @property
+    def label(self) -> str:
+        """lambda-priority, with the part where a priority is split (the first part keeps the plain label, so
+        a stack that splits later keeps its resources' names)."""
+        base = f"{self.lambda_name}-{self.priority}"
+        return base if self.part == 0 else f"{base}-{self.part}"
 
 
 @dataclass(frozen=True)
@@ -117,8 +126,11 @@ def create_table_request(config: StackConfig) -> dict[str, Any]:
     }
 
 
-def queue_name(config: StackConfig, lambda_name: str, priority: str) -> str:
-    return f"{config.name}-{lambda_name}-{priority}"
+def queue_name(config: StackConfig, lambda_name: str, priority: str, part: int = 0) -> str:
+    """A (lambda, priority)'s queue; a priority split over several queues (config.queue_parts_of) keeps the
+    first one's name, so a stack that splits later keeps its queue and its messages."""
+    base = f"{config.name}-{lambda_name}-{priority}"
+    return base if part == 0 else f"{base}-{part}"
 
 
 def queue_specs(config: StackConfig) -> list[QueueSpec]:
@@ -127,14 +139,15 @@ def queue_specs(config: StackConfig) -> list[QueueSpec]:
     # durable record.
     specs = []
     for lambda_name, spec in config.lambdas.items():
-        for priority in spec.priorities:
-            name = queue_name(config, lambda_name, priority)
+        for priority, part in itertools.product(spec.priorities, range(config.queue_parts_of(lambda_name))):
+            name = queue_name(config, lambda_name, priority, part)
             specs.append(
                 QueueSpec(
                     name=name,
                     dead_letter_name=f"{name}-dlq",
                     lambda_name=lambda_name,
                     priority=priority,
+                    part=part,
                     visibility_timeout_s=60,
                     retention_s=4 * 24 * 3600,
                     max_receive_count=10,

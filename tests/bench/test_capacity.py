@@ -10,6 +10,7 @@ from bench.capacity import (
     Assumptions,
     BurstScaling,
     Limits,
+    all_due_at_once,
     burst_start_lag,
     host_rate,
     model,
@@ -27,7 +28,7 @@ def test_shards_follow_the_index_partition_limit_and_the_consumer_groups() -> No
     # spread over ten lambdas, each needs a tenth
     assert plan(10_000, replace(light, lambdas=10)).rows["index shards per (lambda, priority)"] == 4
     # a group polls whole shards: never fewer shards than groups
-    heavy = plan(10_000).rows
+    heavy = plan(10_000, Assumptions(consumer_cpu_s_per_task=0.005)).rows
     assert heavy["index shards per (lambda, priority)"] >= heavy["consumer groups"] > 40
 
 
@@ -44,7 +45,10 @@ def test_a_consumer_is_bounded_by_cpu_or_by_its_store_calls() -> None:
     latency_bound = replace(
         cpu_bound, consumer_cpu_s_per_task=0.0001, store_latency_s_per_task=0.009, send_latency_s=0.01
     )
-    assert plan(1_000, latency_bound).rows["tasks/s one consumer group can enqueue"] == 100
+    # ten ms of round trips a task, four under way at once (the consumer's I/O threads)
+    assert plan(1_000, latency_bound).rows["tasks/s one consumer group can enqueue"] == 400
+    sequential = replace(latency_bound, consumer_io_threads=1)
+    assert plan(1_000, sequential).rows["tasks/s one consumer group can enqueue"] == 100
 
 
 def test_start_lag_is_small_while_the_consumer_keeps_up_and_grows_when_it_does_not() -> None:
@@ -106,3 +110,34 @@ def test_the_report_shows_the_burst_with_and_without_look_ahead() -> None:
     assert "| without look-ahead | 300 | 316.2 | 344.4 |" in section
     assert "| with look-ahead | 0 | 31.2 | 59.4 |" in section
     assert "Saved: 285 s at p95" in section and "- fargate_start_s = 60.0" in section
+
+
+def test_100000_tasks_a_second_fits_the_derived_bounds_with_a_start_lag_p95_under_a_second() -> None:
+    big = plan(100_000)
+    assert big.rows["consumer groups"] <= Limits().max_consumer_groups
+    assert big.rows["index shards per (lambda, priority)"] <= Limits().max_shards_per_lambda
+    assert big.rows["SQS queues per (lambda, priority)"] > 1
+    assert big.rows["SQS messages in flight per queue"] <= Limits().sqs_in_flight_per_queue / 2
+    assert big.rows["start-lag with that many groups (ms)"]["p95"] <= 1000
+    assert not any("groups needed" in n or "shards exceed" in n or "queues per" in n for n in big.notes)
+
+
+def test_the_plan_and_a_deployed_configuration_derive_the_same_shards_and_queues() -> None:
+    from atf_core.config import StackConfig
+
+    for rate in (1_000, 10_000, 100_000):
+        rows = plan(rate).rows
+        config = StackConfig.model_validate({"shards": 1, "lambdas": {"hot": {"rate": rate}}})
+        assert config.shards_of("hot") == rows["index shards per (lambda, priority)"]
+        assert config.queue_parts_of("hot") == rows["SQS queues per (lambda, priority)"]
+
+
+def test_a_million_due_at_once_is_paced_by_the_slowest_stage() -> None:
+    sized = plan(100_000)
+    million = all_due_at_once(1_000_000, sized, Assumptions())
+    slowest = min(million["stage rates (tasks/s)"].values())
+    assert million["stage rates (tasks/s)"][million["paced by"]] == slowest
+    # a lookahead's worth goes out early; the rest at the slowest stage's rate
+    assert million["last start after due (s)"] == pytest.approx((1_000_000 - slowest * 1.0) / slowest + 0.01, abs=0.1)
+    small = all_due_at_once(1_000_000, plan(10_000), Assumptions())
+    assert small["last start after due (s)"] > million["last start after due (s)"]

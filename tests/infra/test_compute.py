@@ -140,7 +140,7 @@ def test_stage_logs_access_throttles_and_traces(synth: Synthesized) -> None:
 
 
 def test_consumer_ticks_every_minute_once_per_group(synth: Synthesized) -> None:
-    groups = synth.settings.consumer.groups
+    groups = synth.settings.props().consumer_groups
     consumer_id, props = _function(synth, "consumer")
     assert 60 < props["Timeout"] <= 70
     reserved = 2 * groups if synth.settings.consumer.reserve_concurrency else None

@@ -45,7 +45,7 @@ def _queue_names(synth: Synthesized, lambdas: list[str]) -> set[str]:
 
 
 def test_each_service_with_an_image_tracks_its_backlog_per_running_task(synth: Synthesized) -> None:
-    config, groups = synth.settings.config, synth.settings.consumer.groups
+    config, groups = synth.settings.config, synth.settings.props().consumer_groups
     for name, worker in synth.settings.workers.items():
         service_name = f"{config.name}-{name}"
         found = _target(synth, service_name)
@@ -123,7 +123,7 @@ def test_the_dashboard_shows_each_services_backlog_look_ahead_and_tasks(synth: S
         lines = {m[0]["label"]: m[0]["expression"] for m in graph["metrics"]}
         assert set(lines) == {"queued and in flight", "due soon (look-ahead)", "running tasks", "desired tasks"}
         assert f'MetricName="{Metric.TASKS_DUE_SOON}"' in lines["due soon (look-ahead)"]
-        assert f"{synth.settings.consumer.groups} * SUM(" in lines["due soon (look-ahead)"]
+        assert f"{synth.settings.props().consumer_groups} * SUM(" in lines["due soon (look-ahead)"]
 
 
 def test_from_zero_steps_double_up_to_the_maximum() -> None:
@@ -138,3 +138,14 @@ def test_a_service_on_more_queues_than_an_alarm_can_read_is_refused() -> None:
     backlog = Backlog(view)
     with pytest.raises(ValueError, match="CloudWatch alarms take 10"):
         backlog.with_metric("running", backlog.metrics["due0"])
+
+
+def test_a_split_priority_scales_on_its_first_queue_times_its_parts() -> None:
+    # one lambda, three priorities each split over four queues: 12 queues, two metrics each, would be 24
+    names = [f"q-{p}" if part == 0 else f"q-{p}-{part}" for p in ("high", "normal", "low") for part in range(4)]
+    view = ServiceView("hot", "s", "c", ["hot"], names, 1, split={"q-high": 4, "q-normal": 4, "q-low": 4})
+    assert view.scaled_queues == [("q-high", 4), ("q-normal", 4), ("q-low", 4)]
+    backlog = Backlog(view)
+    assert len(backlog.with_metric("running", backlog.metrics["due0"])) == 8  # under the alarm's 10
+    assert backlog.queued.startswith("4 * (FILL(visible0, 0) + FILL(inflight0, 0))")
+    assert backlog.metrics["visible1"].to_metric_config().metric_stat.dimensions[0].value == "q-normal"  # type: ignore[union-attr]

@@ -124,7 +124,7 @@ class LambdaAlarms(Construct):
             period=PERIOD, statistic="Maximum"
         ).create_alarm(
             self,
-            f"DeadLetters-{q.spec.lambda_name}-{q.spec.priority}",
+            f"DeadLetters-{q.spec.label}",
             alarm_description=f"Messages in {q.spec.dead_letter_name}: deliveries to {q.spec.name} keep failing",
             threshold=0,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,

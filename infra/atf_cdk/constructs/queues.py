@@ -35,7 +35,7 @@ class TaskQueue:
 
 
 def _construct_id(spec: QueueSpec) -> str:
-    return "".join(part.capitalize() for part in f"{spec.lambda_name}-{spec.priority}".replace("_", "-").split("-"))
+    return "".join(part.capitalize() for part in spec.label.replace("_", "-").split("-"))
 
 
 class TaskQueues(Construct):

@@ -28,7 +28,7 @@ lambda and 1 task count, so it may serve up to 4 queues of one lambda (or 2 lamb
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -86,8 +86,18 @@ class ServiceView:
     service_name: str  # the ECS service's
     cluster_name: str
     lambdas: list[str]
-    queue_names: list[str]
+    queue_names: list[str]  # every queue, split priorities' parts included
     consumer_groups: int
+    # Where a priority is split over several queues, its first queue and how many there are: the consumer
+    # sends to the parts in turn and every host reads them all, so they fill alike, and the backlog reads
+    # the first part times the parts (an alarm takes 10 metrics: two a queue would run out at five queues).
+    split: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def scaled_queues(self) -> list[tuple[str, int]]:
+        """(queue, weight) pairs the backlog reads: one a priority, weighted by its parts."""
+        parts = {f"{first}-{part}" for first, count in self.split.items() for part in range(1, count)}
+        return [(name, self.split.get(name, 1)) for name in self.queue_names if name not in parts]
 
 
 class Backlog:
@@ -96,11 +106,12 @@ class Backlog:
     def __init__(self, view: ServiceView) -> None:
         self.metrics: dict[str, cw.Metric] = {}
         terms = []
-        for number, name in enumerate(view.queue_names):
+        for number, (name, weight) in enumerate(view.scaled_queues):
             visible, in_flight = f"visible{number}", f"inflight{number}"
             self.metrics[visible] = queue_metric(name, "ApproximateNumberOfMessagesVisible")
             self.metrics[in_flight] = queue_metric(name, "ApproximateNumberOfMessagesNotVisible")
-            terms += [f"FILL({visible}, 0)", f"FILL({in_flight}, 0)"]
+            term = f"FILL({visible}, 0) + FILL({in_flight}, 0)"
+            terms.append(term if weight == 1 else f"{weight} * ({term})")
         due = []
         for number, name in enumerate(view.lambdas):
             self.metrics[f"due{number}"] = due_soon_metric(name)

@@ -242,6 +242,11 @@ class WorkerFleet(Construct):
             lambdas=list(service.lambdas),
             queue_names=[q.spec.name for q in props.queues.queues],
             consumer_groups=props.consumer_groups,
+            split={
+                q.spec.name: props.config.queue_parts_of(q.spec.lambda_name)
+                for q in props.queues.queues
+                if q.spec.part == 0 and props.config.queue_parts_of(q.spec.lambda_name) > 1
+            },
         )
         self.scaling = BacklogScaling(
             self, "Scaling", service=self.service, view=self.view, scaling=scaling if service.has_image else None

@@ -25,19 +25,21 @@ class QueueBudget:
     def __init__(
         self,
         read_depth: Callable[[str, str], int],
-        cap: int,
+        cap: int | Callable[[QueueKey], int],
         refresh_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read_depth = read_depth
-        self._cap = cap
+        # A queue's cap may depend on its lambda (StackConfig.in_flight_cap_of): a callable gives it per queue.
+        self._cap = cap if callable(cap) else (lambda _key: cap)
         self._refresh_s = refresh_s
         self._clock = clock
         self._estimates: dict[QueueKey, _Estimate] = {}
 
     def available(self, key: QueueKey) -> int:
         estimate = self._estimates.setdefault(key, _Estimate())
-        full = estimate.depth + estimate.sent_since >= self._cap
+        cap = self._cap(key)
+        full = estimate.depth + estimate.sent_since >= cap
         # A full queue is read again soon: its workers may have drained it already,
         # and waiting the whole refresh period would cap throughput at cap / period.
         stale = self._clock() - estimate.read_at >= (self._refresh_s / 8 if full else self._refresh_s)
@@ -45,7 +47,7 @@ class QueueBudget:
             estimate.depth = self._read_depth(*key)
             estimate.sent_since = 0
             estimate.read_at = self._clock()
-        return max(0, self._cap - estimate.depth - estimate.sent_since)
+        return max(0, cap - estimate.depth - estimate.sent_since)
 
     def spent(self, key: QueueKey, count: int) -> None:
         self._estimates.setdefault(key, _Estimate()).sent_since += count

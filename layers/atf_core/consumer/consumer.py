@@ -107,13 +107,16 @@ class Consumer:
         self._overlap = Overlap(io_threads_for(config) if io_threads is None else io_threads)
         self._mode = enqueue_mode(config, store, self._overlap)
         self._queues = QueueDirectory(sqs, config)
-        self._budget = QueueBudget(
-            self._queues.depth, config.max_in_flight_per_queue, clock=lambda: self._clock().timestamp()
-        )
+        self._budget = QueueBudget(self._queues.depth, self._in_flight_cap, clock=lambda: self._clock().timestamp())
         self._tracker = InFlightTracker()
         self._watched: dict[tuple[object, ...], int] = {}  # a running task's stamp -> when first seen
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
+
+    def _in_flight_cap(self, queue: QueueKey) -> int:
+        """What all of a (lambda, priority)'s queues may hold together."""
+        lambda_name = queue[0]
+        return self._config.in_flight_cap_of(lambda_name) * self._config.queue_parts_of(lambda_name)
 
     def poll(self) -> PollReport:
         now = self._clock()

@@ -56,7 +56,7 @@ class Received:
 
 
 class WorkBuffer:
-    def __init__(self, capacity: int, ranks: int = 1) -> None:
+    def __init__(self, capacity: int, ranks: int = 1, parts: int = 1) -> None:
         self._capacity = capacity
         self._due: list[Buffered] = []  # heap by (rank, due, seq)
         self._held: list[tuple[int, int, Buffered]] = []  # heap by due time
@@ -64,8 +64,9 @@ class WorkBuffer:
         self._cond = threading.Condition()
         # Per priority: its queue may hold more than its receiver brought in. Unknown at first, so a
         # lower priority waits for each higher one's first (short) receive. The lowest never holds
-        # anything back, so it never needs the follow-up receive.
-        self._more = [rank < ranks - 1 for rank in range(ranks)]
+        # anything back, so it never needs the follow-up receive. A priority split over several queues
+        # (`parts`) may hold more while any of them may.
+        self._more = [[rank < ranks - 1] * parts for rank in range(ranks)]
 
     @property
     def capacity(self) -> int:
@@ -83,20 +84,20 @@ class WorkBuffer:
                 return 0
             return min(BATCH, self._room(rank))
 
-    def expects_more(self, rank: int) -> bool:
+    def expects_more(self, rank: int, part: int = 0) -> bool:
         """Whether this priority's queue may still hold messages: its next receive need not wait for any."""
         with self._cond:
-            return self._more[rank]
+            return self._more[rank][part]
 
-    def may_hold_more(self, rank: int, more: bool) -> None:
+    def may_hold_more(self, rank: int, more: bool, part: int = 0) -> None:
         """What a receiver learnt of its queue without taking anything in (a failed receive: False)."""
         more = more and rank < len(self._more) - 1
         with self._cond:
-            if self._more[rank] != more:
-                self._more[rank] = more
+            if self._more[rank][part] != more:
+                self._more[rank][part] = more
                 self._cond.notify_all()
 
-    def put_many(self, rank: int, received: Iterable[Received], more: bool) -> list[Buffered]:
+    def put_many(self, rank: int, received: Iterable[Received], more: bool, part: int = 0) -> list[Buffered]:
         """What one receive of this priority brought in; returns the lower-priority messages it pushed
         out of a full buffer, for the caller to hand back to SQS."""
         with self._cond:
@@ -104,7 +105,7 @@ class WorkBuffer:
                 self._push(
                     Buffered(rank, item.message.due_ms, next(self._seq), item.message, item.queue_url, item.receipt)
                 )
-            self._more[rank] = more and rank < len(self._more) - 1
+            self._more[rank][part] = more and rank < len(self._more) - 1
             evicted = self._evict()
             self._cond.notify_all()
         return evicted
@@ -152,7 +153,7 @@ class WorkBuffer:
 
     def _deferred(self, rank: int) -> bool:
         """A higher priority's queue may hold more and its receiver is free to fetch it: this one waits."""
-        return any(self._more[higher] and self._fits(higher) for higher in range(min(rank, len(self._more))))
+        return any(any(self._more[higher]) and self._fits(higher) for higher in range(min(rank, len(self._more))))
 
     def _evict(self) -> list[Buffered]:
         """Past the capacity, the lowest-priority messages due last make way."""

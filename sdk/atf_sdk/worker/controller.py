@@ -55,6 +55,11 @@ TURN_SLACK_S = 60.0
 ACCEPT_RETRY_S = 0.5
 
 
+def receiver_name(lambda_name: str, priority: str, part: int) -> str:
+    """How health reports name a receive loop: lambda/priority, and the queue's part where a priority is split."""
+    return f"{lambda_name}/{priority}" if part == 0 else f"{lambda_name}/{priority}#{part}"
+
+
 class _NoLimits:
     def limited(self, lambda_name: str) -> bool:
         return False
@@ -102,7 +107,11 @@ class Controller:
             Limiter(Counters(store_client, config.table_name), config) if store_client is not None else NO_LIMITS
         )
         self._buffers = {
-            name: WorkBuffer(self._settings.buffer_per_lambda, ranks=len(config.lambdas[name].priorities))
+            name: WorkBuffer(
+                self._settings.buffer_per_lambda,
+                ranks=len(config.lambdas[name].priorities),
+                parts=config.queue_parts_of(name),
+            )
             for name in lambda_names
         }
         self._receivers: dict[str, threading.Thread] = {}  # by name: lambda/priority
@@ -116,40 +125,42 @@ class Controller:
         self._limited: set[str] = set()  # tasks a limit holds back, counted once each
 
     @calls(QueueDirectory.url)
-    def queue_url(self, lambda_name: str, priority: str) -> str:
+    def queue_url(self, lambda_name: str, priority: str, part: int = 0) -> str:
         """The URL of one of this host's queues (looked up once): raises if the queue cannot be reached."""
-        return self._queues.url(lambda_name, priority)
+        return self._queues.url(lambda_name, priority, part)
 
     # -- receiving -----------------------------------------------------------
     def start_receivers(self) -> list[threading.Thread]:
         for name in self._lambdas:
             for rank, priority in enumerate(self._config.lambdas[name].priorities):
-                thread = threading.Thread(
-                    target=self._receive_loop,
-                    args=(name, priority, rank),
-                    daemon=True,
-                    name=f"receive-{name}-{priority}",
-                )
-                self._turns[f"{name}/{priority}"] = time.monotonic()
-                thread.start()
-                self._receivers[f"{name}/{priority}"] = thread
+                for part in range(self._config.queue_parts_of(name)):  # every queue a priority is split over
+                    receiver = receiver_name(name, priority, part)
+                    thread = threading.Thread(
+                        target=self._receive_loop,
+                        args=(name, priority, rank, part),
+                        daemon=True,
+                        name=f"receive-{receiver.replace('/', '-')}",
+                    )
+                    self._turns[receiver] = time.monotonic()
+                    thread.start()
+                    self._receivers[receiver] = thread
         return list(self._receivers.values())
 
-    def _receive_loop(self, lambda_name: str, priority: str, rank: int) -> None:
+    def _receive_loop(self, lambda_name: str, priority: str, rank: int, part: int = 0) -> None:
         """Receive until the host drains; no error ends it (a dead receiver would hold lower priorities back)."""
         buffer = self._buffers[lambda_name]
-        receiver = f"{lambda_name}/{priority}"
+        receiver = receiver_name(lambda_name, priority, part)
         failures = 0
         while not self._draining.is_set():
             self._turns[receiver] = time.monotonic()
             try:
-                if not self._receive_once(lambda_name, priority, rank):
+                if not self._receive_once(lambda_name, priority, rank, part):
                     time.sleep(0.05)
                 failures = 0
             except Exception:
                 failures += 1
-                log.exception("receive from %s/%s failed (%d in a row)", lambda_name, priority, failures)
-                buffer.may_hold_more(rank, False)  # a queue that cannot be read holds no lower priority back
+                log.exception("receive from %s failed (%d in a row)", receiver, failures)
+                buffer.may_hold_more(rank, False, part)  # a queue that cannot be read holds no lower priority back
             self._failures[receiver] = failures
             if failures:
                 self._draining.wait(ceiling(failures, *RECEIVE_RETRY_S))
@@ -169,25 +180,25 @@ class Controller:
         return retry_budget_s(self._long_poll.meta.config) + RECEIVE_RETRY_S[1] + TURN_SLACK_S
 
     @calls("sqs:ReceiveMessage", QueueDirectory.url)
-    def _receive_once(self, lambda_name: str, priority: str, rank: int) -> bool:
+    def _receive_once(self, lambda_name: str, priority: str, rank: int, part: int = 0) -> bool:
         """One receive, if this priority may receive now; False if it may not."""
         buffer = self._buffers[lambda_name]
         if self._lambda_paused(lambda_name):
-            buffer.may_hold_more(rank, True)  # once it lifts, what the queue holds is unknown: read it first
+            buffer.may_hold_more(rank, True, part)  # once it lifts, what the queue holds is unknown: read it first
             return False
         ask = buffer.batch(rank)
         if ask == 0:
             return False
-        url = self._queues.url(lambda_name, priority)
+        url = self._queues.url(lambda_name, priority, part)
         # A queue that may hold more is read again at once, without waiting for new messages.
-        wait = 0 if buffer.expects_more(rank) else self._settings.receive_wait_s
+        wait = 0 if buffer.expects_more(rank, part) else self._settings.receive_wait_s
         reply = self._long_poll.receive_message(QueueUrl=url, MaxNumberOfMessages=ask, WaitTimeSeconds=wait)
         messages = reply.get("Messages", [])
         received = [Received(TaskMessage.decode(m["Body"]), url, m["ReceiptHandle"]) for m in messages]
         if self._draining.is_set():  # it was in flight as the host began to drain: not ours to run
             self._release(received)
         else:
-            self._release(buffer.put_many(rank, received, more=bool(received)))
+            self._release(buffer.put_many(rank, received, more=bool(received), part=part))
         return True
 
     # -- NextWork ------------------------------------------------------------

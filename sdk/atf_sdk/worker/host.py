@@ -143,11 +143,12 @@ class WorkerHost:
             raise HostError(f"cannot reach table {self._config.table_name} at {where}: {_one_line(error)}") from error
         for name in self.lambda_names:
             for priority in self._config.lambdas[name].priorities:
-                try:
-                    self.controller.queue_url(name, priority)
-                except Exception as error:
-                    queue = queue_name(self._config, name, priority)
-                    raise HostError(f"cannot reach queue {queue} at {where}: {_one_line(error)}") from error
+                for part in range(self._config.queue_parts_of(name)):
+                    try:
+                        self.controller.queue_url(name, priority, part)
+                    except Exception as error:
+                        queue = queue_name(self._config, name, priority, part)
+                        raise HostError(f"cannot reach queue {queue} at {where}: {_one_line(error)}") from error
 
     def _spawn(self, lambda_name: str, slot: int) -> None:
         spec = ExecutorSpec(
