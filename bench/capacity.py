@@ -20,6 +20,7 @@ from atf_core import sizing
 from atf_core.config import MOST_QUEUE_PARTS, MOST_SHARDS
 from atf_core.consumer.overlap import MAX_IO_THREADS
 from atf_core.telemetry import percentile
+from atf_local.cost.billing import Price
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,30 @@ def plan(rate: float, a: Assumptions | None = None, limits: Limits | None = None
     _queues(result, a, limits)
     _workers_and_frontend(result, a, limits)
     _concurrency(result, a, limits)
+    result.rows["dollars per million tasks"] = round(_dollars_per_million(result, a), 2)
     groups = min(result.rows["consumer groups"], limits.max_consumer_groups)
     lag = simulate_start_lag(rate / groups, a, limits)
     result.rows["start-lag with that many groups (ms)"] = {k: round(v * 1000) for k, v in lag.items()}
     return result
+
+
+def _dollars_per_million(result: Plan, a: Assumptions) -> float:
+    """On-demand list prices (local/atf_local/cost/billing.Price) of one million tasks at this plan's
+    sizes: the table's units, SQS requests, API requests (batches), the consumer groups' and the frontend's
+    Lambda time, and the worker hosts' Fargate vCPUs (2 GB each) at the plan's headroom."""
+    rows, million = result.rows, 1_000_000
+    seconds = million / result.rate  # how long a million tasks take at this rate
+    consumer_gb_s = rows["consumer groups"] * a.consumer_mb / 1024 * seconds
+    frontend_gb_s = rows["API requests/s"] * seconds * a.frontend_request_s * 0.5  # 512 MB functions
+    worker_hours = rows["worker host vCPUs (framework only, no-op callbacks)"] * seconds / 3600
+    return (
+        a.write_units_per_task * Price.DYNAMODB_WRITE_UNITS
+        + a.read_units_per_task * Price.DYNAMODB_READ_UNITS
+        + a.sqs_requests_per_task * Price.SQS_REQUESTS
+        + (Price.API_GATEWAY_REST + Price.LAMBDA_REQUESTS) / a.tasks_per_api_request
+        + (consumer_gb_s + frontend_gb_s) * Price.LAMBDA_GB_SECOND_X86
+        + worker_hours * (Price.FARGATE_VCPU_HOUR + 2 * Price.FARGATE_GB_HOUR)
+    )
 
 
 def _concurrency(result: Plan, a: Assumptions, limits: Limits) -> None:

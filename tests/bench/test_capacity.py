@@ -141,3 +141,12 @@ def test_a_million_due_at_once_is_paced_by_the_slowest_stage() -> None:
     assert million["last start after due (s)"] == pytest.approx((1_000_000 - slowest * 1.0) / slowest + 0.01, abs=0.1)
     small = all_due_at_once(1_000_000, plan(10_000), Assumptions())
     assert small["last start after due (s)"] > million["last start after due (s)"]
+
+
+def test_each_plan_prices_a_million_tasks_from_its_own_sizes() -> None:
+    built, recorded = plan(10_000), plan(10_000, recording(Assumptions()))
+    writes = Assumptions().write_units_per_task * 0.625  # $0.625 per million write units
+    assert writes < built.rows["dollars per million tasks"] < writes + 1.5
+    assert recorded.rows["dollars per million tasks"] - built.rows["dollars per million tasks"] >= 0.62  # a unit more
+    fewer_hosts = plan(10_000, replace(Assumptions(), worker_cpu_s_per_task=0.001))
+    assert fewer_hosts.rows["dollars per million tasks"] < built.rows["dollars per million tasks"]
