@@ -25,6 +25,7 @@ from atf_core import tracing
 from atf_core.config import StackConfig
 from atf_core.schema import ScheduleRequest, Task, utcnow
 from atf_core.store.base import CreateResult
+from atf_core.store.codec import item_to_task
 from atf_core.store.tasks import CREATE_ACTIONS, create_refused, create_request
 from atf_core.tasks import build_task
 from atf_sdk.operations import checked, traced
@@ -41,7 +42,8 @@ CONDITION_FAILED = "ConditionalCheckFailed"
 
 @dataclass(frozen=True)
 class TaskEntries:
-    """The task a transaction will create, and the entries that create it (in the low-level client's format)."""
+    """The task a transaction will create (as it will be stored), and the entries that create it, in the
+    low-level client's format (TransactItems entries)."""
 
     task: Task
     entries: list[dict[str, Any]]
@@ -78,7 +80,9 @@ def task_entries(
         task = build_task(config, scheduled, now or utcnow())
         span.set(tracing.TASK_ID, task.id)
         fingerprint = scheduled.fingerprint()
-        return TaskEntries(task, [{"Put": create_request(config, task, fingerprint)}], fingerprint)
+        put = create_request(config, task, fingerprint)
+        # The task as it will be stored (times to the millisecond), as the API and `atf status` will show it
+        return TaskEntries(item_to_task(put["Item"]), [{"Put": put}], fingerprint)
 
 
 __all__ = ["MAX_TRANSACTION_BYTES", "MAX_TRANSACTION_ITEMS", "REQUIRED_ACTIONS", "TaskEntries", "task_entries"]
