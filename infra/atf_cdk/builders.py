@@ -113,14 +113,12 @@ def secure_queue(
     )
 
 
-def grant_key(key: kms.IKey, grantee: iam.IGrantable, *, write: bool) -> None:
-    """Use of the data key, and only by way of DynamoDB or SQS acting for the grantee."""
+def grant_key(key: kms.IKey, grantee: iam.IGrantable, *, write: bool, services: tuple[str, ...] = KEY_SERVICES) -> None:
+    """Use of the data key, and only by way of DynamoDB or SQS (or those of them named) acting for the grantee."""
     region = Stack.of(key).region
     iam.Grant.add_to_principal(
         grantee=grantee,
         actions=list(KEY_ENCRYPT_DECRYPT if write else KEY_DECRYPT),
         resource_arns=[key.key_arn],
-        conditions={
-            "StringEquals": {"kms:ViaService": [f"{service}.{region}.amazonaws.com" for service in KEY_SERVICES]}
-        },
+        conditions={"StringEquals": {"kms:ViaService": [f"{service}.{region}.amazonaws.com" for service in services]}},
     )

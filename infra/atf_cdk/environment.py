@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from aws_cdk import Duration
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from atf_cdk.builders import allow_logs_service, encryption_key
@@ -124,6 +125,11 @@ class AtfEnvironment(Construct):
             [alarm for stack in self.services.values() for group in stack.alarms for alarm in group.alarms],
             [stack.worker.view for stack in self.services.values()],
         )
+
+    def grant_transactional_schedule(self, grantee: iam.IGrantable) -> None:
+        """Let a team's role (its service's) schedule tasks inside its own DynamoDB transactions (atf_sdk.transaction).
+        The role must be in this environment's account; the transaction runs in its region (docs/transactions.md)."""
+        self.table.grant_transactional_schedule(grantee)
 
     @property
     def queues(self) -> list[TaskQueue]:

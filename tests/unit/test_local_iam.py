@@ -70,9 +70,18 @@ def test_each_role_holds_the_statements_attached_to_it_and_no_other() -> None:
 def test_moto_is_given_dynamodb_grants_on_star_and_get_queue_url_on_star() -> None:
     statement = {"Effect": "Allow", "Action": ["dynamodb:PutItem", "sqs:GetQueueUrl"], "Resource": [TABLE, QUEUE]}
     assert translate(statement, {TABLE}) == [
-        {"Effect": "Allow", "Action": ["dynamodb:PutItem"], "Resource": "*"},
+        {"Effect": "Allow", "Action": ["dynamodb:PutItem", "dynamodb:TransactWriteItems"], "Resource": "*"},
         {"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": "*"},
     ]
+
+
+def test_a_write_grant_allows_the_transaction_moto_checks_in_place_of_its_entries() -> None:
+    """AWS authorizes a TransactWriteItems entry by entry (a Put as dynamodb:PutItem); moto checks the call's own
+    name: a grant of an item write allows it locally, a read-only grant does not."""
+    reads = {"Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:Query"], "Resource": [TABLE]}
+    assert translate(reads, {TABLE}) == [{"Effect": "Allow", "Action": reads["Action"], "Resource": "*"}]
+    check = {"Effect": "Allow", "Action": ["dynamodb:ConditionCheckItem"], "Resource": [TABLE]}
+    assert translate(check, {TABLE})[0]["Action"] == ["dynamodb:ConditionCheckItem", "dynamodb:TransactWriteItems"]
 
 
 def test_a_grant_on_another_table_is_no_grant_on_the_local_one() -> None:

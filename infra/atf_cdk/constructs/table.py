@@ -13,6 +13,7 @@ from atf_cdk.builders import grant_key, removal
 from atf_cdk.grants import Component, service_actions
 from atf_core.config import StackConfig
 from atf_core.definitions import create_table_request, table_spec
+from atf_sdk.transaction import REQUIRED_ACTIONS
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER, "B": dynamodb.AttributeType.BINARY}
 _PROJECTIONS = {
@@ -77,3 +78,12 @@ class TaskTable(Construct):
             resources += [f"{self.table.table_arn}/index/{name}" for name in self.index_names]
         iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=resources)
         grant_key(self.key, grantee, write=True)
+
+    def grant_transactional_schedule(self, grantee: iam.IGrantable) -> None:
+        """What a team's role needs to schedule tasks inside its own DynamoDB transactions (atf_sdk.transaction,
+        docs/transactions.md): the entries' actions on the table, and the table's key through DynamoDB. No read,
+        no index, nothing else: the role creates tasks and cannot read, change or delete one."""
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(REQUIRED_ACTIONS), resource_arns=[self.table.table_arn]
+        )
+        grant_key(self.key, grantee, write=True, services=("dynamodb",))

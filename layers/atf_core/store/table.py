@@ -65,8 +65,12 @@ class Table:
         values: dict[str, Any] | None = None,
         old_on_refusal: bool = False,
     ) -> Written:
-        request: dict[str, Any] = {"TableName": self.name, "Item": item}
-        _placeholders(request, condition, names, values, old_on_refusal)
+        return self.put_as(put_request(self.name, item, condition, names, values, old_on_refusal))
+
+    def put_as(self, request: dict[str, Any]) -> Written:
+        """Send a PutItem built by `put_request` for this table."""
+        if request["TableName"] != self.name:
+            raise ValueError(f"a put for table {request['TableName']!r} sent to {self.name!r}")
         return _conditional(self._db.put_item, request)
 
     def update(
@@ -156,6 +160,20 @@ class Table:
             if "LastEvaluatedKey" not in page:
                 return
             request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def put_request(
+    table: str,
+    item: Item,
+    condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+    old_on_refusal: bool = False,
+) -> dict[str, Any]:
+    """A PutItem's parameters: what `Table.put` sends, and what a TransactWriteItems `Put` entry holds."""
+    request: dict[str, Any] = {"TableName": table, "Item": item}
+    _placeholders(request, condition, names, values, old_on_refusal)
+    return request
 
 
 def _key(item_id: str) -> Item:

@@ -15,7 +15,7 @@ from atf_core.store import codec
 from atf_core.store.base import Change, CreateResult, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import Item
 from atf_core.store.index import IndexStore
-from atf_core.store.table import Table
+from atf_core.store.table import Table, put_request
 from atf_core.store.update import TransitionUpdate
 
 if TYPE_CHECKING:
@@ -31,22 +31,10 @@ class DynamoTaskStore(TaskStore):
     # -- tasks ---------------------------------------------------------------
     @calls("dynamodb:PutItem")
     def create(self, task: Task, fingerprint: str) -> CreateResult:
-        shard = codec.shard_of(task.id, self._config.shards_of(task.lambda_))
-        partition: str | None = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, shard)
-        if task.status is TaskStatus.WAITING:
-            partition = None  # a chain link enters the index when its parents succeed
-        written = self._table.put(
-            codec.task_to_item(task, fingerprint, partition),
-            condition="attribute_not_exists(#id)",
-            names={"#id": Attr.ID},
-            old_on_refusal=True,
-        )
+        written = self._table.put_as(create_request(self._config, task, fingerprint))
         if written.applied:
             return CreateResult(task=task, created=True)
-        if written.item is None:
-            raise RuntimeError(f"creating task {task.id} was refused, but DynamoDB returned no item in its way")
-        same = codec.from_item(written.item).get(Attr.FINGERPRINT) == fingerprint
-        return CreateResult(task=codec.item_to_task(written.item), created=False, conflict=not same)
+        return create_refused(task.id, written.item, fingerprint)
 
     @calls("dynamodb:GetItem")
     def get(self, task_id: str) -> Task | None:
@@ -102,6 +90,35 @@ class DynamoTaskStore(TaskStore):
     def delete_gate(self, lambda_name: str, collection: str | None) -> bool:
         names = {"#scope": f"{lambda_name}/{collection or '*'}"}
         return self._table.update(GATES_ITEM_ID, "REMOVE g.#scope", "attribute_exists(g.#scope)", names).applied
+
+
+# What IAM checks for the entry that creates a task inside a TransactWriteItems (authorized item by item).
+CREATE_ACTIONS = ("dynamodb:PutItem",)
+
+
+def create_request(config: StackConfig, task: Task, fingerprint: str) -> dict[str, Any]:
+    """The conditional PutItem that creates a task, in its index partition (a shard of its lambda and priority).
+
+    It writes only where no item has the task's id: an idempotency key's task has a fixed id
+    (atf_core.tasks.task_id_for), and its item, holding the request's fingerprint, is the key's record. A
+    refusal returns the item in the way (`create_refused` reads it). `DynamoTaskStore.create` sends it alone;
+    atf_sdk.transaction hands it out as a TransactWriteItems entry.
+    """
+    shard = codec.shard_of(task.id, config.shards_of(task.lambda_))
+    partition: str | None = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, shard)
+    if task.status is TaskStatus.WAITING:
+        partition = None  # a chain link enters the index when its parents succeed
+    item = codec.task_to_item(task, fingerprint, partition)
+    names = {"#id": Attr.ID}
+    return put_request(config.table_name, item, "attribute_not_exists(#id)", names, old_on_refusal=True)
+
+
+def create_refused(task_id: str, existing: Item | None, fingerprint: str) -> CreateResult:
+    """A refused create: the task that already had the id, and whether it was asked for by another request."""
+    if existing is None:
+        raise RuntimeError(f"creating task {task_id} was refused, but DynamoDB returned no item in its way")
+    same = codec.from_item(existing).get(Attr.FINGERPRINT) == fingerprint
+    return CreateResult(task=codec.item_to_task(existing), created=False, conflict=not same)
 
 
 def _rejected(old: Item | None, transition: Transition, change: Change) -> Outcome:

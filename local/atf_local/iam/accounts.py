@@ -66,6 +66,13 @@ def enforce(endpoint: str, policies: dict[str, list[Statement]]) -> Callable[[],
     return restore
 
 
+def add_role(endpoint: str, name: str, statements: list[Statement]) -> None:
+    """A role of the caller's own beside the components' (a team's service that schedules tasks in its
+    transactions, say), holding `statements` as moto must be given them (atf_local.iam.roles.translate);
+    `credentials(endpoint, name)` then assumes it."""
+    _put_role(operator_session().client("iam", endpoint_url=endpoint), name, statements)
+
+
 @functools.cache
 def credentials(endpoint: str, component: str) -> dict[str, str]:
     """A session of `component`'s role, as the environment variables boto3 reads (one per process)."""

@@ -25,6 +25,13 @@ SQS_BATCH_ACTIONS = {
     "sqs:DeleteMessage": "sqs:DeleteMessageBatch",
     "sqs:ChangeMessageVisibility": "sqs:ChangeMessageVisibilityBatch",
 }
+# AWS authorizes a TransactWriteItems entry by entry, under these actions; moto under TransactWriteItems alone.
+DYNAMODB_TRANSACT_ACTIONS = {
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+}
 # moto names no queue for these (they take a QueueName, and moto reads the queue from QueueUrl): it
 # matches them against resource "*".
 SQS_UNNAMED_ACTIONS = {"sqs:GetQueueUrl"}
@@ -130,7 +137,8 @@ def translate(statement: Statement, tables: set[str]) -> list[Statement]:
     # moto authorizes every DynamoDB call against "*" (its tables have no resource in its check): a grant
     # on the local table becomes a grant on "*"; the local stack has that table only.
     if dynamodb and any(str(r).split("/index/")[0] in tables for r in resources):
-        out.append({"Effect": "Allow", "Action": dynamodb, "Resource": "*"})
+        transact = ["dynamodb:TransactWriteItems"] if DYNAMODB_TRANSACT_ACTIONS & set(dynamodb) else []
+        out.append({"Effect": "Allow", "Action": dynamodb + transact, "Resource": "*"})
     if sqs_unnamed and any(":sqs:" in r for r in resources):
         out.append({"Effect": "Allow", "Action": sqs_unnamed, "Resource": "*"})
     return out
