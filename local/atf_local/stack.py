@@ -30,9 +30,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+def wait_for_port(port: int, timeout_s: float = 30.0, alive: subprocess.Popen[bytes] | None = None) -> None:
+    """Until something listens on `port`; an error at once if the process `alive` that should listen exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if alive is not None and alive.poll() is not None:
+            raise RuntimeError(f"the process that should listen on 127.0.0.1:{port} exited ({alive.returncode})")
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -82,11 +85,11 @@ class LocalStack:
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
         self.sqs_port = self.sqs_port or free_port()
         environment.apply(self.endpoint, self.config.model_dump_json(), self.sqs_endpoint)
+        self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))  # starts while we synthesize
         policies = local_policies(template_for(self.config))  # synthesized or cached, before anything listens
-        self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))
+        wait_for_port(self.sqs_port, timeout_s=120, alive=self._sqs)  # importing moto: seconds, more under load
         self._server = first_server(self.aws_port, self.sqs_endpoint).start()
         wait_for_port(self.aws_port)
-        wait_for_port(self.sqs_port)
         self._unenforce = enforce(self.endpoint, policies, mirrors=(self.sqs_endpoint,))
         provision(make_clients(self.endpoint, session=operator_session()), self.config)
         if self.api_port is not None:
