@@ -15,8 +15,10 @@ TARGETS = {
 
 
 def _beats_peer(run: dict[str, Any]) -> bool:
-    peer = run["celery"]
-    return bool(peer) and all(run["steady_per_s"] >= pool["steady_per_s"] for pool in peer.values())
+    peer = run["celery"] or {}
+    if not peer:  # a run without the peer (or an older results.json) did not measure it
+        raise KeyError("celery")
+    return all(run["steady_per_s"] >= pool["steady_per_s"] for pool in peer.values())
 
 
 def _lag_ok(run: dict[str, Any] | None, q: str, limit: float) -> bool:
