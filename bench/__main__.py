@@ -4,9 +4,10 @@
     python -m bench --quick         # shorter runs, to check the harness
     python -m bench --only cost capacity
 
-Each stack benchmark starts its own local stack (moto's server, consumer,
+Each stack benchmark starts its own local stack (moto's servers, consumer,
 frontend API, one worker host) on free loopback ports and stops every process
-it started, also on Ctrl-C or SIGTERM.
+it started, also on Ctrl-C or SIGTERM. The throughput step then runs the peer,
+Celery 5 on the same SQS server (bench/celery_peer.py), with as many tasks.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def _throughput(args: argparse.Namespace, work: Path, results: dict[str, Any]) -
 
     work.mkdir(parents=True, exist_ok=True)
     if args.quick:
-        return run_throughput(work, tasks=100, raw_processes=(2,), raw_seconds=5)
-    return run_throughput(work, tasks=args.tasks, raw_processes=(2, 4), raw_seconds=15)
+        return run_throughput(work, tasks=100, raw_processes=(2,), raw_seconds=5, peer_tasks=50)
+    return run_throughput(work, tasks=args.tasks, raw_processes=(2, 4), raw_seconds=15, peer_tasks=args.tasks)
 
 
 def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:

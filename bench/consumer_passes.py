@@ -39,7 +39,7 @@ from atf_core.queues import QueueDirectory
 from atf_core.schema import ScheduleRequest
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
-from atf_local.environment import DUMMY_CREDENTIALS, REPO, local_environment
+from atf_local.environment import DUMMY_CREDENTIALS, REPO, local_environment, point_at
 from atf_local.iam.template import template_for
 from atf_local.provision import provision
 from atf_local.stack import free_port, wait_for_port
@@ -76,6 +76,7 @@ def embedded_aws(config: StackConfig, workdir: Path) -> Iterator[AwsClients]:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True)
     try:
         wait_for_port(port)
+        point_at(f"http://127.0.0.1:{port}")  # the passes call each service's server, as a consumer does
         clients = make_clients(f"http://127.0.0.1:{port}")
         _wait_for_queue(clients, config)
         yield clients

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atf_core.config import StackConfig
-from atf_local.environment import REPO, component_environment, local_environment
+from atf_local.environment import REPO, component_environment, local_environment, point_at
 from atf_local.iam.roles import WORKER
 from atf_local.iam.template import template_for
 from atf_local.instruments.history import HISTORY_ENV
@@ -103,6 +103,7 @@ class Stack:
                  "--consumers", "1", "--api-port", "0"]  # fmt: skip
         self._spawn("stack", serve, self.env(history=True))
         wait_for_port(self.aws_port, timeout_s=60)
+        point_at(self.endpoint)  # this process's own calls (the raw loop, the waits) go to each service's server
         self._wait_for_queues()
         self._spawn(
             "frontend", ["-m", "bench.api_process", "--port", str(self.api_port)], self.env(component="frontend")
@@ -145,9 +146,11 @@ class Stack:
             _signal_group(process, signal.SIGKILL)  # children the leader left behind
 
     def components(self) -> dict[str, list[int]]:
-        """pids of each component: moto's server, consumer, frontend, controller, executors."""
+        """pids of each component: moto's servers, consumer, frontend, controller, executors."""
         stack, host = self.procs["stack"].pid, self.procs["host"].pid if "host" in self.procs else None
-        found = {"embedded AWS (moto)": [stack], "consumer": children_of(stack)}
+        children = children_of(stack)
+        servers = [p for p in children if b"atf_local.servers" in _cmdline(p)]  # the SQS server (atf_local.servers)
+        found = {"embedded AWS (moto)": [stack, *servers], "consumer": [p for p in children if p not in servers]}
         if "frontend" in self.procs:
             found["frontend"] = [self.procs["frontend"].pid]
         if host is not None:

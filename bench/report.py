@@ -10,7 +10,15 @@ TARGETS = {
     "start-lag p95 at 50 tasks/s": ("<= 250 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p95", 250)),
     "start-lag p99 at 50 tasks/s": ("<= 1,000 ms", lambda r: _lag_ok(r["lag"].get("spec"), "p99", 1000)),
     "throughput / backend ceiling (steady rate)": (">= 0.7", lambda r: (r["throughput"]["ratio"] or 0) >= 0.7),
+    "steady throughput vs Celery 5 on the same SQS": (">= each pool's", lambda r: _beats_peer(r["throughput"])),
 }
+
+
+def _beats_peer(run: dict[str, Any]) -> bool:
+    peer = run["celery"] or {}
+    if not peer:  # a run without the peer (or an older results.json) did not measure it
+        raise KeyError("celery")
+    return all(run["steady_per_s"] >= pool["steady_per_s"] for pool in peer.values())
 
 
 def _lag_ok(run: dict[str, Any] | None, q: str, limit: float) -> bool:
@@ -160,9 +168,24 @@ def _throughput(run: dict[str, Any]) -> str:
     lines += [f"| {k} | {v * 1000:.2f} |" for k, v in cpu.items()]
     lines += [f"| framework total (all but moto) | {framework * 1000:.2f} |", "",
               "Calls per task: " + ", ".join(f"{k} {v:.3f}" for k, v in run["calls_per_task"].items()), "",
-              _polls(run), "", *_call_ms(run), "",
+              *_peer(run), _polls(run), "", *_call_ms(run), "",
               "![throughput](throughput.png)"]  # fmt: skip
     return "\n".join(lines)
+
+
+def _peer(run: dict[str, Any]) -> list[str]:
+    """The framework and Celery side by side, on the same SQS server in the same run."""
+    if not run.get("celery"):
+        return []
+    lines = ["### Side by side: Celery 5 on the same embedded SQS", "",
+             "| system | tasks | steady tasks/s | end-to-end tasks/s | sending tasks/s |",
+             "| --- | ---: | ---: | ---: | ---: |",
+             f"| this framework | {run['tasks']} | **{run['steady_per_s']:.1f}** | {run['tasks_per_s']:.1f} | "
+             f"{run['scheduling_per_s']:.1f} |"]  # fmt: skip
+    for name, pool in run["celery"].items():
+        lines.append(f"| Celery 5, SQS transport, {name} | {pool['tasks']} | **{pool['steady_per_s']:.1f}** | "
+                     f"{pool['tasks_per_s']:.1f} | {pool['sending_per_s']:.1f} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def _polls(run: dict[str, Any]) -> str:

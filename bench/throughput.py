@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from atf_local.environment import sqs_endpoint_of
 from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench import raw
@@ -28,8 +29,15 @@ def submit(client: AtfClient, tasks: int) -> tuple[list[str], list[tuple[float, 
 
 
 def run_throughput(
-    workdir: Path, tasks: int = 2000, raw_processes: tuple[int, ...] = (2, 4), raw_seconds: float = 20, **stack_kw: Any
+    workdir: Path,
+    tasks: int = 2000,
+    raw_processes: tuple[int, ...] = (2, 4),
+    raw_seconds: float = 20,
+    peer_tasks: int = 0,
+    **stack_kw: Any,
 ) -> dict[str, Any]:
+    """The framework's run; then, with `peer_tasks`, Celery's on the same SQS server (bench.celery_peer);
+    then the raw loop's ceiling."""
     stack = Stack(bench_config(), workdir, **stack_kw)
     with running(stack), AtfClient(stack.api_url) as client:
         warm_up(stack, client)
@@ -40,6 +48,7 @@ def run_throughput(
         cpu, bill = spent(before, after)
         mix = per_task_calls(bill, len(ids))
         _stop_framework(stack)
+        peer = _peer(sqs_endpoint_of(stack.endpoint) or stack.endpoint, workdir / "celery", peer_tasks)
         latencies = {}
         if raw_processes:  # per-call costs on the table the run left, then on an empty one
             latencies["after the run (table of the run)"] = raw.call_latencies(stack.endpoint, stack.config)
@@ -73,6 +82,7 @@ def run_throughput(
         "consumer_polls": consumer_polls(stack.history_dir),
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
         "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+        "celery": peer,
     }
 
 
@@ -114,6 +124,15 @@ def consumer_polls(history_dir: Path, gap_s: float = 0.5) -> dict[str, Any]:
         "max_seconds": max(spans),
         "seconds_per_task": sum(spans) / max(1, sum(len(poll) - 1 for poll in polls)),
     }
+
+
+def _peer(sqs_endpoint: str, workdir: Path, tasks: int) -> dict[str, Any]:
+    """Celery's pools on the same SQS server (Celery is the benchmark's requirement: imported only here)."""
+    if not tasks:
+        return {}
+    from bench.celery_peer import run_peer
+
+    return run_peer(sqs_endpoint, workdir, tasks)
 
 
 def _stop_framework(stack: Stack) -> None:

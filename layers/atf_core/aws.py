@@ -1,8 +1,10 @@
 """boto3 clients, built once per process and passed to whoever needs them.
 
-Only the endpoint and credentials differ between the local stack and AWS:
+Only the endpoints and credentials differ between the local stack and AWS:
 ATF_AWS_ENDPOINT (or an explicit endpoint_url) points every client at moto's
-server; without it boto3 resolves the real service endpoints.
+server, and botocore's per-service variables (AWS_ENDPOINT_URL_SQS, ...) name
+where that same stack serves one service itself; without them boto3 resolves
+the real service endpoints.
 """
 
 from __future__ import annotations
@@ -100,16 +102,28 @@ def make_clients(
     session: boto3.Session | None = None,
     config: Config | None = None,
 ) -> AwsClients:
-    endpoint = endpoint_url or os.environ.get(ENDPOINT_ENV) or None
     session = session or boto3.Session(region_name=region or _default_region())
     base = config or RETRY_CONFIG
-    kwargs: dict[str, Any] = {"endpoint_url": endpoint}
+    dynamodb: dict[str, Any] = {"endpoint_url": service_endpoint("dynamodb", endpoint_url)}
+    sqs: dict[str, Any] = {"endpoint_url": service_endpoint("sqs", endpoint_url)}
     return AwsClients(
-        dynamodb=session.client("dynamodb", config=base, **kwargs),
-        sqs=session.client("sqs", config=base, **kwargs),
-        sqs_long_poll=session.client("sqs", config=base.merge(Config(read_timeout=25)), **kwargs),
-        dynamodb_heartbeat=session.client("dynamodb", config=HEARTBEAT_CONFIG, **kwargs),
+        dynamodb=session.client("dynamodb", config=base, **dynamodb),
+        sqs=session.client("sqs", config=base, **sqs),
+        sqs_long_poll=session.client("sqs", config=base.merge(Config(read_timeout=25)), **sqs),
+        dynamodb_heartbeat=session.client("dynamodb", config=HEARTBEAT_CONFIG, **dynamodb),
     )
+
+
+def service_endpoint(service: str, endpoint_url: str | None = None) -> str | None:
+    """Where `service`'s clients go: `endpoint_url` or ATF_AWS_ENDPOINT, unless the environment names the
+    service's own endpoint (botocore's AWS_ENDPOINT_URL_<SERVICE>, which also wins over its global
+    AWS_ENDPOINT_URL) for that same stack. An explicit endpoint of another stack keeps all its calls.
+    None: botocore resolves it (AWS)."""
+    shared = endpoint_url or os.environ.get(ENDPOINT_ENV) or None
+    own = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}")
+    if own and (shared is None or shared == os.environ.get(ENDPOINT_ENV)):
+        return own
+    return shared
 
 
 def _default_region() -> str:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from atf_core.aws import ENDPOINT_ENV
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
-from atf_local.environment import REPO
+from atf_local.environment import REPO, SQS_ENDPOINT_ENV, sqs_endpoint_of
 from atf_local.iam.roles import WORKER
 from atf_local.stack import LocalStack
 
@@ -87,7 +87,8 @@ def export_line(endpoint: str, component: str) -> str:
         raise SystemExit(
             f"atf_local credentials: no {component!r} role on a local stack at {endpoint}: {error}"
         ) from None
-    return "export " + " ".join(f"{k}={v}" for k, v in {ENDPOINT_ENV: endpoint, **given}.items())
+    endpoints = {ENDPOINT_ENV: endpoint, **({SQS_ENDPOINT_ENV: sqs} if (sqs := sqs_endpoint_of(endpoint)) else {})}
+    return "export " + " ".join(f"{k}={v}" for k, v in {**endpoints, **given}.items())
 
 
 def _serve(
@@ -103,7 +104,8 @@ def _serve(
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     stack.start()
-    print(f"ATF local stack ready: AWS endpoint {stack.endpoint}, table {config.table_name}", flush=True)
+    print(f"ATF local stack ready: AWS endpoint {stack.endpoint} (SQS served on {stack.sqs_endpoint}), "
+          f"table {config.table_name}", flush=True)  # fmt: skip
     print(f"  configuration: {path or '$' + CONFIG_ENV}, lambdas {', '.join(config.lambdas) or 'none'}", flush=True)
     if api_port is not None:
         print(f"  API: export ATF_API_URL={stack.api_url}   (see docs/api.md)", flush=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from urllib.request import urlopen
 
 from aws_lambda_powertools.shared import constants
 
@@ -26,14 +28,41 @@ QUIET_POWERTOOLS = {
 }
 
 
-def local_environment(endpoint: str, config_json: str) -> dict[str, str]:
-    """What a process of the local stack needs in its environment."""
+# botocore's own per-service endpoint variable: it points a process's SQS clients at the stack's SQS
+# server (atf_local.servers) while everything else goes to `endpoint`.
+SQS_ENDPOINT_ENV = "AWS_ENDPOINT_URL_SQS"
+
+
+def local_environment(endpoint: str, config_json: str, sqs_endpoint: str | None = None) -> dict[str, str]:
+    """What a process of the local stack needs in its environment: the stack's endpoints (the SQS one
+    asked of the stack when not given), the configuration, dummy credentials."""
     env = dict(os.environ)
     for key, value in {**DUMMY_CREDENTIALS, **QUIET_POWERTOOLS}.items():
         env.setdefault(key, value)
     env[ENDPOINT_ENV] = endpoint
     env[CONFIG_ENV] = config_json
+    sqs = sqs_endpoint or sqs_endpoint_of(endpoint)
+    if sqs:
+        env[SQS_ENDPOINT_ENV] = sqs
+    else:  # a stack with one server for all: not another stack's SQS
+        env.pop(SQS_ENDPOINT_ENV, None)
     return env
+
+
+def sqs_endpoint_of(endpoint: str) -> str | None:
+    """Where the stack at `endpoint` serves SQS (atf_local.servers); None where it does not say (yet)."""
+    from atf_local.servers import ENDPOINTS_PATH
+
+    if endpoint not in _SQS_ENDPOINTS:
+        try:
+            with urlopen(endpoint + ENDPOINTS_PATH, timeout=10) as answer:  # the stack's loopback
+                _SQS_ENDPOINTS[endpoint] = str(json.loads(answer.read())["sqs"])
+        except (OSError, ValueError, KeyError):
+            return None
+    return _SQS_ENDPOINTS[endpoint]
+
+
+_SQS_ENDPOINTS: dict[str, str] = {}  # asked once per stack and process
 
 
 def component_environment(endpoint: str, config_json: str, component: str) -> dict[str, str]:
@@ -44,5 +73,16 @@ def component_environment(endpoint: str, config_json: str, component: str) -> di
     return {**local_environment(endpoint, config_json), **credentials(endpoint, component)}
 
 
-def apply(endpoint: str, config_json: str) -> None:
-    os.environ.update(local_environment(endpoint, config_json))
+def point_at(endpoint: str) -> dict[str, str]:
+    """Point this process's clients at the stack at `endpoint`, each service at its own server; returns
+    the variables set (for a harness that talks to one stack at a time)."""
+    sqs = sqs_endpoint_of(endpoint)
+    chosen = {ENDPOINT_ENV: endpoint, **({SQS_ENDPOINT_ENV: sqs} if sqs else {})}
+    os.environ.update(chosen)
+    if not sqs:
+        os.environ.pop(SQS_ENDPOINT_ENV, None)
+    return chosen
+
+
+def apply(endpoint: str, config_json: str, sqs_endpoint: str | None = None) -> None:
+    os.environ.update(local_environment(endpoint, config_json, sqs_endpoint))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from atf_local.iam.accounts import credentials, enforce, operator_session, sessi
 from atf_local.iam.roles import local_policies
 from atf_local.iam.template import template_for
 from atf_local.provision import provision
+from atf_local.servers import MotoServer, first_server, start_sqs_process
 
 
 def free_port() -> int:
@@ -28,9 +30,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+def wait_for_port(port: int, timeout_s: float = 30.0, alive: subprocess.Popen[bytes] | None = None) -> None:
+    """Until something listens on `port`; an error at once if the process `alive` that should listen exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if alive is not None and alive.poll() is not None:
+            raise RuntimeError(f"the process that should listen on 127.0.0.1:{port} exited ({alive.returncode})")
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -40,15 +45,18 @@ def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
 
 @dataclass
 class LocalStack:
-    """moto's server in this process; the consumer in a child process, as its Lambda would run. Each
-    component runs under its role's credentials, IAM enforced (atf_local.iam); the harness is the operator."""
+    """moto's servers: DynamoDB and the rest in this process, SQS in a child (atf_local.servers); the
+    consumer in a child process, as its Lambda would run. Each component runs under its role's
+    credentials, IAM enforced on both servers (atf_local.iam); the harness is the operator."""
 
     config: StackConfig
     aws_port: int = 4566
+    sqs_port: int | None = None  # the SQS server's; None: a free port
     consumers: int = 1
     api_port: int | None = 8080  # the frontend API on loopback; None: no API
     console_port: int | None = None  # the web console on loopback (atf_local.console); None: no console
-    _server: object | None = None
+    _server: MotoServer | None = None
+    _sqs: subprocess.Popen[bytes] | None = None
     _api: ApiServer | None = None
     _console: ConsoleServer | None = None
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -57,6 +65,10 @@ class LocalStack:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.aws_port}"
+
+    @property
+    def sqs_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.sqs_port}"
 
     @property
     def api_url(self) -> str:
@@ -69,17 +81,16 @@ class LocalStack:
     def start(self, with_consumer: bool = True) -> None:
         import logging
 
-        from moto.server import ThreadedMotoServer
-
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
-        environment.apply(self.endpoint, self.config.model_dump_json())
+        self.sqs_port = self.sqs_port or free_port()
+        environment.apply(self.endpoint, self.config.model_dump_json(), self.sqs_endpoint)
+        self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))  # starts while we synthesize
         policies = local_policies(template_for(self.config))  # synthesized or cached, before anything listens
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.aws_port, verbose=False)
-        server.start()
-        self._server = server
+        wait_for_port(self.sqs_port, timeout_s=120, alive=self._sqs)  # importing moto: seconds, more under load
+        self._server = first_server(self.aws_port, self.sqs_endpoint).start()
         wait_for_port(self.aws_port)
-        self._unenforce = enforce(self.endpoint, policies)
+        self._unenforce = enforce(self.endpoint, policies, mirrors=(self.sqs_endpoint,))
         provision(make_clients(self.endpoint, session=operator_session()), self.config)
         if self.api_port is not None:
             frontend = session_of(credentials(self.endpoint, "frontend"))
@@ -103,7 +114,10 @@ class LocalStack:
             except subprocess.TimeoutExpired:
                 child.kill()
         if self._server is not None:
-            self._server.stop()  # type: ignore[attr-defined]
+            self._server.stop()
+        if self._sqs is not None:
+            self._sqs.terminate()
+            self._sqs.wait(timeout=10)
         if self._unenforce is not None:
             self._unenforce()
 

@@ -80,3 +80,33 @@ def test_the_committed_results_render() -> None:
 
     text = render(json.loads(results.read_text()))
     assert "## Targets" in text and "## Capacity model" in text
+
+
+def _with_peer(framework_steady: float) -> dict[str, object]:
+    results = json.loads((REPO / "bench" / "results" / "results.json").read_text())
+    pool = {"pool": "prefork", "concurrency": 2, "tasks": 600, "completed": 600, "seconds": 12.0,
+            "tasks_per_s": 50.0, "sending_per_s": 80.0, "steady_per_s": 52.5}  # fmt: skip
+    results["throughput"] = {**results["throughput"], "steady_per_s": framework_steady,
+                             "celery": {"prefork 2": pool, "threads 8": {**pool, "steady_per_s": 48.0}}}  # fmt: skip
+    return results
+
+
+def test_the_report_puts_celery_beside_the_framework_and_checks_the_goal_against_each_pool() -> None:
+    from bench.report import render
+
+    text = render(_with_peer(60.0))
+    assert "Side by side: Celery 5 on the same embedded SQS" in text
+    assert "| Celery 5, SQS transport, prefork 2 | 600 | **52.5** |" in text and "threads 8 | 600 | **48.0** |" in text
+    assert "| steady throughput vs Celery 5 on the same SQS | >= each pool's | yes |" in text
+    below_one_pool = render(_with_peer(50.0))
+    assert "| steady throughput vs Celery 5 on the same SQS | >= each pool's | **no** |" in below_one_pool
+
+
+def test_without_the_peer_the_goal_is_not_measured() -> None:
+    from bench.report import render
+
+    results = _with_peer(60.0)
+    results["throughput"]["celery"] = {}  # type: ignore[index]
+    text = render(results)
+    assert "| steady throughput vs Celery 5 on the same SQS | >= each pool's | not measured |" in text
+    assert "Side by side" not in text

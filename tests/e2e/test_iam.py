@@ -61,3 +61,24 @@ def test_without_credentials_nothing_is_allowed(stack: RunningStack) -> None:
     with pytest.raises(ClientError) as refused:
         make_clients(stack.endpoint, session=stranger).dynamodb.describe_table(TableName=stack.config.table_name)
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] in (400, 403)
+
+
+def test_sqs_is_served_by_its_own_server_that_knows_the_same_roles_and_sessions(stack: RunningStack) -> None:
+    """A component's environment names the stack's SQS server (atf_local.servers); its session, given by STS
+    on the first server, is known there with the same grants, and a call outside them is refused by name."""
+    import boto3
+
+    env = stack.env(WORKER)
+    sqs_endpoint = env["AWS_ENDPOINT_URL_SQS"]
+    assert sqs_endpoint != stack.endpoint
+    direct = session_of(env).client("sqs", endpoint_url=sqs_endpoint)
+    url = direct.get_queue_url(QueueName=queue_specs(stack.config)[0].name)["QueueUrl"]
+    direct.receive_message(QueueUrl=url, WaitTimeSeconds=0)  # granted
+    with pytest.raises(ClientError) as refused:
+        direct.send_message(QueueUrl=url, MessageBody="{}")
+    message = refused.value.response["Error"]["Message"]
+    assert "assumed-role/atf-local-worker/" in message and "sqs:SendMessage" in message
+    stranger = boto3.Session(aws_access_key_id="AKIASTRANGER", aws_secret_access_key="x", region_name="us-east-1")
+    with pytest.raises(ClientError) as unknown:
+        stranger.client("sqs", endpoint_url=sqs_endpoint).get_queue_url(QueueName=queue_specs(stack.config)[0].name)
+    assert unknown.value.response["ResponseMetadata"]["HTTPStatusCode"] in (400, 403)

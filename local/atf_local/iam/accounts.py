@@ -44,24 +44,28 @@ def role_arn(component: str) -> str:
     return f"arn:aws:iam::{ACCOUNT}:role/{ROLE_PREFIX}{component}"
 
 
-def enforce(endpoint: str, policies: dict[str, list[Statement]]) -> Callable[[], None]:
-    """Create the operator and the components' roles on the in-process server, then turn enforcement on.
-    Returns what turns it off again (other in-process moto users of this process expect it off)."""
+def enforce(endpoint: str, policies: dict[str, list[Statement]], mirrors: tuple[str, ...] = ()) -> Callable[[], None]:
+    """Create the operator and the components' roles on the in-process server, then turn enforcement on;
+    put the same roles on each of `mirrors` (servers of other processes that enforce_here() ran in) and
+    register there every session STS gives here. Returns what turns it off again (other in-process moto
+    users of this process expect it off)."""
     from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
 
     with _lock:
-        _create_operator()
         previous = settings.INITIAL_NO_AUTH_ACTION_COUNT
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
-        ActionAuthenticatorMixin.request_count = 0
-        _name_denials()
-    iam = operator_session().client("iam", endpoint_url=endpoint)
-    for component, statements in policies.items():
-        _put_role(iam, component, statements)
+        enforce_here()
+        _MIRRORS.extend(mirrors)
+        _mirror_sessions()
+    for server in (endpoint, *mirrors):
+        iam = operator_session().client("iam", endpoint_url=server)
+        for component, statements in policies.items():
+            _put_role(iam, component, statements)
 
     def restore() -> None:
         settings.INITIAL_NO_AUTH_ACTION_COUNT = previous
+        with _lock:
+            for server in mirrors:
+                _MIRRORS.remove(server)
 
     return restore
 
@@ -71,6 +75,75 @@ def add_role(endpoint: str, name: str, statements: list[Statement]) -> None:
     transactions, say), holding `statements` as moto must be given them (atf_local.iam.roles.translate);
     `credentials(endpoint, name)` then assumes it."""
     _put_role(operator_session().client("iam", endpoint_url=endpoint), name, statements)
+
+
+def enforce_here() -> None:
+    """This process's moto: the operator, IAM enforced from the next request on, refusals named."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    _create_operator()
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    ActionAuthenticatorMixin.request_count = 0
+    _name_denials()
+
+
+# The servers of other processes each session STS gives in this one is registered on (atf_local.servers).
+_MIRRORS: list[str] = []
+
+
+def _mirror_sessions() -> None:
+    """After moto's STS hands out a session in this process, register it on every mirror (idempotent)."""
+    from moto.sts.models import STSBackend
+
+    original = STSBackend.assume_role
+    if getattr(original, "_atf_mirrored", False):
+        return
+
+    def assume_role(self: Any, *args: Any, **kwargs: Any) -> Any:
+        role = original(self, *args, **kwargs)
+        session = {
+            "role_arn": role.role_arn,
+            "session_name": role.session_name,
+            "access_key_id": role.access_key_id,
+            "secret_access_key": role.secret_access_key,
+            "session_token": role.session_token,
+        }
+        for server in list(_MIRRORS):
+            _post_session(server, session)
+        return role
+
+    assume_role._atf_mirrored = True  # type: ignore[attr-defined]
+    STSBackend.assume_role = assume_role  # type: ignore[method-assign]
+
+
+def _post_session(server: str, session: dict[str, str]) -> None:
+    from urllib.request import Request, urlopen
+
+    from atf_local.servers import SESSIONS_PATH
+
+    request = Request(server + SESSIONS_PATH, data=json.dumps([session]).encode(), method="POST")
+    with urlopen(request, timeout=10) as answer:  # the stack's own loopback server
+        answer.read()
+
+
+def accept_sessions(sessions: list[dict[str, str]]) -> None:
+    """Register sessions another process's STS gave, with their keys, on this process's moto."""
+    from moto.sts.models import sts_backends
+
+    backend = sts_backends[ACCOUNT]["aws"]
+    for given in sessions:
+        role = backend.assume_role(
+            region_name=REGION,
+            role_session_name=given["session_name"],
+            role_arn=given["role_arn"],
+            policy="",
+            duration=SESSION_S,
+            external_id="",
+        )
+        role.access_key.access_key_id = role.access_key_id = given["access_key_id"]
+        role.access_key.secret_access_key = role.secret_access_key = given["secret_access_key"]
+        role.session_token = given["session_token"]
 
 
 @functools.cache

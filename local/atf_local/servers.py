@@ -1,0 +1,159 @@
+"""The embedded AWS: one moto server per busy service, so they run on separate cores.
+
+moto's server is one Python process; under load it is bound by its own CPU (the GIL). The local stack
+therefore serves DynamoDB (with IAM, STS and everything else) from a server in its own process and SQS
+from a second server in a child process. Each component's process reaches SQS directly through
+botocore's standard per-service variable, AWS_ENDPOINT_URL_SQS (atf_local.environment); a client that
+only knows the stack's one endpoint still works: the first server forwards SQS requests to the second.
+
+Both processes enforce IAM on the same principals: the SQS process creates the operator itself, the
+stack puts each role's policy on both (atf_local.iam.accounts.enforce), and every session STS hands
+out on the first server is registered on the second (atf_local.iam.accounts.mirror_sessions), so a
+component's one set of credentials is known, with the same grants, wherever it calls.
+
+    python -m atf_local.servers sqs --port 4567     # the SQS process (the stack starts it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
+SESSIONS_PATH = "/_atf/sessions"  # on the SQS server: register a session STS gave on the first
+# Headers of one connection, not of the answer (and its length, set anew)
+_HOP_BY_HOP = {"content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+
+StartResponse = Callable[..., Any]
+App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+class MotoServer:
+    """moto's server on loopback in this process's threads, wrapped by `wrap`."""
+
+    def __init__(self, port: int, wrap: Callable[[App], App]) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = wrap(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"moto-{port}")
+
+    def start(self) -> MotoServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
+def first_server(port: int, sqs_endpoint: str) -> MotoServer:
+    """DynamoDB, IAM, STS and the rest; SQS forwarded to `sqs_endpoint`; the endpoints named on request."""
+
+    def wrap(app: App) -> App:
+        def route(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == ENDPOINTS_PATH:
+                return _json(start_response, {"sqs": sqs_endpoint})
+            if service_of(environ) == "sqs":
+                return _forward(environ, start_response, sqs_endpoint)
+            return app(environ, start_response)
+
+        return route
+
+    return MotoServer(port, wrap)
+
+
+def service_of(environ: dict[str, Any]) -> str | None:
+    """The service a request is signed for (SigV4's credential scope), as moto's dispatcher reads it."""
+    auth = str(environ.get("HTTP_AUTHORIZATION") or "")
+    try:
+        return auth.split(",")[0].split()[1].split("/")[3].lower()
+    except IndexError:
+        target = str(environ.get("HTTP_X_AMZ_TARGET") or "")
+        return "sqs" if target.startswith("AmazonSQS") else None
+
+
+def _forward(environ: dict[str, Any], start_response: StartResponse, endpoint: str) -> Iterable[bytes]:
+    # The Host header goes unchanged: the request's signature covers it.
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    headers = {key[5:].replace("_", "-").title(): value for key, value in environ.items() if key.startswith("HTTP_")}
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers[key.replace("_", "-").title()] = environ[key]
+    path = environ.get("RAW_URI") or environ.get("PATH_INFO", "/")
+    if environ.get("QUERY_STRING") and "?" not in path:
+        path += "?" + environ["QUERY_STRING"]
+    target = urlsplit(endpoint)
+    connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+    try:
+        connection.request(environ["REQUEST_METHOD"], path, body=body, headers=headers)
+        answer = connection.getresponse()
+        content = answer.read()
+        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_BY_HOP]
+        start_response(f"{answer.status} {answer.reason}", [*kept, ("Content-Length", str(len(content)))])
+        return [content]
+    finally:
+        connection.close()
+
+
+def _json(start_response: StartResponse, document: dict[str, Any]) -> Iterable[bytes]:
+    content = json.dumps(document).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(content)))])
+    return [content]
+
+
+def start_sqs_process(port: int, env: dict[str, str], cwd: str) -> subprocess.Popen[bytes]:
+    """The SQS server as a child of this process (it exits when this process does)."""
+    command = [sys.executable, "-m", "atf_local.servers", "sqs", "--port", str(port)]
+    return subprocess.Popen(command, env=env, cwd=cwd)
+
+
+def _serve_sqs(port: int) -> None:
+    from atf_local.iam.accounts import accept_sessions, enforce_here
+
+    enforce_here()
+
+    def wrap(app: App) -> App:
+        def route(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == SESSIONS_PATH and environ.get("REQUEST_METHOD") == "POST":
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                accept_sessions(json.loads(environ["wsgi.input"].read(length) or b"[]"))
+                return _json(start_response, {"accepted": True})
+            return app(environ, start_response)
+
+        return route
+
+    MotoServer(port, wrap).start()
+    _exit_with_parent()
+
+
+def _exit_with_parent() -> None:
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import logging
+
+    parser = argparse.ArgumentParser(prog="python -m atf_local.servers", description=__doc__)
+    parser.add_argument("service", choices=["sqs"])
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    _serve_sqs(args.port)
+
+
+if __name__ == "__main__":
+    main()
