@@ -74,13 +74,16 @@ def embedded_aws(config: StackConfig, workdir: Path) -> Iterator[AwsClients]:
     env = {**os.environ, **local_environment(f"http://127.0.0.1:{port}", config.model_dump_json())}
     with (workdir / "aws.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True)
+    restore = None
     try:
         wait_for_port(port)
-        point_at(f"http://127.0.0.1:{port}")  # the passes call each service's server, as a consumer does
+        restore = point_at(f"http://127.0.0.1:{port}")  # the passes call each service's server, as a consumer does
         clients = make_clients(f"http://127.0.0.1:{port}")
         _wait_for_queue(clients, config)
         yield clients
     finally:
+        if restore is not None:
+            restore()
         os.killpg(process.pid, signal.SIGINT)
         process.wait(timeout=30)
 

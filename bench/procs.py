@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +60,7 @@ class Stack:
     aws_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _unpoint: Callable[[], None] | None = field(default=None, repr=False)  # puts the endpoint variables back
 
     @property
     def endpoint(self) -> str:
@@ -103,7 +104,8 @@ class Stack:
                  "--consumers", "1", "--api-port", "0"]  # fmt: skip
         self._spawn("stack", serve, self.env(history=True))
         wait_for_port(self.aws_port, timeout_s=60)
-        point_at(self.endpoint)  # this process's own calls (the raw loop, the waits) go to each service's server
+        # This process's own calls (the raw loop, the waits) go to each service's server until the stack stops.
+        self._unpoint = point_at(self.endpoint)
         self._wait_for_queues()
         self._spawn(
             "frontend", ["-m", "bench.api_process", "--port", str(self.api_port)], self.env(component="frontend")
@@ -134,6 +136,9 @@ class Stack:
     def stop(self, names: tuple[str, ...] | None = None) -> None:
         """SIGTERM (the host drains), then SIGKILL for any group still alive after 30 s."""
         chosen = [n for n in (names or tuple(self.procs)[::-1]) if n in self.procs]
+        if "stack" in chosen and self._unpoint is not None:
+            self._unpoint()
+            self._unpoint = None
         for name in chosen:
             _signal_group(self.procs[name], signal.SIGTERM)
         for name in chosen:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -73,15 +74,27 @@ def component_environment(endpoint: str, config_json: str, component: str) -> di
     return {**local_environment(endpoint, config_json), **credentials(endpoint, component)}
 
 
-def point_at(endpoint: str) -> dict[str, str]:
-    """Point this process's clients at the stack at `endpoint`, each service at its own server; returns
-    the variables set (for a harness that talks to one stack at a time)."""
+def point_at(endpoint: str) -> Callable[[], None]:
+    """Point this process's clients at the stack at `endpoint`, each service at its own server (for a
+    harness that talks to one stack at a time); returns what puts the variables back as they were, to
+    call once the stack is gone: clients made later in the process (in-process moto's among them, which
+    botocore's AWS_ENDPOINT_URL_SQS would send to a stopped server) must not inherit them."""
+    before = {name: os.environ.get(name) for name in (ENDPOINT_ENV, SQS_ENDPOINT_ENV)}
     sqs = sqs_endpoint_of(endpoint)
-    chosen = {ENDPOINT_ENV: endpoint, **({SQS_ENDPOINT_ENV: sqs} if sqs else {})}
-    os.environ.update(chosen)
-    if not sqs:
+    os.environ[ENDPOINT_ENV] = endpoint
+    if sqs:
+        os.environ[SQS_ENDPOINT_ENV] = sqs
+    else:
         os.environ.pop(SQS_ENDPOINT_ENV, None)
-    return chosen
+
+    def restore() -> None:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    return restore
 
 
 def apply(endpoint: str, config_json: str, sqs_endpoint: str | None = None) -> None:
