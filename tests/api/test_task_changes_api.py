@@ -185,7 +185,12 @@ def test_one_waiting_task_changes_its_time_priority_and_payload(client: AtfClien
     task = client.schedule("work", {"v": 1}, run_at=_at(10))
     run_at = _at(20)
     changed = client.change(task.id, run_at=run_at, priority="low", payload={"v": 2})
-    assert (changed.next_at, changed.scheduled_at, changed.priority, changed.payload) == (run_at, run_at, "low", {"v": 2})
+    assert (changed.next_at, changed.scheduled_at, changed.priority, changed.payload) == (
+        run_at,
+        run_at,
+        "low",
+        {"v": 2},
+    )
     assert changed.status is S.NEW and changed.attempt == 0
     assert client.get(task.id) == changed
     again = client.change(task.id, payload={"v": 3})
