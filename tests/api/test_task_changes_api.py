@@ -294,3 +294,25 @@ def test_the_claim_checks_the_priority_even_where_the_entry_is_not_later(
     assert moved.next_at is not None and moved.next_at < t1
     assert not _claim(store, sent, "low", t1)
     assert client.get(sent.id).status is S.NEW
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_async_client_changes_tasks_too(stack: Any, store: DynamoTaskStore) -> None:
+    from atf_sdk.async_client import AsyncAtfClient
+
+    collection = f"async-{uuid.uuid4().hex[:8]}"
+    async with AsyncAtfClient(stack.api_url, region="us-east-1") as atf:
+        task = await atf.schedule("work", collection=collection, delay_seconds=600)
+        changed = await atf.change(task.id, priority="high")
+        assert changed.priority == "high"
+        dry = await atf.bulk_reschedule(collection=collection, delay_seconds=60, dry_run=True)
+        assert [t.id for t in dry.matched] == [task.id] and dry.changed == 0
+        assert (await atf.bulk_cancel(collection=collection)).changed == 1
+        advance(store, (await atf.schedule("work", collection=collection)).id, S.CLAIMED)
+        claimed = (await atf.bulk_cancel(collection=collection, status=["new"], dry_run=True)).matched
+        assert claimed == [], "a claimed task is not selected"
