@@ -11,7 +11,8 @@ Each action has a dry run, which lists what it would touch and when, and changes
 run writes each task with its own conditional write (lifecycle.CANCEL, or AMEND through atf_core.amend),
 so a task claimed between the read and the write is left as it is and reported as skipped. A rate
 spreads the real run out: rescheduled or reprioritised tasks run at most per_second a second (as a
-redrive's), cancellations are written at most per_second a second.
+redrive's), cancellations are written at most per_second a second. A real run stops writing after
+RUN_BUDGET_S (its answer lists only the tasks it reached, with `more`): call it again for the rest.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from atf_core.store.codec import index_partition
 S = TaskStatus
 WAITING = frozenset({S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE})
 MAX_BULK = 1000  # each selected task is one write, inside API Gateway's 29 s
-MAX_PACED_S = 20.0  # a paced cancellation runs inside one request
+# A real run answers after this long at most (reads included), well inside API Gateway's 29 s and the
+# clients' read timeouts; what it did not reach is left as it was, and `more` says to call again.
+RUN_BUDGET_S = 6.0
 READ_BATCH = 100  # BatchGetItem's limit
 
 
@@ -110,19 +113,17 @@ class BulkChanges:
         self._store, self._config, self._clock, self._sleep = store, config, clock, sleep
 
     def cancel(self, selection: TaskFilter, dry_run: bool, per_second: float | None = None) -> BulkChange:
+        began = time.monotonic()
         tasks, result = self._selected(selection, dry_run)
-        if per_second is not None and len(tasks) / per_second > MAX_PACED_S:
-            raise InputError(
-                f"{len(tasks)} cancellations at {per_second:g}/s take over {MAX_PACED_S:g} s", "per_second"
-            )
         start = self._clock()
         _span(result, [start + _gap(i, per_second) for i in range(len(tasks))])
         if dry_run:
             return result
-        began = time.monotonic()
         for i, task in enumerate(tasks):
             if per_second is not None:
                 self._sleep(max(0.0, began + i / per_second - time.monotonic()))
+            if _out_of_time(result, i, began):
+                break
             change = Change(now=self._clock(), reason="cancelled in bulk")
             _tally(result, task, self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change))
         return result
@@ -132,10 +133,10 @@ class BulkChanges:
     ) -> BulkChange:
         """To run at `run_at`, the n-th of them n / per_second seconds later."""
         check_run_at(run_at, self._clock())
+        began = time.monotonic()
         tasks, result = self._selected(selection, dry_run)
-        return self._amend(
-            result, tasks, Amendment(run_at=run_at), [run_at + _gap(i, per_second) for i in range(len(tasks))]
-        )
+        times = [run_at + _gap(i, per_second) for i in range(len(tasks))]
+        return self._amend(result, tasks, Amendment(run_at=run_at), times, began)
 
     def reprioritise(
         self, selection: TaskFilter, priority: str, dry_run: bool, per_second: float | None = None
@@ -143,15 +144,20 @@ class BulkChanges:
         """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now."""
         for lambda_name in self._lambdas(selection):
             check_priority(self._config, lambda_name, priority)
+        began = time.monotonic()
         tasks, result = self._selected(selection, dry_run, leave_priority=priority)
         amendment, now = Amendment(priority=priority), self._clock()
         times = [max(new_entry(task, amendment, now), now + _gap(i, per_second)) for i, task in enumerate(tasks)]
-        return self._amend(result, tasks, amendment, times)
+        return self._amend(result, tasks, amendment, times, began)
 
-    def _amend(self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime]) -> BulkChange:
+    def _amend(
+        self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime], began: float
+    ) -> BulkChange:
         _span(result, times)
         if not result.dry_run:
-            for task, at in zip(tasks, times, strict=True):
+            for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
+                if _out_of_time(result, i, began):
+                    break
                 _tally(result, task, amend(self._store, task, amendment, self._clock(), at=at))
         return result
 
@@ -215,6 +221,14 @@ def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> b
 
 def _gap(i: int, per_second: float | None) -> timedelta:
     return timedelta(seconds=i / per_second) if per_second else timedelta(0)
+
+
+def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:
+    """Past the run's budget: the answer lists only the first `reached` tasks, and says there are more."""
+    if time.monotonic() - began <= RUN_BUDGET_S:
+        return False
+    result.matched, result.more = result.matched[:reached], True
+    return True
 
 
 def _span(result: BulkChange, times: list[datetime]) -> None:

@@ -316,3 +316,15 @@ async def test_the_async_client_changes_tasks_too(stack: Any, store: DynamoTaskS
         advance(store, (await atf.schedule("work", collection=collection)).id, S.CLAIMED)
         claimed = (await atf.bulk_cancel(collection=collection, status=["new"], dry_run=True)).matched
         assert claimed == [], "a claimed task is not selected"
+
+
+def test_a_real_run_out_of_time_answers_with_what_it_reached_and_more(
+    client: AtfClient, store: DynamoTaskStore, stack: Any, batch: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from atf_core import bulk
+
+    monkeypatch.setattr(bulk, "RUN_BUDGET_S", 0.0)
+    changes = bulk.BulkChanges(store, stack.config)
+    done = changes.cancel(bulk.task_filter(collection=batch["collection"]), dry_run=False)
+    assert (done.matched, done.changed, done.more) == ([], 0, True)
+    assert [t.status for t in _states(client, batch["waiting"])] == [S.NEW] * 3, "nothing it did not list"
