@@ -2,7 +2,7 @@
 
 Routes only translate HTTP to atf_core calls: validation is the schema's
 pydantic models (through Powertools' OpenAPI validation), decisions are
-Scheduling's, Gating's and Stats'. Dead letters, schedules and chains have
+Scheduling's, Gating's and Stats'. Changes to waiting tasks, dead letters, schedules and chains have
 their routes in routers of their own, included here.
 """
 
@@ -22,7 +22,7 @@ from atf_core.clock import process_clock
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_core.telemetry import NAMESPACE
-from functions.frontend import chains, dead_letters, errors, schedules
+from functions.frontend import chains, dead_letters, errors, schedules, task_changes
 from functions.frontend.batch import schedule_batch, scheduled
 from functions.frontend.metrics import count_scheduled
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok
@@ -136,7 +136,7 @@ def lambda_stats(lambda_name: LambdaName) -> LambdaStats:
     return services().stats.of(lambda_name)
 
 
-for router in (dead_letters.router, schedules.router, chains.router):
+for router in (task_changes.router, dead_letters.router, schedules.router, chains.router):
     app.include_router(router)
 
 

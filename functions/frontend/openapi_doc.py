@@ -52,7 +52,7 @@ _GATEWAY_RESPONSES = {
 _TOO_LARGE = ("413", "The body is over API Gateway's 10 MB limit (code payload_too_large)")
 # Each operation's tag, by the first path prefix it starts with; more specific prefixes first.
 TAGS = {
-    "/v1/tasks": ("tasks", "Schedule, inspect and cancel tasks"),
+    "/v1/tasks": ("tasks", "Schedule, inspect, change and cancel tasks, one or a selection at once"),
     "/v1/gates": ("gates", "Pause or drop a lambda's tasks, or one collection's"),
     "/v1/lambdas/{lambda_name}/dead-letters": ("dead-letters", "Tasks that failed for good: redrive or discard"),
     "/v1/lambdas/{lambda_name}/stats": ("stats", "What a lambda's live tasks are doing"),

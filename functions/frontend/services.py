@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from atf_core.aws import ENDPOINT_ENV, make_clients
+from atf_core.bulk import BulkChanges
 from atf_core.chains import Chains
 from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
@@ -33,6 +34,7 @@ class Services:
     dead_letters: DeadLetters
     schedules: Schedules
     chains: Chains
+    bulk: BulkChanges
 
 
 def services() -> Services:
@@ -53,4 +55,5 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
         DeadLetters(store, config, process_clock),
         Schedules(store, items, config, process_clock),
         Chains(store, items, config, process_clock),
+        BulkChanges(store, config, process_clock),
     )

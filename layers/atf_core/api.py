@@ -9,19 +9,23 @@ ChainView), wrapped here only where a list or an extra field needs a home.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from atf_core.amend import Amendment
+from atf_core.bulk import MAX_BULK, TaskFilter, task_filter
 from atf_core.deadletters import DeadLetter, DeadLetterFilter
 from atf_core.errors import InputError
 from atf_core.recurrence import Schedule
 from atf_core.schema import (
     COLLECTION_PATTERN,
     MAX_SCHEDULE_AHEAD,
+    NAME_PATTERN,
     Gate,
     GateAction,
     Moment,
+    Payload,
     ScheduleRequest,
     TaskStatus,
     utcnow,
@@ -178,3 +182,75 @@ class LinkRetry(BaseModel):
     budget: int | None = Field(
         default=None, ge=1, le=100, description="Attempts on top of those used (default: the lambda's)."
     )
+
+
+# -- changing waiting tasks ---------------------------------------------------------
+
+
+def _when(run_at: datetime | None, delay_seconds: float | None, now: datetime) -> datetime | None:
+    """A run time given as a moment or as a delay from now (not both)."""
+    if run_at is not None and delay_seconds is not None:
+        raise InputError("give run_at or delay_seconds, not both", "delay_seconds")
+    return run_at if delay_seconds is None else now + timedelta(seconds=delay_seconds)
+
+
+DELAY = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds(), description="Seconds from now.")
+
+
+class TaskAmendmentRequest(BaseModel):
+    """What to change of one task not yet claimed; what is left out stays as it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_at: Moment | None = Field(default=None, description="The new run time (RFC 3339).")
+    delay_seconds: float | None = DELAY
+    priority: str | None = Field(default=None, pattern=NAME_PATTERN, description="One of the lambda's priorities.")
+    payload: Payload | None = Field(default=None, description="Replaces the payload whole.")
+
+    def amendment(self, now: datetime) -> Amendment:
+        amendment = Amendment(_when(self.run_at, self.delay_seconds, now), self.priority, self.payload)
+        if amendment.empty:
+            raise InputError("nothing to change: give run_at or delay_seconds, priority or payload", "run_at")
+        return amendment
+
+
+class TaskSelection(BaseModel):
+    """Which waiting tasks a bulk action touches: those matching every filter given, soonest first."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    lambda_: str | None = Field(default=None, alias="lambda", pattern=NAME_PATTERN)
+    collection: str | None = Field(default=None, pattern=COLLECTION_PATTERN)
+    status: list[TaskStatus] | None = Field(
+        default=None, min_length=1, description="Any of new, enqueued, retriable_failure (default: all three)."
+    )
+    since: Moment | None = Field(default=None, description="Runs next at or after (RFC 3339).")
+    until: Moment | None = Field(default=None, description="Runs next at or before (RFC 3339).")
+    all: bool = Field(default=False, description="Needed when no filter is given: every waiting task.")
+    limit: int = Field(default=MAX_BULK, ge=1, le=MAX_BULK, description="The soonest N.")
+    dry_run: bool = Field(default=False, description="List what would be touched, and change nothing.")
+    per_second: float | None = Field(default=None, gt=0, le=10_000, description="The real run's rate.")
+
+    def filter(self) -> TaskFilter:
+        statuses = None if self.status is None else frozenset(self.status)
+        return task_filter(self.lambda_, self.collection, statuses, self.since, self.until, self.all, self.limit)
+
+
+class BulkRescheduleRequest(TaskSelection):
+    """A selection to run at a new time; with per_second, the n-th n / per_second seconds after it."""
+
+    run_at: Moment | None = Field(default=None, description="The new run time (RFC 3339).")
+    delay_seconds: float | None = DELAY
+
+    def when(self, now: datetime) -> datetime:
+        run_at = _when(self.run_at, self.delay_seconds, now)
+        if run_at is None:
+            raise InputError("give run_at or delay_seconds: when the tasks should run", "run_at")
+        return run_at
+
+
+class BulkReprioritiseRequest(TaskSelection):
+    """A selection to move to another priority's queue; with per_second, the n-th no sooner than n / per_second
+    seconds from now."""
+
+    priority: str = Field(pattern=NAME_PATTERN, description="One of the selected lambdas' priorities.")

@@ -17,6 +17,8 @@ How the scheduling index follows ATF's table, at fewer write units:
 - dead_letter: the entry moves to the lambda's dead-letter partition, keyed by
   when it died, so dead letters can be listed by time window.
 - waiting (a chain link whose parents have not succeeded): no entry until released.
+- amended (an operator changed the run time, priority or payload of a task not yet claimed): the entry moves
+  to the new time and the new priority's partition, so a message sent for the old entry is stale (below).
 """
 
 from __future__ import annotations
@@ -113,6 +115,12 @@ DISCARD = _t("discard", {S.DEAD_LETTER}, S.FATAL_FAILURE, index=REMOVE, fenced=F
 EXPIRE = _t("expire", NOT_STARTED, S.EXPIRED, index=REMOVE, expiry=Expiry.PASSED, fenced=False)
 # A chain link whose parents all succeeded becomes an ordinary new task.
 RELEASE_LINK = _t("release_link", {S.WAITING}, S.NEW, index=MOVE, moves_to=Assoc.NEW, fenced=False)
+# An operator changes a task that no executor has claimed: its run time, priority or payload. Fenced by the
+# attempt it read, so a claim in between refuses the change. The entry moves (to the new time, or the new
+# priority's partition, at least a millisecond later so consumers see it as news), and a message the consumer
+# already sent for the old entry is refused by the claim's entry fence (Change.entry_ms and the priority).
+AMEND = _t("amend", {S.NEW, S.ENQUEUED}, S.NEW, index=MOVE, moves_to=Assoc.NEW)
+AMEND_RETRY = _t("amend_retry", {S.RETRIABLE_FAILURE}, S.RETRIABLE_FAILURE, index=MOVE, moves_to=Assoc.STARTED)
 CANCEL = _t("cancel", NOT_STARTED | {S.WAITING}, S.CANCELLED, index=REMOVE, fenced=False)
 DROP = _t("drop", NOT_STARTED, S.DROPPED, index=REMOVE, fenced=False)
 
@@ -135,7 +143,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     FAIL_FATAL,
     CANCEL,
     DROP,
+    AMEND,
+    AMEND_RETRY,
 )
+
+
+def amend_of(status: TaskStatus) -> Transition | None:
+    """The transition that changes a task not yet claimed, by its status (None: it cannot be changed)."""
+    return {S.NEW: AMEND, S.ENQUEUED: AMEND, S.RETRIABLE_FAILURE: AMEND_RETRY}.get(status)
 
 
 def heartbeat_moves_entry(entry_due: datetime | None, now: datetime, timeout_s: float) -> bool:

@@ -185,6 +185,11 @@ class Task(BaseModel):
     )
     result: Any = Field(default=None, description="What the successful attempt's callback returned (JSON).")
     traceparent: str | None = Field(default=None, description="The W3C trace context it was scheduled in.")
+    next_at: datetime | None = Field(
+        default=None,
+        description="When the consumer next looks at it: while it waits, when it runs (a retry's time after a "
+        "failure); none once it has ended.",
+    )
 
 
 class ScheduleRequest(BaseModel):

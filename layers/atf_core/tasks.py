@@ -1,5 +1,5 @@
-"""One-off tasks as the frontend handles them: how a request becomes a task, and accepting, reading
-and cancelling one (Scheduling). Periodic ones are in periodic_schedules.py, chains in chains.py."""
+"""One-off tasks as the frontend handles them: how a request becomes a task, and accepting, reading,
+changing and cancelling one (Scheduling). Periodic ones are in periodic_schedules.py, chains in chains.py."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 
 from atf_core import lifecycle, tracing
+from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
@@ -85,4 +86,21 @@ class Scheduling:
             now_status = outcome.task.status.value if outcome.task else "gone"
             raise Conflict(f"task {task_id} moved to {now_status} while cancelling", "id")
         assert outcome.task is not None
+        return outcome.task
+
+    def amend(self, task_id: str, amendment: Amendment) -> Task:
+        """Change the run time, priority or payload of a task no executor has claimed (Conflict once one has)."""
+        task, now = self.get(task_id), self._clock()
+        if amendment.priority is not None:
+            check_priority(self._config, task.lambda_, amendment.priority)
+        if amendment.run_at is not None:
+            check_run_at(amendment.run_at, now)
+            if task.expire_at is not None and amendment.run_at >= task.expire_at:
+                raise InputError(f"run_at is not before the task's expire_at ({task.expire_at.isoformat()})", "run_at")
+        if lifecycle.amend_of(task.status) is None:
+            raise Conflict(f"task {task_id} is {task.status.value}; only a task not yet claimed can be changed", "id")
+        outcome = amend(self._store, task, amendment, now)
+        if not outcome.applied or outcome.task is None:
+            now_status = outcome.task.status.value if outcome.task else "gone"
+            raise Conflict(f"task {task_id} moved to {now_status} while changing it: nothing changed", "id")
         return outcome.task

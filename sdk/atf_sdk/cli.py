@@ -46,6 +46,7 @@ from atf_sdk.commands.support import (
     usage,
     when,
 )
+from atf_sdk.commands.task_changes import add_task_change_commands
 from atf_sdk.extras import extra_for, install_hint
 from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
@@ -479,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--health-file", type=Path, help=HEALTH_FILE_HELP)
     health.set_defaults(run=_worker_health)
     _add_api_verbs(verbs)
+    add_task_change_commands(verbs)
     add_dead_letters_command(verbs)
     add_schedules_command(verbs)
     add_chains_command(verbs)

@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -23,6 +23,8 @@ from atf_core.api import (
     MAX_DEAD_LETTER_ACTION,
     BatchItem,
     BatchResult,
+    BulkReprioritiseRequest,
+    BulkRescheduleRequest,
     DeadLetterList,
     DeadLetterSelection,
     GateList,
@@ -31,7 +33,10 @@ from atf_core.api import (
     ScheduledTask,
     ScheduleList,
     ScheduleView,
+    TaskAmendmentRequest,
+    TaskSelection,
 )
+from atf_core.bulk import MAX_BULK, BulkChange
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
@@ -45,6 +50,8 @@ BATCH_SIZE = 100
 Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
 _BULK_RESULT = TypeAdapter(BulkResult)
+_BULK_CHANGE = TypeAdapter(BulkChange)
+Statuses = Iterable[TaskStatus | str] | None
 
 
 class TaskFailed(Exception):
@@ -195,6 +202,102 @@ class TaskCalls(ApiClient):
     def cancel(self, task_id: str) -> Plan[Task]:
         """Cancel a task that has not started (Conflict once it has)."""
         return (yield from self._task("DELETE", task_id))
+
+
+class ChangeCalls(ApiClient):
+    """Changes to tasks no executor has claimed yet: one by id, or a selection at once (with a dry run)."""
+
+    @api_call
+    def change(
+        self,
+        task_id: str,
+        *,
+        run_at: datetime | None = None,
+        delay_seconds: float | None = None,
+        priority: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> Plan[Task]:
+        """Change a waiting task's run time, priority or payload (the whole payload); Conflict once it is claimed."""
+        fields = {"run_at": run_at, "delay_seconds": delay_seconds, "priority": priority, "payload": payload}
+        request = checked(TaskAmendmentRequest, {k: v for k, v in fields.items() if v is not None})
+        request.amendment(datetime.now(UTC))  # nothing to change, or two times: refused before sending
+        body = request.model_dump(mode="json", exclude_none=True)
+        return Task.model_validate((yield from self._request("POST", routes.task_change(task_id), body)))
+
+    @api_call
+    def bulk_cancel(
+        self,
+        *,
+        lambda_name: str | None = None,
+        collection: str | None = None,
+        status: Statuses = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        all: bool = False,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+        per_second: float | None = None,
+    ) -> Plan[BulkChange]:
+        """Cancel the waiting tasks of a selection (the soonest `limit`); a selection with no filter needs all=True.
+        The dry run lists them and changes nothing; per_second paces the cancellations."""
+        selection = _selection(locals())
+        return (yield from self._bulk("cancel", checked(TaskSelection, selection)))
+
+    @api_call
+    def bulk_reschedule(
+        self,
+        *,
+        run_at: datetime | None = None,
+        delay_seconds: float | None = None,
+        lambda_name: str | None = None,
+        collection: str | None = None,
+        status: Statuses = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        all: bool = False,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+        per_second: float | None = None,
+    ) -> Plan[BulkChange]:
+        """Run the waiting tasks of a selection at run_at (or delay_seconds from now), the n-th n / per_second
+        seconds later."""
+        request = checked(BulkRescheduleRequest, _selection(locals()))
+        request.when(datetime.now(UTC))
+        return (yield from self._bulk("reschedule", request))
+
+    @api_call
+    def bulk_reprioritise(
+        self,
+        priority: str,
+        *,
+        lambda_name: str | None = None,
+        collection: str | None = None,
+        status: Statuses = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        all: bool = False,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+        per_second: float | None = None,
+    ) -> Plan[BulkChange]:
+        """Move the waiting tasks of a selection to `priority`'s queue, the n-th no sooner than n / per_second
+        seconds from now."""
+        return (yield from self._bulk("reprioritise", checked(BulkReprioritiseRequest, _selection(locals()))))
+
+    def _bulk(self, action: str, request: TaskSelection) -> Plan[BulkChange]:
+        request.filter()  # a selection of everything without all=True is refused before sending
+        body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return _BULK_CHANGE.validate_python((yield from self._request("POST", routes.bulk(action), body)))
+
+
+def _selection(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A bulk call's arguments as the request's fields (those given)."""
+    fields = {k: v for k, v in arguments.items() if k != "self" and v is not None}
+    if "lambda_name" in fields:
+        fields["lambda"] = fields.pop("lambda_name")
+    if "status" in fields:
+        fields["status"] = [fields["status"]] if isinstance(fields["status"], str) else list(fields["status"])
+    return fields
 
 
 class GateCalls(ApiClient):
@@ -358,7 +461,7 @@ class ChainCalls(ApiClient):
         return ChainView.model_validate((yield from self._request("POST", routes.link_retry(chain_id, link), body)))
 
 
-class Calls(TaskCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):
+class Calls(TaskCalls, ChangeCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):
     """Every call of the API; a client is these plus a driver (Blocking or Asynchronous)."""
 
 

@@ -33,6 +33,15 @@ def task(task_id: str) -> str:
     return f"{TASKS}/{segment(task_id)}"
 
 
+def task_change(task_id: str) -> str:
+    return f"{task(task_id)}/change"
+
+
+def bulk(action: str) -> str:
+    """A bulk action (cancel, reschedule, reprioritise) on a selection of waiting tasks."""
+    return f"{TASKS}/bulk/{action}"
+
+
 def gate(lambda_name: str, collection: str | None) -> str:
     path = f"{GATES}/{segment(lambda_name)}"
     if collection is None:

@@ -44,7 +44,7 @@ LIVE_CONFIG = {
         "backoff_max": 0.5,
     },
     "lambdas": {
-        "flaky": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 2},
+        "flaky": {"priorities": ["high", "normal"], "default_priority": "normal", "max_attempts": 2},
         "step": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 2},
         "tick": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 2},
     },

@@ -53,6 +53,10 @@ class Change:
     # CLAIM of a task the consumer sent without writing: the index timestamp it was sent for.
     # An entry that has moved later since (a retry's backoff) is not due: the claim fails.
     entry_ms: int | None = None
+    # AMEND: the new priority (the entry moves to its partition), payload (encoded JSON) and scheduled time.
+    priority: str | None = None
+    payload: str | None = None
+    scheduled_at: datetime | None = None
     host: str | None = None  # CLAIM: the executor (host:pid) the task is claimed for
     result: str | None = None  # SUCCEED: what the callback returned, as compact JSON
     writer: str = field(default_factory=lambda: uuid.uuid4().hex[:12])

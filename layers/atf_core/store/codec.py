@@ -104,6 +104,7 @@ def item_to_task(item: Item) -> Task:
         timeout_seconds=raw.get(Attr.TIMEOUT),
         result=json.loads(raw[Attr.RESULT]) if Attr.RESULT in raw else None,
         traceparent=raw.get(Attr.TRACEPARENT),
+        next_at=maybe_from_ms(raw.get(Attr.INDEX_SK)),
     )
 
 

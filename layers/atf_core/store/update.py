@@ -72,7 +72,8 @@ class TransitionUpdate:
             if self._c.next_at is None:
                 raise ValueError(f"{self._t.name} needs next_at")
             shard = codec.shard_of(self._task.id, self._config.shards_of(self._task.lambda_name))
-            partition = codec.index_partition(self._t.moves_to, self._task.lambda_name, self._task.priority, shard)
+            priority = self._c.priority or self._task.priority
+            partition = codec.index_partition(self._t.moves_to, self._task.lambda_name, priority, shard)
             self._values[":pk"] = {"S": partition}
             self._values[":sk"] = {"N": str(to_ms(self._c.next_at))}
             self._sets += ["#pk = :pk", "#sk = :sk"]
@@ -92,6 +93,12 @@ class TransitionUpdate:
             self._set(Attr.CLAIMED_BY, {"S": self._c.host[:200]})
         if self._c.result is not None:
             self._set(Attr.RESULT, {"S": self._c.result})
+        if self._c.priority is not None:
+            self._set(Attr.PRIORITY, {"S": self._c.priority})
+        if self._c.payload is not None:
+            self._set(Attr.PAYLOAD, {"S": self._c.payload})
+        if self._c.scheduled_at is not None:
+            self._set(Attr.SCHEDULED, {"N": str(to_ms(self._c.scheduled_at))})
         if self._c.reason is not None:
             self._set(Attr.REASON, {"S": self._c.reason[:500]})
         if self._c.max_attempts is not None:  # a fresh budget on top of the attempts used so far
@@ -118,7 +125,10 @@ class TransitionUpdate:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":entry"] = {"N": str(self._c.entry_ms)}
             self._values[":recorded"] = {"S": TaskStatus.ENQUEUED.value}
-            clauses.append("(#s = :recorded OR #sk <= :entry)")
+            # ...and sent to the queue of the task's priority: after a change of priority, not the old one's.
+            self._names["#p"] = Attr.PRIORITY
+            self._values[":entry_p"] = {"S": self._task.priority}
+            clauses.append("(#s = :recorded OR #sk <= :entry) AND #p = :entry_p")
         clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr

@@ -1,0 +1,75 @@
+"""Changing a task that no executor has claimed: its run time, priority or payload (lifecycle.AMEND).
+
+One conditional write, fenced by the attempt the caller read, so a task claimed in the meantime refuses
+the change. Where the entry goes decides what happens to a message the consumer already sent for the
+old entry: the claim accepts a message only for the task's current priority and for an entry no later
+than the one it was sent for, so a later time or another priority makes it stale (the controller drops
+it), and the consumer sends the task again from its new entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from atf_core import lifecycle
+from atf_core.config import StackConfig
+from atf_core.errors import InputError, UnknownPriority
+from atf_core.schema import MAX_SCHEDULE_AHEAD, Task, encode_payload
+from atf_core.store.base import Change, Outcome, TaskRef, TaskStore
+
+ONE_MS = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class Amendment:
+    """What to change; None leaves it as it is."""
+
+    run_at: datetime | None = None
+    priority: str | None = None
+    payload: dict[str, Any] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.run_at is None and self.priority is None and self.payload is None
+
+
+def check_priority(config: StackConfig, lambda_name: str, priority: str) -> None:
+    priorities = config.lambda_named(lambda_name).priorities
+    if priority not in priorities:
+        raise UnknownPriority(f"priority {priority!r} is not one of {lambda_name}'s {priorities}", "priority")
+
+
+def check_run_at(run_at: datetime, now: datetime, field: str = "run_at") -> None:
+    if run_at - now > MAX_SCHEDULE_AHEAD:
+        raise InputError(f"{field} is more than a year ahead", field)
+
+
+def new_entry(task: Task, amendment: Amendment, now: datetime) -> datetime:
+    """Where the task's index entry goes: the new time; after a change of priority alone, its time or now,
+    whichever is later, and always at least a millisecond after the old entry (a consumer that sent the
+    task remembers it by (id, time), and would not look at an entry it thinks it has sent)."""
+    old = task.next_at or task.scheduled_at
+    moves = amendment.priority is not None and amendment.priority != task.priority
+    if amendment.run_at is not None:
+        return amendment.run_at + ONE_MS if moves and amendment.run_at == old else amendment.run_at
+    return max(old + ONE_MS, now) if moves else old
+
+
+def amend(store: TaskStore, task: Task, amendment: Amendment, now: datetime, at: datetime | None = None) -> Outcome:
+    """Apply the amendment to the task as read (its attempt fences the write); the entry goes to `at` if
+    given (a bulk run's spread-out time), else to new_entry. Not applied: the task moved on meanwhile."""
+    transition = lifecycle.amend_of(task.status)
+    if transition is None:
+        return Outcome(applied=False, task=task)
+    priority = amendment.priority if amendment.priority != task.priority else None
+    change = Change(
+        now=now,
+        attempt=task.attempt,
+        next_at=at or new_entry(task, amendment, now),
+        priority=priority,
+        payload=None if amendment.payload is None else encode_payload(amendment.payload),
+        scheduled_at=None if amendment.run_at is None else at or amendment.run_at,
+    )
+    return store.transition(TaskRef.of(task), transition, change)

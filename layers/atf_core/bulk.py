@@ -1,0 +1,248 @@
+"""Acting on many waiting tasks at once: cancel, reschedule or reprioritise a selection.
+
+A selection names any of lambda, collection, status and a window on when the tasks run next; one that
+names none of them matches every waiting task and needs `every` (the API's `all`). It is read from the
+scheduling index (each lambda's, priority's and shard's partition, in time order, the window as the
+sort-key range and the collection as a filter), then from the items, which say whether each task is
+still waiting: only tasks no executor has claimed (new, enqueued, retriable_failure) are selected.
+Chain links still waiting for their parents have no index entry and are not found here.
+
+Each action has a dry run, which lists what it would touch and when, and changes nothing; the real
+run writes each task with its own conditional write (lifecycle.CANCEL, or AMEND through atf_core.amend),
+so a task claimed between the read and the write is left as it is and reported as skipped. A rate
+spreads the real run out: rescheduled or reprioritised tasks run at most per_second a second (as a
+redrive's), cancellations are written at most per_second a second. A real run stops writing after
+RUN_BUDGET_S (its answer lists only the tasks it reached, with `more`): call it again for the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from itertools import islice
+
+from atf_core import lifecycle
+from atf_core.amend import Amendment, amend, check_priority, check_run_at, new_entry
+from atf_core.clock import Clock
+from atf_core.config import StackConfig
+from atf_core.deadletters import EPOCH, FOREVER
+from atf_core.definitions import Attr
+from atf_core.errors import InputError
+from atf_core.lifecycle import Assoc
+from atf_core.schema import Task, TaskStatus, utcnow
+from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store.codec import index_partition
+
+S = TaskStatus
+WAITING = frozenset({S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE})
+MAX_BULK = 1000  # each selected task is one write, inside API Gateway's 29 s
+# A real run answers after this long at most (reads included), well inside API Gateway's 29 s and the
+# clients' read timeouts; what it did not reach is left as it was, and `more` says to call again.
+RUN_BUDGET_S = 6.0
+READ_BATCH = 100  # BatchGetItem's limit
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    lambda_name: str | None = None
+    collection: str | None = None
+    statuses: frozenset[TaskStatus] = WAITING
+    since: datetime | None = None  # runs next at or after
+    until: datetime | None = None  # runs next at or before
+    limit: int = MAX_BULK
+
+
+def task_filter(
+    lambda_name: str | None = None,
+    collection: str | None = None,
+    statuses: frozenset[TaskStatus] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    every: bool = False,
+    limit: int = MAX_BULK,
+) -> TaskFilter:
+    """The core's filter once it makes sense; one that would match every waiting task needs `every`."""
+    if statuses is not None and not statuses <= WAITING:
+        wrong = ", ".join(sorted(s.value for s in statuses - WAITING))
+        raise InputError(
+            f"status {wrong}: only waiting tasks (new, enqueued, retriable_failure) can be changed", "status"
+        )
+    if since is not None and until is not None and since > until:
+        raise InputError("until is before since", "until")
+    narrowed = lambda_name or collection or since or until or (statuses is not None and statuses != WAITING)
+    if not narrowed and not every:
+        raise InputError(
+            "the filter matches every waiting task: name a lambda, collection, status or window, or set all", "all"
+        )
+    return TaskFilter(lambda_name, collection, statuses or WAITING, since, until, min(limit, MAX_BULK))
+
+
+@dataclass(frozen=True)
+class WaitingTask:
+    id: str
+    lambda_name: str
+    collection: str
+    priority: str
+    status: TaskStatus
+    next_at: datetime  # when it runs (before the change)
+
+
+@dataclass
+class BulkChange:
+    """What a bulk action did, or in a dry run would do."""
+
+    dry_run: bool
+    matched: list[WaitingTask] = field(default_factory=list)
+    changed: int = 0
+    skipped: list[str] = field(default_factory=list)  # claimed (or changed) between the read and the write
+    more: bool = False  # the selection holds more than `limit`: run it again for the rest
+    first_at: datetime | None = None  # when the first and last of them run (cancel: are cancelled)
+    last_at: datetime | None = None
+
+
+class BulkChanges:
+    def __init__(
+        self,
+        store: TaskStore,
+        config: StackConfig,
+        clock: Clock = utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store, self._config, self._clock, self._sleep = store, config, clock, sleep
+
+    def cancel(self, selection: TaskFilter, dry_run: bool, per_second: float | None = None) -> BulkChange:
+        began = time.monotonic()
+        tasks, result = self._selected(selection, dry_run)
+        start = self._clock()
+        _span(result, [start + _gap(i, per_second) for i in range(len(tasks))])
+        if dry_run:
+            return result
+        for i, task in enumerate(tasks):
+            if per_second is not None:
+                self._sleep(max(0.0, began + i / per_second - time.monotonic()))
+            if _out_of_time(result, i, began):
+                break
+            change = Change(now=self._clock(), reason="cancelled in bulk")
+            _tally(result, task, self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change))
+        return result
+
+    def reschedule(
+        self, selection: TaskFilter, run_at: datetime, dry_run: bool, per_second: float | None = None
+    ) -> BulkChange:
+        """To run at `run_at`, the n-th of them n / per_second seconds later."""
+        check_run_at(run_at, self._clock())
+        began = time.monotonic()
+        tasks, result = self._selected(selection, dry_run)
+        times = [run_at + _gap(i, per_second) for i in range(len(tasks))]
+        return self._amend(result, tasks, Amendment(run_at=run_at), times, began)
+
+    def reprioritise(
+        self, selection: TaskFilter, priority: str, dry_run: bool, per_second: float | None = None
+    ) -> BulkChange:
+        """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now."""
+        for lambda_name in self._lambdas(selection):
+            check_priority(self._config, lambda_name, priority)
+        began = time.monotonic()
+        tasks, result = self._selected(selection, dry_run, leave_priority=priority)
+        amendment, now = Amendment(priority=priority), self._clock()
+        times = [max(new_entry(task, amendment, now), now + _gap(i, per_second)) for i, task in enumerate(tasks)]
+        return self._amend(result, tasks, amendment, times, began)
+
+    def _amend(
+        self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime], began: float
+    ) -> BulkChange:
+        _span(result, times)
+        if not result.dry_run:
+            for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
+                if _out_of_time(result, i, began):
+                    break
+                _tally(result, task, amend(self._store, task, amendment, self._clock(), at=at))
+        return result
+
+    def _selected(
+        self, selection: TaskFilter, dry_run: bool, leave_priority: str | None = None
+    ) -> tuple[list[Task], BulkChange]:
+        tasks, more = self._select(selection, leave_priority)
+        return tasks, BulkChange(dry_run=dry_run, matched=[_view(t) for t in tasks], more=more)
+
+    def _select(self, selection: TaskFilter, leave_priority: str | None) -> tuple[list[Task], bool]:
+        """The first `limit` waiting tasks of the selection, soonest first, and whether there are more.
+
+        Each partition is read in time order, so its first `limit` entries are all it can contribute;
+        the items then say which of those are still waiting (the index is read eventually consistent)."""
+        entries: list[DueEntry] = []
+        more = False
+        for partition in self._partitions(selection, leave_priority):
+            found = list(islice(partition, selection.limit + 1))
+            more |= len(found) > selection.limit
+            entries += found[: selection.limit]
+        entries.sort(key=lambda e: (e.next_ms, e.id))
+        tasks: list[Task] = []
+        for start in range(0, len(entries), READ_BATCH):
+            chunk = entries[start : start + READ_BATCH]
+            by_id = {t.id: t for t in self._store.get_many([e.id for e in chunk])}
+            for entry in chunk:
+                task = by_id.get(entry.id)
+                if task is not None and _selects(selection, task, leave_priority):
+                    if len(tasks) == selection.limit:
+                        return tasks, True
+                    tasks.append(task)
+        return tasks, more
+
+    def _lambdas(self, selection: TaskFilter) -> list[str]:
+        if selection.lambda_name is not None:
+            self._config.lambda_named(selection.lambda_name)  # an unknown lambda is refused, naming it
+            return [selection.lambda_name]
+        return sorted(self._config.lambdas)
+
+    def _partitions(self, selection: TaskFilter, leave_priority: str | None) -> Iterator[Iterator[DueEntry]]:
+        assocs = [Assoc.NEW] if selection.statuses & {S.NEW, S.ENQUEUED} else []
+        assocs += [Assoc.STARTED] if S.RETRIABLE_FAILURE in selection.statuses else []
+        equal = {Attr.COLLECTION: selection.collection} if selection.collection else {}
+        low, high = selection.since or EPOCH, selection.until or FOREVER
+        for lambda_name in self._lambdas(selection):
+            for priority in self._config.lambdas[lambda_name].priorities:
+                if priority == leave_priority:
+                    continue
+                for assoc in assocs:
+                    for shard in range(self._config.shards_of(lambda_name)):
+                        partition = index_partition(assoc, lambda_name, priority, shard)
+                        yield self._store.entries(partition, low, high, equal)
+
+
+def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> bool:
+    """Whether the task, as its item stands, is still in the selection."""
+    if task.status not in selection.statuses or task.next_at is None or task.priority == leave_priority:
+        return False
+    return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
+
+
+def _gap(i: int, per_second: float | None) -> timedelta:
+    return timedelta(seconds=i / per_second) if per_second else timedelta(0)
+
+
+def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:
+    """Past the run's budget: the answer lists only the first `reached` tasks, and says there are more."""
+    if time.monotonic() - began <= RUN_BUDGET_S:
+        return False
+    result.matched, result.more = result.matched[:reached], True
+    return True
+
+
+def _span(result: BulkChange, times: list[datetime]) -> None:
+    if times:
+        result.first_at, result.last_at = min(times), max(times)
+
+
+def _tally(result: BulkChange, task: Task, outcome: Outcome) -> None:
+    if outcome.applied:
+        result.changed += 1
+    else:
+        result.skipped.append(task.id)
+
+
+def _view(task: Task) -> WaitingTask:
+    assert task.next_at is not None  # _selects keeps only indexed tasks
+    return WaitingTask(task.id, task.lambda_, task.collection, task.priority, task.status, task.next_at)

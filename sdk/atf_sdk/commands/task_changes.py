@@ -1,0 +1,153 @@
+"""atf change ID (one waiting task) and atf bulk cancel | reschedule | reprioritise (a selection of them)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from atf_core.bulk import MAX_BULK, BulkChange
+from atf_core.schema import Task
+from atf_sdk.commands.support import (
+    Exit,
+    add_yes,
+    client,
+    common,
+    confirmed,
+    console,
+    guarded,
+    json_object,
+    json_out,
+    moment,
+    progress,
+    when,
+)
+
+if TYPE_CHECKING:
+    from atf_sdk.client import AtfClient
+
+SHOWN = 20  # rows of a selection printed as a table; --json has them all
+WAITING = ("new", "enqueued", "retriable_failure")
+
+
+def _change(args: argparse.Namespace) -> int:
+    with client(args) as atf:
+        task = atf.change(
+            args.id, run_at=args.at, delay_seconds=args.delay, priority=args.priority, payload=args.payload
+        )
+    if args.json:
+        json_out(task)
+    else:
+        _changed(task)
+    return Exit.OK
+
+
+def _changed(task: Task) -> None:
+    console().print(f"{task.id}: {task.status.value}, priority {task.priority}, runs at {when(task.next_at)}")
+
+
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "lambda_name": args.lambda_name,
+        "collection": args.collection,
+        "status": args.status,
+        "since": args.since,
+        "until": args.until,
+        "all": args.all,
+        "limit": args.limit,
+        "per_second": args.per_second,
+    }
+
+
+def _call(atf: AtfClient, args: argparse.Namespace, dry_run: bool) -> BulkChange:
+    fields = {**_selection(args), "dry_run": dry_run}
+    if args.action == "cancel":
+        return atf.bulk_cancel(**fields)
+    if args.action == "reschedule":
+        return atf.bulk_reschedule(run_at=args.at, delay_seconds=args.delay, **fields)
+    return atf.bulk_reprioritise(args.priority, **fields)
+
+
+def _bulk(args: argparse.Namespace) -> int:
+    """A dry run first, so the question names how many it would touch (--yes and --dry-run skip asking)."""
+    with client(args) as atf:
+        if not (args.dry_run or args.yes):
+            would = _call(atf, args, dry_run=True)
+            question = f"{args.action} {len(would.matched)}{'+' if would.more else ''} waiting tasks?"
+            if would.matched and not confirmed(args, question):
+                return Exit.FAILED
+        with progress(f"{args.action}: changing", None):
+            done = _call(atf, args, args.dry_run)
+    if args.json:
+        json_out(done)
+    else:
+        _summary(done, args.action)
+    return Exit.OK
+
+
+def _summary(done: BulkChange, verb: str) -> None:
+    from rich.table import Table
+
+    more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
+    if done.dry_run:
+        title = f"dry run: would {verb} {len(done.matched)} waiting tasks{more}"
+    else:
+        title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}"
+    table = Table("id", "lambda", "collection", "priority", "status", "runs at", title=title)
+    for task in done.matched[:SHOWN]:
+        table.add_row(task.id, task.lambda_name, task.collection, task.priority, task.status.value, when(task.next_at))
+    out = console()
+    out.print(table)
+    if done.skipped:
+        out.print(f"{len(done.skipped)} claimed meanwhile, left as they were: {', '.join(done.skipped[:SHOWN])}")
+    if done.matched and done.first_at and done.last_at and verb != "cancel":
+        out.print(f"they run from {when(done.first_at)} to {when(done.last_at)}")
+    if done.more:
+        out.print(f"more tasks match than --limit {len(done.matched)}: run it again for the rest")
+
+
+def _when_options(verb: argparse.ArgumentParser, required: bool) -> None:
+    at = verb.add_mutually_exclusive_group(required=required)
+    at.add_argument("--at", type=moment, help="the new run time (RFC 3339)")
+    at.add_argument("--delay", type=float, metavar="SECONDS", help="the new run time, seconds from now")
+
+
+def _add_change(verbs: Any) -> None:
+    verb = verbs.add_parser(
+        "change", parents=[common()], help="change the run time, priority or payload of a task not yet claimed"
+    )
+    verb.add_argument("id", metavar="ID")
+    _when_options(verb, required=False)
+    verb.add_argument("--priority", help="one of the lambda's priorities")
+    verb.add_argument("--payload", type=json_object, help="a JSON object that replaces the payload")
+    verb.set_defaults(run=guarded(_change))
+
+
+def _add_bulk(verbs: Any) -> None:
+    group = verbs.add_parser("bulk", help="cancel, reschedule or reprioritise waiting tasks by filter")
+    actions = group.add_subparsers(dest="action", required=True)
+    for name, text in (
+        ("cancel", "cancel them"),
+        ("reschedule", "run them at a new time"),
+        ("reprioritise", "move them to another priority's queue"),
+    ):
+        verb = actions.add_parser(name, parents=[common()], help=text)
+        verb.add_argument("--lambda", dest="lambda_name", metavar="LAMBDA")
+        verb.add_argument("--collection")
+        verb.add_argument("--status", action="append", choices=WAITING, help="repeat for several (default: all)")
+        verb.add_argument("--since", type=moment, help="runs next at or after (RFC 3339)")
+        verb.add_argument("--until", type=moment, help="runs next at or before (RFC 3339)")
+        verb.add_argument("--all", action="store_true", help="needed when no filter is given: every waiting task")
+        verb.add_argument("--limit", type=int, default=MAX_BULK, help=f"the soonest N (default {MAX_BULK})")
+        verb.add_argument("--dry-run", action="store_true", help="list what it would touch; change nothing")
+        verb.add_argument("--per-second", type=float, help="the real run's rate (see docs/api.md)")
+        add_yes(verb)  # else it asks, naming how many
+        if name == "reschedule":
+            _when_options(verb, required=True)
+        if name == "reprioritise":
+            verb.add_argument("--priority", required=True, help="one of the selected lambdas' priorities")
+        verb.set_defaults(run=guarded(_bulk))
+
+
+def add_task_change_commands(verbs: Any) -> None:
+    _add_change(verbs)
+    _add_bulk(verbs)

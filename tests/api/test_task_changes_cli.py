@@ -1,0 +1,86 @@
+"""atf change and atf bulk on the quiet stack: --json, --dry-run, the question a real bulk run asks
+(--yes to skip it), and the exit statuses (2 for bad input, 3 not found, 4 a task claimed meanwhile)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from atf_core.schema import TaskStatus
+from atf_local.stack import LocalStack
+from atf_sdk.cli import main
+from atf_sdk.client import AtfClient
+from tests.api.states import advance
+
+
+@pytest.fixture
+def atf(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> Any:
+    """Run `atf ...` in this process; give back (exit status, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            main(["--api-url", stack.api_url, *argv])
+        captured = capsys.readouterr()
+        return int(exited.value.code or 0), captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def collection(client: AtfClient) -> str:
+    """Two `work` tasks waiting ten minutes, in a collection of their own."""
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    for n in range(2):
+        client.schedule("work", {"n": n}, collection=name, delay_seconds=600)
+    return name
+
+
+def test_change_prints_the_task_and_a_claimed_one_exits_4(atf: Any, client: AtfClient, store: Any) -> None:
+    task_id = client.schedule("work", delay_seconds=600).id
+    code, out, _ = atf("change", task_id, "--priority", "low", "--payload", '{"v": 2}', "--json")
+    changed = json.loads(out)
+    assert code == 0 and (changed["priority"], changed["payload"]) == ("low", {"v": 2})
+    code, out, _ = atf("change", task_id, "--delay", "60")
+    assert code == 0 and out.startswith(f"{task_id}: new, priority low, runs at ")
+    advance(store, task_id, TaskStatus.CLAIMED)
+    code, _, err = atf("change", task_id, "--delay", "60")
+    assert code == 4 and err.startswith("atf: conflict:") and "claimed" in err
+    code, _, err = atf("change", task_id)
+    assert code == 2 and err.rstrip().endswith("(run_at)")
+    code, _, _ = atf("change", uuid.uuid4().hex, "--delay", "5")
+    assert code == 3
+
+
+def test_a_bulk_dry_run_lists_and_the_real_run_needs_yes_without_a_terminal(
+    atf: Any, client: AtfClient, collection: str
+) -> None:
+    code, out, _ = atf("bulk", "reschedule", "--collection", collection, "--delay", "60", "--dry-run", "--json")
+    dry = json.loads(out)
+    assert code == 0 and dry["dry_run"] and len(dry["matched"]) == 2 and dry["changed"] == 0
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--dry-run")
+    assert code == 0 and "dry run: would cancel 2 waiting tasks" in out
+    code, _, err = atf("bulk", "cancel", "--collection", collection)
+    assert code == 2 and "cancel 2 waiting tasks?" in err and "--yes" in err, "no terminal to ask: it stops"
+    assert client.bulk_cancel(collection=collection, dry_run=True).matched, "and changed nothing"
+    code, out, _ = atf(
+        "bulk", "reprioritise", "--lambda", "work", "--collection", collection, "--priority", "high", "-y"
+    )
+    assert code == 0 and "reprioritise: 2 of 2 matched changed" in out
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--status", "new", "--yes", "--json")
+    assert code == 0 and json.loads(out)["changed"] == 2
+
+
+def test_bad_bulk_input_exits_2_naming_the_field(atf: Any) -> None:
+    code, _, err = atf("bulk", "cancel", "--yes")
+    assert code == 2 and err.rstrip().endswith("(all)")
+    code, _, err = atf("bulk", "cancel", "--status", "bogus")
+    assert code == 2 and "--status" in err
+    code, _, err = atf("bulk", "reschedule", "--lambda", "work", "--at", "2030-01-01T00:00:00Z", "--delay", "5")
+    assert code == 2 and "--delay" in err
+    code, _, err = atf("bulk", "cancel", "--lambda", "work", "--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01")
+    assert code == 2 and err.rstrip().endswith("(until)")
+    code, _, err = atf("bulk", "reprioritise", "--lambda", "work", "--priority", "urgent", "--json")
+    assert code == 2 and json.loads(err)["field"] == "priority"
