@@ -11,6 +11,7 @@ from typing import Any
 
 from atf_core.schema import Task, TaskStatus
 from atf_sdk.snapshot import Snapshot
+from atf_sdk.worker.controller import ControllerSettings
 from tests.console.conftest import ConsoleStack
 
 
@@ -72,6 +73,9 @@ def test_pause_holds_the_lambdas_tasks_until_resume(console_stack: ConsoleStack,
     page.click("button.pause[data-gate='mail/*']")
     assert "Pause gate on mail/*" in page.locator("#message").inner_text()
     assert "paused" in page.locator("#lambda-gates").inner_text()
+    # A gate takes effect within a consumer poll (one begun before it may still send) and a controller's gate
+    # refresh (README, "gates"): tasks scheduled after that window are held.
+    time.sleep(console_stack.config.poll_interval + ControllerSettings.gate_refresh_s + 0.5)
 
     ids = [console_stack.client.schedule("mail", {"n": n}).id for n in range(3)]
     time.sleep(3)  # six consumer polls and more than one receive wait of the host
