@@ -41,11 +41,14 @@ class MotoServer:
     """moto's server on loopback in this process's threads, wrapped by `wrap`."""
 
     def __init__(self, port: int, wrap: Callable[[App], App]) -> None:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from moto.moto_server import werkzeug_app
         from werkzeug.serving import make_server
 
-        app = wrap(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+        app = wrap(werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app))
+        # The request handler moto's own server uses, where this moto has one (later 5.2 releases: it keeps
+        # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
+        handler = getattr(werkzeug_app, "MotoRequestHandler", None)
+        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"moto-{port}")
 
     def start(self) -> MotoServer:
