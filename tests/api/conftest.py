@@ -19,9 +19,10 @@ import pytest
 import urllib3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 
-from atf_core.aws import make_clients
+from atf_core.aws import RETRY_CONFIG, make_clients
 from atf_core.config import StackConfig
 from atf_core.store.tasks import DynamoTaskStore
 from atf_local.stack import LocalStack, free_port
@@ -122,7 +123,9 @@ def store(stack: LocalStack) -> DynamoTaskStore:
 @pytest.fixture
 def item_count(stack: LocalStack) -> Any:
     """How many items the table holds (tasks and the gates item): to show a refusal wrote nothing."""
-    dynamodb = make_clients(stack.endpoint).dynamodb
+    # A whole-table scan of the package's shared stack (thousands of tasks by its later tests) can take moto
+    # longer than the framework's 2 s read timeout on a busy machine.
+    dynamodb = make_clients(stack.endpoint, config=RETRY_CONFIG.merge(Config(read_timeout=60))).dynamodb
 
     def count() -> int:
         return int(dynamodb.scan(TableName=stack.config.table_name, Select="COUNT", ConsistentRead=True)["Count"])
