@@ -12,6 +12,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -32,6 +33,8 @@ MISSES_ALLOWED = 3
 MOST_SHARDS = 1024
 # Queues one (lambda, priority) may be split over: each is a receive loop on every worker host.
 MOST_QUEUE_PARTS = 16
+PRIORITY_PATTERN = r"^[a-z][a-z0-9_-]{0,19}$"
+SQS_QUEUE_NAME_MAX = 80
 
 
 class Limits(BaseModel):
@@ -48,7 +51,10 @@ class LambdaSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    priorities: list[str] = Field(default_factory=lambda: ["high", "normal", "low"], min_length=1)
+    # Priorities name SQS queues, metrics and CloudFormation resources: the characters all of them accept.
+    priorities: list[Annotated[str, Field(pattern=PRIORITY_PATTERN)]] = Field(
+        default_factory=lambda: ["high", "normal", "low"], min_length=1
+    )
     default_priority: str = "normal"
     max_attempts: int = Field(default=5, ge=1, le=100)
     rate: float | None = Field(
@@ -186,6 +192,27 @@ class StackConfig(BaseModel):
                     f"lambdas.{name}.rate: {spec.rate:g} tasks/s needs {parts} queues per priority, more than"
                     f" {MOST_QUEUE_PARTS}: shorten the lookahead or spread the load over more lambdas"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _queue_names_are_distinct(self) -> StackConfig:
+        # Queue names join stack, lambda, priority and split part with "-", which names may contain too:
+        # ("a-b", "c") and ("a", "b-c"), or a priority "normal-1" beside a split "normal", would share a queue.
+        from atf_core.definitions import queue_specs  # definitions builds on this module
+
+        owners: dict[str, str] = {}
+        for spec in queue_specs(self):
+            field = f"lambdas.{spec.lambda_name}.priorities"
+            for name in (spec.name, spec.dead_letter_name):
+                if len(name) > SQS_QUEUE_NAME_MAX:
+                    raise ValueError(
+                        f"{field}: queue name {name!r} is longer than SQS's {SQS_QUEUE_NAME_MAX} characters"
+                    )
+                if name in owners:
+                    raise ValueError(
+                        f"{field}: queue name {name!r} is also {owners[name]}'s: rename a lambda or priority"
+                    )
+                owners[name] = f"({spec.lambda_name}, {spec.priority}, part {spec.part})"
         return self
 
     def lambda_named(self, name: str) -> LambdaSpec:

@@ -34,3 +34,37 @@ def test_lambda_names_are_checked() -> None:
 def test_per_lambda_shards_override_the_default() -> None:
     config = StackConfig(shards=4, lambdas={"a": LambdaSpec(), "b": LambdaSpec(shards=20)})
     assert (config.shards_of("a"), config.shards_of("b")) == (4, 20)
+
+
+def test_names_that_would_share_a_queue_are_refused_naming_the_priorities() -> None:
+    # Given two lambdas whose lambda and priority names join, with "-", into the same queue name
+    both = {
+        "a-b": LambdaSpec(priorities=["c"], default_priority="c"),
+        "a": LambdaSpec(priorities=["b-c"], default_priority="b-c"),
+    }
+    # Then the configuration is refused, naming where the second one comes from
+    with pytest.raises(
+        ValidationError, match=r"lambdas\.a\.priorities: queue name 'atf-a-b-c' is also \(a-b, c, part 0\)"
+    ):
+        StackConfig(lambdas=both)
+
+
+def test_a_priority_named_like_a_split_part_is_refused() -> None:
+    # Given a priority "normal" split over two queues ("normal", "normal-1") beside a priority named "normal-1"
+    spec = LambdaSpec(priorities=["normal", "normal-1"], queue_parts=2)
+    with pytest.raises(ValidationError, match="atf-demo-normal-1"):
+        StackConfig(lambdas={"demo": spec})
+    # Then one queue each is fine
+    assert StackConfig(lambdas={"demo": LambdaSpec(priorities=["normal", "normal-1"])})
+
+
+def test_queue_names_must_fit_sqs() -> None:
+    long_lambda = "l" * 40
+    with pytest.raises(ValidationError, match=f"lambdas.{long_lambda}.priorities: queue name .* longer than SQS's 80"):
+        StackConfig(name="a" * 21, lambdas={long_lambda: LambdaSpec(priorities=["p" * 20], default_priority="p" * 20)})
+
+
+@pytest.mark.parametrize("priority", ["High", "with space", "", "x" * 21, "9first"])
+def test_priority_names_are_checked(priority: str) -> None:
+    with pytest.raises(ValidationError, match=r"priorities\.0"):
+        LambdaSpec(priorities=[priority], default_priority=priority)
