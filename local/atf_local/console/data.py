@@ -14,13 +14,17 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from atf_core.amend import Amendment
+from atf_core.api import BulkReprioritiseRequest, BulkRescheduleRequest, TaskSelection
 from atf_core.aws import AwsClients
+from atf_core.bulk import BulkChange, BulkChanges
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.store.scan import TaskScan
 from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import Scheduling
 from atf_core.telemetry import percentile
 from atf_sdk.snapshot import QueueRow, Snapshot
 
@@ -69,6 +73,8 @@ class ConsoleData:
         self.store = DynamoTaskStore(clients.dynamodb, config)
         self._gating = Gating(self.store, config)
         self._dead_letters = DeadLetters(self.store, config)
+        self._bulk = BulkChanges(self.store, config)
+        self._scheduling = Scheduling(self.store, config)
 
     # -- tasks ---------------------------------------------------------------
     def tasks(self) -> list[Task]:
@@ -132,3 +138,20 @@ class ConsoleData:
 
     def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> BulkResult:
         return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second)
+
+    # -- waiting tasks -------------------------------------------------------
+    def waiting(self, selection: TaskSelection) -> BulkChange:
+        """The waiting tasks a selection holds (a bulk action's dry run lists them)."""
+        return self._bulk.cancel(selection.filter(), dry_run=True)
+
+    def bulk(self, request: TaskSelection, now: datetime) -> BulkChange:
+        """The action the request's model names, as POST /v1/tasks/bulk/... runs it."""
+        selection, dry_run, rate = request.filter(), request.dry_run, request.per_second
+        if isinstance(request, BulkRescheduleRequest):
+            return self._bulk.reschedule(selection, request.when(now), dry_run, rate)
+        if isinstance(request, BulkReprioritiseRequest):
+            return self._bulk.reprioritise(selection, request.priority, dry_run, rate)
+        return self._bulk.cancel(selection, dry_run, rate)
+
+    def change(self, task_id: str, amendment: Amendment) -> Task:
+        return self._scheduling.amend(task_id, amendment)

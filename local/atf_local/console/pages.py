@@ -42,7 +42,7 @@ def page(title: str, body: str, config: StackConfig, message: str = "", error: b
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)} · ATF console</title>
 <style>{STYLE}</style></head>
 <body><header><strong>ATF console</strong><span class="muted">{escape(config.name)}</span>
-<a href="/">Overview</a><a href="/dead-letters">Dead letters</a>
+<a href="/">Overview</a><a href="/waiting">Waiting tasks</a><a href="/dead-letters">Dead letters</a>
 <form action="/tasks" method="get"><input name="id" placeholder="task id" size="34" aria-label="task id">
 <button type="submit">Find task</button></form></header>
 <main>{flash}{body}</main></body></html>"""

@@ -5,6 +5,9 @@
     GET  /dead-letters?...      dead letters, filtered by lambda, collection, error class
     POST /gates                 pause, drop or resume a lambda or a collection
     POST /dead-letters/redrive  redrive a filtered selection (optionally dry, at a drip rate)
+    GET  /waiting?...           waiting tasks, filtered by lambda, collection, state, run-time window
+    POST /waiting               cancel, reschedule or reprioritise that selection (optionally dry, at a rate)
+    POST /tasks/<id>/change     change the run time, priority or payload of a task not yet claimed
     GET  /api/snapshot          the overview as JSON, for `atf top --console-url`
 
 A POST from another origin is refused: any page a browser visits could
@@ -17,15 +20,15 @@ import logging
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError
-from atf_core.schema import GateAction
+from atf_core.schema import GateAction, utcnow
 from atf_local.background import BackgroundServer
-from atf_local.console import pages
+from atf_local.console import pages, waiting
 from atf_local.console.data import ConsoleData
 
 log = logging.getLogger("atf.console")
@@ -40,11 +43,13 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = _form(url.query)
         routes = {"/": self._overview, "/dead-letters": self._dead_letters, "/api/snapshot": self._snapshot}
+        routes["/waiting"] = self._waiting
         try:
             if url.path in routes:
                 routes[url.path](query)
             elif url.path == "/tasks" or url.path.startswith("/tasks/"):
-                self._task(unquote(url.path.removeprefix("/tasks").strip("/")) or query.get("id", "").strip())
+                task_id = unquote(url.path.removeprefix("/tasks").strip("/")) or query.get("id", "").strip()
+                self._task(task_id, query.get("message", ""), bool(query.get("error")))
             else:
                 self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {url.path}", error=True))
         except Exception:
@@ -65,6 +70,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._redirect(self._gate(form))
             elif path == "/dead-letters/redrive":
                 self._redrive(form)
+            elif path == "/waiting":
+                self._bulk(form)
+            elif path.startswith("/tasks/") and path.endswith("/change"):
+                self._redirect(self._change(unquote(path.removeprefix("/tasks/").removesuffix("/change")), form))
             else:
                 self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {path}", error=True))
         except AtfError as error:
@@ -80,18 +89,29 @@ class _Handler(BaseHTTPRequestHandler):
             html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{int(query["refresh"])}">', 1)
         self._html(HTTPStatus.OK, html)
 
-    def _task(self, task_id: str) -> None:
+    def _task(self, task_id: str, message: str = "", error: bool = False) -> None:
         task = self.server.data.task(task_id) if task_id else None
         if task is None:
             self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"No task {task_id!r}", error=True))
             return
-        self._html(HTTPStatus.OK, self._page(f"Task {task.id}", pages.task_page(task)))
+        body = pages.task_page(task) + waiting.change_form(task, self.server.config)
+        self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
     def _dead_letters(self, query: Form, message: str = "", error: bool = False) -> None:
         chosen = _selection(query, self.server.config) or DeadLetterFilter(next(iter(self.server.config.lambdas)))
         found = self.server.data.dead_letters(chosen)
         body = pages.dead_letters_page(self.server.config, chosen, found)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
+
+    def _waiting(self, query: Form, message: str = "", error: bool = False) -> None:
+        found = None
+        try:
+            if any(query.get(name) for name in waiting.SELECTION_FIELDS):
+                found = self.server.data.waiting(waiting.selection_request(query))
+        except AtfError as refused:
+            message, error = f"{refused.code}: {refused}", True
+        body = waiting.waiting_page(self.server.config, query, found)
+        self._html(HTTPStatus.OK, self._page("Waiting tasks", body, message, error))
 
     def _snapshot(self, query: Form) -> None:
         body = self.server.data.snapshot().model_dump_json(by_alias=True).encode()
@@ -116,6 +136,25 @@ class _Handler(BaseHTTPRequestHandler):
         per_second = float(form["per_second"]) if form.get("per_second") else None
         result = self.server.data.redrive(chosen, dry_run=bool(form.get("dry_run")), per_second=per_second)
         self._dead_letters(form, pages.redrive_message(result))
+
+    def _bulk(self, form: Form) -> None:
+        action = form.get("action", "")
+        try:
+            result = self.server.data.bulk(waiting.selection_request(form, action), utcnow())
+        except AtfError as refused:  # nothing was written: the form stays as it was, with the reason
+            self._waiting(form, f"{refused.code}: {refused}", error=True)
+            return
+        selection = {name: form[name] for name in waiting.SELECTION_FIELDS if form.get(name)}
+        self._waiting(selection, waiting.bulk_message(action, result))
+
+    def _change(self, task_id: str, form: Form) -> str:
+        back = f"/tasks/{quote(task_id)}"
+        try:
+            task = self.server.data.change(task_id, waiting.amendment_request(form).amendment(utcnow()))
+        except AtfError as refused:
+            return pages.back_to(back, message=f"{refused.code}: {refused}", error="1")
+        changed = f"Changed: {task.status.value}, priority {task.priority}, runs at {pages.when(task.next_at)} UTC"
+        return pages.back_to(back, message=changed)
 
     # -- plumbing ------------------------------------------------------------
     def _page(self, title: str, body: str, message: str = "", error: bool = False) -> str:

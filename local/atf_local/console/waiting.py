@@ -1,0 +1,176 @@
+"""The console's view of waiting tasks: a selection to cancel, reschedule or reprioritise at once, and the
+form that changes one task no executor has claimed.
+
+Forms are read into the API's own request models (atf_core.api), so a bad field is refused with the
+same error, naming the same field, as `POST /v1/tasks/bulk/...` and `POST /v1/tasks/{id}/change` give.
+Times typed into the forms are UTC, as the console shows every time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from html import escape
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
+
+from atf_core.api import BulkReprioritiseRequest, BulkRescheduleRequest, TaskAmendmentRequest, TaskSelection
+from atf_core.bulk import WAITING, BulkChange
+from atf_core.config import StackConfig
+from atf_core.errors import InputError, input_error
+from atf_core.schema import Task
+from atf_local.console.pages import cell, table, when
+
+ACTIONS: dict[str, type[TaskSelection]] = {
+    "cancel": TaskSelection,
+    "reschedule": BulkRescheduleRequest,
+    "reprioritise": BulkReprioritiseRequest,
+}
+SELECTION_FIELDS = ("lambda", "collection", "status", "since", "until", "all")
+ACTION_FIELDS = ("run_at", "delay_seconds", "priority", "per_second", "dry_run")
+TIME_FIELDS = ("since", "until", "run_at")
+M = TypeVar("M", bound=BaseModel)
+PAST = {"cancel": "Cancelled", "reschedule": "Rescheduled", "reprioritise": "Reprioritised"}
+
+
+def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSelection:
+    """The form as the bulk route's request for `action` (cancel: the selection alone)."""
+    if action not in ACTIONS:
+        raise InputError(f"action {action!r} is not one of {sorted(ACTIONS)}", "action")
+    fields = SELECTION_FIELDS + (ACTION_FIELDS if action != "cancel" else ("per_second", "dry_run"))
+    return _parsed(ACTIONS[action], form, fields)
+
+
+def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:
+    """The change form as `POST /v1/tasks/{id}/change`'s request; a blank field is left as it is."""
+    given = dict(form)
+    if given.get("payload", "").strip():
+        try:
+            given["payload"] = json.loads(given["payload"])
+        except json.JSONDecodeError as error:
+            raise InputError(f"payload: not JSON ({error.msg})", "payload") from None
+    return _parsed(TaskAmendmentRequest, given, ("run_at", "delay_seconds", "priority", "payload"))
+
+
+def _parsed(model: type[M], form: Mapping[str, Any], fields: tuple[str, ...]) -> M:
+    body: dict[str, Any] = {}
+    for name in fields:
+        value = form.get(name)
+        if value is None or value == "":
+            continue
+        if name in TIME_FIELDS and isinstance(value, str):
+            value = _utc(value)
+        body[name] = [value] if name == "status" else value
+    for flag in ("all", "dry_run"):
+        if flag in body:
+            body[flag] = True  # a ticked box
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise input_error(error) from None
+
+
+def _utc(typed: str) -> str:
+    """A datetime-local input has no zone: the console's times are UTC."""
+    has_zone = typed.endswith("Z") or "+" in typed[10:] or "-" in typed[10:]
+    return typed if has_zone else f"{typed}Z"
+
+
+# -- pages -------------------------------------------------------------------------
+
+
+def waiting_page(config: StackConfig, form: Mapping[str, str], found: BulkChange | None) -> str:
+    return (
+        f"<section><h2>Waiting tasks</h2>{_filter_form(config, form)}</section>"
+        f"<section>{_listing(found)}{_action_form(config, form, found) if found else ''}</section>"
+    )
+
+
+def _filter_form(config: StackConfig, form: Mapping[str, str]) -> str:
+    lambdas = _options(["", *config.lambdas], form.get("lambda", ""), blank="any lambda")
+    statuses = _options(["", *sorted(s.value for s in WAITING)], form.get("status", ""), blank="any waiting state")
+    ticked = " checked" if form.get("all") else ""
+    return (
+        '<form method="get" action="/waiting" id="waiting-filter">'
+        f'<select name="lambda" aria-label="lambda">{lambdas}</select> '
+        f'<input name="collection" value="{escape(form.get("collection", ""))}" placeholder="collection" '
+        'aria-label="collection"> '
+        f'<select name="status" aria-label="status">{statuses}</select> '
+        f"runs from {_time_input('since', form)} to {_time_input('until', form)} UTC "
+        f'<label><input type="checkbox" name="all" value="1"{ticked}> all (no filter)</label> '
+        '<button type="submit">Filter</button></form>'
+    )
+
+
+def _listing(found: BulkChange | None) -> str:
+    if found is None:
+        return "<p>Choose a lambda, collection, state or window (or tick all) to see the tasks it selects.</p>"
+    rows = [
+        [f'<td><a href="/tasks/{quote(t.id)}">{escape(t.id)}</a></td>', cell(t.lambda_name), cell(t.collection),
+         cell(t.priority), cell(t.status.value), cell(when(t.next_at))]
+        for t in found.matched
+    ]  # fmt: skip
+    more = '<p class="muted">More match than shown: act on these, then filter again.</p>' if found.more else ""
+    headers = ["task", "lambda", "collection", "priority", "state", "runs at (UTC)"]
+    return (table(headers, rows, "waiting") if rows else "<p>None match.</p>") + more
+
+
+def _action_form(config: StackConfig, form: Mapping[str, str], found: BulkChange) -> str:
+    # The action applies to the selection shown: the filter travels in hidden fields.
+    hidden = "".join(
+        f'<input type="hidden" name="{name}" value="{escape(form[name])}">'
+        for name in SELECTION_FIELDS
+        if form.get(name)
+    )
+    priorities = sorted({p for spec in config.lambdas.values() for p in spec.priorities})
+    return (
+        f'<form method="post" action="/waiting" id="bulk">{hidden}'
+        f"<p>New run time {_time_input('run_at', {})} UTC, or in "
+        '<input name="delay_seconds" size="6" placeholder="seconds" aria-label="delay seconds"> s · '
+        f'priority <select name="priority" aria-label="priority">{_options(["", *priorities], "", "-")}</select></p>'
+        '<p>at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
+        '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
+        f'<button name="action" value="cancel" class="drop">Cancel these {len(found.matched)}</button> '
+        '<button name="action" value="reschedule" class="pause">Reschedule</button> '
+        '<button name="action" value="reprioritise" class="resume">Reprioritise</button></p></form>'
+    )
+
+
+def bulk_message(action: str, result: BulkChange) -> str:
+    if result.dry_run:
+        message = f"Would {action} {len(result.matched)} waiting tasks"
+    else:
+        message = f"{PAST[action]} {result.changed} of {len(result.matched)} waiting tasks"
+        message += f"; {len(result.skipped)} were claimed meanwhile and left as they are" if result.skipped else ""
+    if result.first_at and result.matched and action != "cancel":
+        message += f" (to run {when(result.first_at)} to {when(result.last_at)} UTC)"
+    return message + (". More match: run it again for the rest." if result.more else ".")
+
+
+def change_form(task: Task, config: StackConfig) -> str:
+    """The form that changes a task no executor has claimed (empty for any other)."""
+    if task.status not in WAITING:
+        return ""
+    priorities = _options(["", *config.lambdas[task.lambda_].priorities], "", blank=f"keep {task.priority}")
+    return (
+        f'<section><h2>Change this waiting task</h2><form method="post" action="/tasks/{quote(task.id)}/change" '
+        f'id="change"><p>Run at {_time_input("run_at", {})} UTC, or in '
+        '<input name="delay_seconds" size="6" placeholder="seconds" aria-label="delay seconds"> s · '
+        f'priority <select name="priority" aria-label="priority">{priorities}</select></p>'
+        '<p><textarea name="payload" rows="4" cols="60" placeholder="new payload (JSON object); blank keeps it" '
+        'aria-label="payload"></textarea></p><button type="submit" class="pause">Change</button>'
+        '<span class="muted"> refused if an executor claims it first</span></form></section>'
+    )
+
+
+def _options(values: list[str], chosen: str, blank: str) -> str:
+    return "".join(
+        f'<option value="{escape(v)}"{" selected" if v == chosen else ""}>{escape(v or blank)}</option>' for v in values
+    )
+
+
+def _time_input(name: str, form: Mapping[str, str]) -> str:
+    value = escape(form.get(name, "").removesuffix("Z"))
+    return f'<input type="datetime-local" step="1" name="{name}" value="{value}" aria-label="{name}">'
