@@ -88,3 +88,38 @@ def test_a_route_without_a_lambda_has_no_one_lambda_resource() -> None:
         route("GET", "/v1/tasks/{task_id}").resource_path("a")
     with pytest.raises(KeyError, match=r"not in atf_core\.access\.ROUTES"):
         route("GET", "/v1/nowhere")
+
+
+def _sdk_paths() -> list[tuple[str, str, str | None]]:
+    """(method, path, lambda it names) of each call of the SDK, with a lambda named and without."""
+    from atf_sdk import routes
+
+    made: list[tuple[str, str, str | None]] = []
+    for name in ("a", None):
+        made += [
+            ("POST", routes.tasks(name), name),
+            ("POST", routes.batch(name), name),
+            ("GET", routes.task("0" * 32, name), name),
+            ("DELETE", routes.task("0" * 32, name), name),
+            ("POST", routes.task_change("0" * 32, name), name),
+            *(("POST", routes.bulk(action, name), name) for action in ("cancel", "reschedule", "reprioritise")),
+            ("GET", routes.schedules(name), name),
+            *((verb, routes.schedule("s", None, name), name) for verb in ("PUT", "GET", "DELETE")),
+            *(("POST", routes.schedule("s", action, name), name) for action in ("pause", "resume")),
+            ("POST", routes.chains(name), name),
+            *((verb, routes.chain("0" * 32, name), name) for verb in ("GET", "DELETE")),
+            ("POST", routes.link_retry("0" * 32, "l", name), name),
+        ]
+    made += [(verb, routes.gate("a", c), "a") for verb in ("PUT", "DELETE") for c in (None, "c")]
+    made += [("GET", routes.stats("a"), "a"), ("GET", routes.dead_letters("a"), "a")]
+    made += [("POST", routes.dead_letters("a", action), "a") for action in ("redrive", "discard")]
+    return made
+
+
+@pytest.mark.parametrize(("method", "path", "lambda_name"), _sdk_paths())
+def test_each_sdk_call_takes_the_route_of_the_lambda_it_names(method: str, path: str, lambda_name: str | None) -> None:
+    templates = [r for r in ROUTES if r.method == method]
+    (found,) = [r for r in templates if re.fullmatch(re.sub(r"\{[a-z_]+\}", "[^/]+", r.path), path)]
+    assert found.scoped == (lambda_name is not None), path
+    if lambda_name is not None:
+        assert path.startswith(f"/v1/lambdas/{lambda_name}/")
