@@ -123,3 +123,10 @@ def test_each_sdk_call_takes_the_route_of_the_lambda_it_names(method: str, path:
     assert found.scoped == (lambda_name is not None), path
     if lambda_name is not None:
         assert path.startswith(f"/v1/lambdas/{lambda_name}/")
+
+
+def test_docs_api_lists_each_route_with_its_permission() -> None:
+    text = (COMMITTED.parents[2] / "docs" / "api.md").read_text()
+    rows = re.findall(r"^\| `([A-Z]+) (/v1/[^`]+)` \| (use|operate), (the lambda in the path|every lambda) \|$", text, re.M)
+    documented_rows = {(m, p): (k, who == "the lambda in the path") for m, p, k, who in rows}
+    assert documented_rows == {(r.method, r.path): (r.kind, r.scoped) for r in ROUTES}
