@@ -127,6 +127,7 @@ def test_each_sdk_call_takes_the_route_of_the_lambda_it_names(method: str, path:
 
 def test_docs_api_lists_each_route_with_its_permission() -> None:
     text = (COMMITTED.parents[2] / "docs" / "api.md").read_text()
-    rows = re.findall(r"^\| `([A-Z]+) (/v1/[^`]+)` \| (use|operate), (the lambda in the path|every lambda) \|$", text, re.M)
+    row = r"^\| `([A-Z]+) (/v1/[^`]+)` \| (use|operate), (the lambda in the path|every lambda) \|$"
+    rows = re.findall(row, text, re.M)
     documented_rows = {(m, p): (k, who == "the lambda in the path") for m, p, k, who in rows}
     assert documented_rows == {(r.method, r.path): (r.kind, r.scoped) for r in ROUTES}
