@@ -30,6 +30,11 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
     },
 )
 def create_chain(spec: Annotated[ChainSpec, Body()]) -> Response[ChainView]:
+    return create(spec)
+
+
+def create(spec: ChainSpec) -> Response[ChainView]:
+    """201 with the chain made, or 200 with the one an earlier request with its key made."""
     now = from_ms(to_ms(process_clock()))  # as the chain stores it
     view = services().chains.create(spec, now=now)
     # A chain found by its key keeps the creation time of the request that made it.

@@ -18,16 +18,24 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.clock import process_clock
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_core.telemetry import NAMESPACE
-from functions.frontend import chains, dead_letters, errors, schedules, task_changes
-from functions.frontend.batch import schedule_batch, scheduled
-from functions.frontend.metrics import count_scheduled
+from functions.frontend import (
+    chains,
+    dead_letters,
+    errors,
+    lambda_chains,
+    lambda_gates,
+    lambda_schedules,
+    lambda_tasks,
+    schedules,
+    task_changes,
+)
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok
 from functions.frontend.params import Collection, LambdaName, TaskId
 from functions.frontend.services import services
+from functions.frontend.submit import schedule_batch_of, schedule_one
 
 # Reads and refused requests emit no metric; Powertools would warn about each of them.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -48,10 +56,7 @@ errors.install(app, logger)
     },
 )
 def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[ScheduledTask]:
-    result = services().scheduling.schedule(request)
-    if result.created:
-        count_scheduled([request.lambda_])
-    return Response(status_code=201 if result.created else 200, content_type=JSON, body=scheduled(result))
+    return schedule_one(request)
 
 
 @app.post(
@@ -60,10 +65,7 @@ def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[Sched
     responses={**ok(200, "One result per task, in order", BatchResult), **error_responses(400, 409, 415)},
 )
 def schedule_tasks(batch: Annotated[BatchRequest, Body()]) -> BatchResult:
-    found = services()
-    result = schedule_batch(found.scheduling, found.config, batch, process_clock())
-    count_scheduled([batch.tasks[r.index].lambda_ for r in result.results if r.status == 201])
-    return result
+    return schedule_batch_of(batch)
 
 
 @app.get(
@@ -136,7 +138,16 @@ def lambda_stats(lambda_name: LambdaName) -> LambdaStats:
     return services().stats.of(lambda_name)
 
 
-for router in (task_changes.router, dead_letters.router, schedules.router, chains.router):
+for router in (
+    task_changes.router,
+    dead_letters.router,
+    schedules.router,
+    chains.router,
+    lambda_tasks.router,
+    lambda_gates.router,
+    lambda_schedules.router,
+    lambda_chains.router,
+):
     app.include_router(router)
 
 

@@ -22,12 +22,15 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from pydantic import BaseModel
 
+from atf_core.access import SCOPED_PREFIX, Route, route
 from atf_core.api import ErrorBody
 
 JSON = "application/json"
 TITLE = "ATF frontend API"
 _SCHEMAS = "#/components/schemas/"
 VERSION = "1"
+# Each operation's permission, from atf_core.access.ROUTES (a route missing there fails the document).
+PERMISSION = "x-atf-permission"
 
 _DESCRIPTIONS = {
     400: "Invalid request: the body names the field and a machine-readable code",
@@ -93,8 +96,9 @@ def document(app: APIGatewayRestResolver) -> dict[str, Any]:
     gateway = [*_GATEWAY_RESPONSES.items(), _TOO_LARGE]
     components["responses"] = {_response_name(code): _error(text) for code, text in gateway}
     for path, operations in body.get("paths", {}).items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             _amend(path, operation)
+            operation[PERMISSION] = permission(route(method, path))
     components["schemas"] = _referenced(body, components.get("schemas", {}))
     return body
 
@@ -110,10 +114,17 @@ def _amend(path: str, operation: dict[str, Any]) -> None:
 
 
 def tag_of(path: str) -> str:
-    for prefix, (name, _) in TAGS.items():
-        if path == prefix or path.startswith(f"{prefix}/"):
-            return name
+    """A one-lambda route has the tag of its all-lambdas twin (/v1/lambdas/{lambda_name}/tasks: /v1/tasks)."""
+    for candidate in (path, path.replace(SCOPED_PREFIX, "/v1", 1)):
+        for prefix, (name, _) in TAGS.items():
+            if candidate == prefix or candidate.startswith(f"{prefix}/"):
+                return name
     raise ValueError(f"no tag for {path}: add its prefix to TAGS")
+
+
+def permission(found: Route) -> dict[str, str]:
+    """What IAM must allow the caller (atf_core.access): the kind, and for the path's lambda or all lambdas."""
+    return {"kind": found.kind, "lambdas": "the path's lambda" if found.scoped else "all lambdas"}
 
 
 def _response_name(code: str) -> str:

@@ -39,6 +39,11 @@ def put_schedule(name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> S
 def list_schedules(
     lambda_name: Annotated[str | None, Query(alias="lambda", pattern=NAME_PATTERN)] = None,
 ) -> ScheduleList:
+    return listed(lambda_name)
+
+
+def listed(lambda_name: str | None) -> ScheduleList:
+    """Every schedule, or those of one lambda, by name."""
     found = services().schedules.all()
     mine = [s for s in found if lambda_name is None or s.spec.lambda_ == lambda_name]
     return ScheduleList(schedules=sorted(mine, key=lambda s: s.name))
@@ -50,7 +55,11 @@ def list_schedules(
     responses={**ok(200, "The schedule", ScheduleView), **error_responses(400)},
 )
 def get_schedule(name: ScheduleName, upcoming: Annotated[int, Query(ge=0, le=MAX_UPCOMING)] = 5) -> ScheduleView:
-    schedule = services().schedules.get(name)
+    return viewed(services().schedules.get(name), upcoming)
+
+
+def viewed(schedule: Schedule, upcoming: int) -> ScheduleView:
+    """The schedule with its next `upcoming` occurrences (none while paused)."""
     moments = [] if schedule.paused else schedule.spec.upcoming(process_clock(), schedule.created_at, upcoming)
     return ScheduleView(**dict(schedule), upcoming=moments)
 

@@ -20,13 +20,14 @@ for _variable in ("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "JSII_SILENCE
 
 if TYPE_CHECKING:
     from atf_cdk.account import AccountStack
-    from atf_cdk.environment import AtfEnvironment, AtfProps
+    from atf_cdk.environment import ALL_LAMBDAS, AtfEnvironment, AtfProps
     from atf_cdk.options import ApiSettings, ConsumerSettings, NetworkSettings
     from atf_cdk.service import Scaling, SecretRef, WorkerService
     from atf_cdk.stack import AtfStack
 
 _WHERE = {
     "AccountStack": "account",
+    "ALL_LAMBDAS": "environment",
     "AtfEnvironment": "environment",
     "AtfProps": "environment",
     "ApiSettings": "options",
@@ -38,6 +39,7 @@ _WHERE = {
     "AtfStack": "stack",
 }
 __all__ = [
+    "ALL_LAMBDAS",
     "AccountStack",
     "ApiSettings",
     "AtfEnvironment",

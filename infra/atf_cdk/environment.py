@@ -31,9 +31,12 @@ from atf_cdk.options import ApiSettings, ConsumerSettings, NetworkSettings
 from atf_cdk.service import WorkerService
 from atf_cdk.service_stack import EnvironmentParts, ServiceStack
 from atf_core import sizing
+from atf_core.access import Kind, grant_patterns
 from atf_core.config import StackConfig
 
 FRONTEND_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
+# grant_use / grant_operate on every lambda (the same as naming none).
+ALL_LAMBDAS = "*"
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,25 @@ class AtfEnvironment(Construct):
         """Let a team's role (its service's) schedule tasks inside its own DynamoDB transactions (atf_sdk.transaction).
         The role must be in this environment's account; the transaction runs in its region (docs/transactions.md)."""
         self.table.grant_transactional_schedule(grantee)
+
+    def grant_use(self, grantee: iam.IGrantable, *lambda_names: str) -> iam.Grant:
+        """Let a role schedule tasks of these lambdas, read them, their statistics and dead letters through the
+        API (no names, or ALL_LAMBDAS: every lambda, and the routes that name none). docs/api.md lists the routes."""
+        return self._grant_invoke("use", grantee, lambda_names)
+
+    def grant_operate(self, grantee: iam.IGrantable, *lambda_names: str) -> iam.Grant:
+        """Let a role steer these lambdas through the API: gates, cancel, change and bulk changes, redrive and
+        discard, periodic schedules, chains (no names, or ALL_LAMBDAS: every lambda, and the routes that name
+        none). It does not include use: grant both for a team that schedules and steers."""
+        return self._grant_invoke("operate", grantee, lambda_names)
+
+    def _grant_invoke(self, kind: Kind, grantee: iam.IGrantable, lambda_names: Sequence[str]) -> iam.Grant:
+        known = self.props.config.lambdas
+        unknown = sorted(set(lambda_names) - set(known) - {ALL_LAMBDAS})
+        if unknown:
+            raise ValueError(f"grant_{kind}: no lambda {', '.join(map(repr, unknown))} in this environment's config")
+        every = not lambda_names or ALL_LAMBDAS in lambda_names
+        return self.frontend.grant_invoke(grantee, grant_patterns(kind, known if every else lambda_names, every))
 
     @property
     def queues(self) -> list[TaskQueue]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Validations
+from typing import Any
+
+from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
@@ -24,3 +26,22 @@ def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     if len(reason.split()) < 10:
         raise ValueError(f"the acknowledgement of {rule} needs a real reason, not {reason!r}")
     Validations.of(construct).acknowledge(Acknowledgment(id=f"{PLUGIN}::{rule}", reason=reason))
+
+
+def rendered(stack: Stack, value: str) -> str:
+    """A string as cdk-nag names it in a finding: each reference `<LogicalId>`, each attribute `<LogicalId.Name>`
+    (so an acknowledgement can name a resource the synth has not resolved yet)."""
+    return _text(stack.resolve(value))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    if "Fn::GetAtt" in value:
+        return "<{}.{}>".format(*value["Fn::GetAtt"])
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_text(p) for p in parts)
+    raise ValueError(f"cannot name {value} as cdk-nag does")

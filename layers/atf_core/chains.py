@@ -160,6 +160,10 @@ class Chains:
     def get(self, chain_id: str) -> ChainView:
         return self._view(self._load(chain_id))
 
+    def lambdas_of(self, chain_id: str) -> frozenset[str]:
+        """The lambdas the chain's links run (NotFound for no such chain)."""
+        return frozenset(link.lambda_ for link in self._load(chain_id).spec.links)
+
     def advance(self, chain_id: str, now: datetime | None = None) -> int:
         """Release every waiting link whose parents have all succeeded; returns how many."""
         now = now or self._clock()

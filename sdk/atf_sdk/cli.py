@@ -33,6 +33,7 @@ from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import (
     Exit,
+    add_lambda,
     add_yes,
     client,
     common,
@@ -241,7 +242,11 @@ def _task_table(tasks: list[Task]) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        tasks = _finished(atf, args.ids, args.wait) if args.wait is not None else [atf.get(i) for i in args.ids]
+        tasks = (
+            _finished(atf, args.ids, args.wait, args.lambda_name)
+            if args.wait is not None
+            else [atf.get(i, lambda_name=args.lambda_name) for i in args.ids]
+        )
     if args.json:
         json_out(tasks)  # a list, however many ids: one shape for scripts
     else:
@@ -258,16 +263,18 @@ def _status(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _finished(atf: AtfClient, ids: list[str], wait_s: float) -> list[Task]:
+def _finished(atf: AtfClient, ids: list[str], wait_s: float, lambda_name: str | None) -> list[Task]:
     """The tasks once every one has settled (ended, or a dead letter), or as they stand after wait_s."""
     deadline = time.monotonic() + wait_s
     tasks = []
     with progress("finished", len(ids)) as advance:
         for task_id in ids:
             try:
-                tasks.append(atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic())))
+                tasks.append(
+                    atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic()), lambda_name=lambda_name)
+                )
             except TimeoutError:
-                tasks.append(atf.get(task_id))
+                tasks.append(atf.get(task_id, lambda_name=lambda_name))
             advance(1)
     return tasks
 
@@ -288,7 +295,7 @@ def _cancel(args: argparse.Namespace) -> int:
     tasks = []
     with client(args) as atf, progress("cancelling", len(args.ids)) as advance:
         for task_id in args.ids:
-            tasks.append(atf.cancel(task_id))
+            tasks.append(atf.cancel(task_id, lambda_name=args.lambda_name))
             advance(1)
     json_out(tasks) if args.json else _task_table(tasks)
     return Exit.OK
@@ -414,6 +421,7 @@ def _add_api_verbs(verbs: Any) -> None:
     for name, run, text in (("status", _status, "show tasks"), ("cancel", _cancel, "cancel tasks not yet started")):
         verb = verbs.add_parser(name, parents=[parent], help=text)
         verb.add_argument("ids", nargs="+", metavar="ID")
+        add_lambda(verb)
         verb.set_defaults(run=guarded(run))
         if name == "cancel":
             add_yes(verb)  # more than one id asks first

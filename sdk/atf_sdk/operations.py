@@ -126,7 +126,8 @@ class TaskCalls(ApiClient):
     def _submitted(self, request: ScheduleRequest) -> Plan[ScheduledTask]:
         with tracing.outgoing("atf schedule", {tracing.LAMBDA: request.lambda_}) as span:
             body = _wire(traced(keyed(request), span.traceparent))
-            scheduled = ScheduledTask.model_validate((yield from self._request("POST", routes.TASKS, body)))
+            reply = yield from self._request("POST", routes.tasks(request.lambda_), body)
+            scheduled = ScheduledTask.model_validate(reply)
             span.set(tracing.TASK_ID, scheduled.id)
             return scheduled
 
@@ -154,8 +155,9 @@ class TaskCalls(ApiClient):
             tasks = [traced(t, span.traceparent) for t in tasks]
             for attempt in range(1, self._retry.attempts + 1):
                 body = {"tasks": [_wire(tasks[i]) for i in pending]}
+                path = routes.batch(one_lambda([tasks[i].lambda_ for i in pending]))
                 try:
-                    reply = BatchResult.model_validate((yield from self._request("POST", routes.BATCH, body)))
+                    reply = BatchResult.model_validate((yield from self._request("POST", path, body)))
                 except AtfError as error:
                     raise _renumbered(error, [offset + i for i in pending]) from None
                 for item in reply.results:
@@ -168,21 +170,24 @@ class TaskCalls(ApiClient):
         return [done[i] for i in range(len(tasks))]
 
     @api_call
-    def get(self, task_id: str) -> Plan[Task]:
-        """The task as it stands now: status, attempts, timestamps, every failed attempt's error."""
-        return (yield from self._task("GET", task_id))
+    def get(self, task_id: str, *, lambda_name: str | None = None) -> Plan[Task]:
+        """The task as it stands now: status, attempts, timestamps, every failed attempt's error.
+        Name its lambda to call that lambda's route (all a principal granted that lambda only may call)."""
+        return (yield from self._task("GET", task_id, lambda_name))
 
-    def _task(self, method: str, task_id: str) -> Plan[Task]:
-        return Task.model_validate((yield from self._request(method, routes.task(task_id))))
+    def _task(self, method: str, task_id: str, lambda_name: str | None) -> Plan[Task]:
+        return Task.model_validate((yield from self._request(method, routes.task(task_id, lambda_name))))
 
     @api_call
-    def wait(self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5) -> Plan[Task]:
+    def wait(
+        self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5, *, lambda_name: str | None = None
+    ) -> Plan[Task]:
         """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
-        return (yield from self._settled(task_id, timeout_s, poll_s))
+        return (yield from self._settled(task_id, timeout_s, poll_s, lambda_name))
 
-    def _settled(self, task_id: str, timeout_s: float, poll_s: float) -> Plan[Task]:
+    def _settled(self, task_id: str, timeout_s: float, poll_s: float, lambda_name: str | None) -> Plan[Task]:
         deadline = time.monotonic() + timeout_s
-        while not (task := (yield from self._task("GET", task_id))).status.settled:
+        while not (task := (yield from self._task("GET", task_id, lambda_name))).status.settled:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"task {task_id} is still {task.status.value} after {timeout_s:g} s")
@@ -190,18 +195,20 @@ class TaskCalls(ApiClient):
         return task
 
     @api_call
-    def result(self, task_id: str, wait: float = 0.0, poll_s: float = 0.5) -> Plan[Any]:
+    def result(
+        self, task_id: str, wait: float = 0.0, poll_s: float = 0.5, *, lambda_name: str | None = None
+    ) -> Plan[Any]:
         """What the task's callback returned (None if nothing), once it succeeded, waiting up to `wait`
         seconds for a final state; TaskFailed if it ended otherwise, TimeoutError if it has not ended."""
-        task = yield from self._settled(task_id, wait, poll_s)
+        task = yield from self._settled(task_id, wait, poll_s, lambda_name)
         if task.status is not TaskStatus.SUCCESS:
             raise TaskFailed(task)
         return task.result
 
     @api_call
-    def cancel(self, task_id: str) -> Plan[Task]:
+    def cancel(self, task_id: str, *, lambda_name: str | None = None) -> Plan[Task]:
         """Cancel a task that has not started (Conflict once it has)."""
-        return (yield from self._task("DELETE", task_id))
+        return (yield from self._task("DELETE", task_id, lambda_name))
 
 
 class ChangeCalls(ApiClient):
@@ -216,13 +223,14 @@ class ChangeCalls(ApiClient):
         delay_seconds: float | None = None,
         priority: str | None = None,
         payload: dict[str, Any] | None = None,
+        lambda_name: str | None = None,
     ) -> Plan[Task]:
         """Change a waiting task's run time, priority or payload (the whole payload); Conflict once it is claimed."""
         fields = {"run_at": run_at, "delay_seconds": delay_seconds, "priority": priority, "payload": payload}
         request = checked(TaskAmendmentRequest, {k: v for k, v in fields.items() if v is not None})
         request.amendment(datetime.now(UTC))  # nothing to change, or two times: refused before sending
         body = request.model_dump(mode="json", exclude_none=True)
-        return Task.model_validate((yield from self._request("POST", routes.task_change(task_id), body)))
+        return Task.model_validate((yield from self._request("POST", routes.task_change(task_id, lambda_name), body)))
 
     @api_call
     def bulk_cancel(
@@ -287,7 +295,8 @@ class ChangeCalls(ApiClient):
     def _bulk(self, action: str, request: TaskSelection) -> Plan[BulkChange]:
         request.filter()  # a selection of everything without all=True is refused before sending
         body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return _BULK_CHANGE.validate_python((yield from self._request("POST", routes.bulk(action), body)))
+        reply = yield from self._request("POST", routes.bulk(action, request.lambda_), body)
+        return _BULK_CHANGE.validate_python(reply)
 
 
 def _selection(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -404,35 +413,39 @@ class DeadLetterCalls(ApiClient):
 class ScheduleCalls(ApiClient):
     @api_call
     def put_schedule(self, name: str, spec: ScheduleSpec | dict[str, Any]) -> Plan[Schedule]:
-        """Create or replace a schedule (a dict is checked as a ScheduleSpec first)."""
-        body = checked(ScheduleSpec, spec).model_dump(mode="json", by_alias=True, exclude_none=True)
-        return Schedule.model_validate((yield from self._request("PUT", routes.schedule(name), body)))
+        """Create or replace a schedule (a dict is checked as a ScheduleSpec first), on its lambda's route."""
+        given = checked(ScheduleSpec, spec)
+        body = given.model_dump(mode="json", by_alias=True, exclude_none=True)
+        path = routes.schedule(name, lambda_name=given.lambda_)
+        return Schedule.model_validate((yield from self._request("PUT", path, body)))
 
     @api_call
     def schedules(self, lambda_name: str | None = None) -> Plan[list[Schedule]]:
-        reply = yield from self._request("GET", routes.with_query(routes.SCHEDULES, {"lambda": lambda_name}))
+        reply = yield from self._request("GET", routes.schedules(lambda_name))
         return ScheduleList.model_validate(reply).schedules
 
     @api_call
-    def get_schedule(self, name: str, upcoming: int = 5) -> Plan[ScheduleView]:
+    def get_schedule(self, name: str, upcoming: int = 5, *, lambda_name: str | None = None) -> Plan[ScheduleView]:
         """The schedule with its next `upcoming` occurrences (none while paused)."""
-        path = routes.with_query(routes.schedule(name), {"upcoming": upcoming})
+        path = routes.with_query(routes.schedule(name, lambda_name=lambda_name), {"upcoming": upcoming})
         return ScheduleView.model_validate((yield from self._request("GET", path)))
 
     @api_call
-    def delete_schedule(self, name: str) -> Plan[None]:
-        yield from self._request("DELETE", routes.schedule(name))
+    def delete_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[None]:
+        yield from self._request("DELETE", routes.schedule(name, lambda_name=lambda_name))
 
     # Pausing takes no fields, but an empty object keeps the POST acceptable to API
     # Gateway's body validation (every POST there is checked as a JSON object).
     @api_call
-    def pause_schedule(self, name: str) -> Plan[Schedule]:
-        return Schedule.model_validate((yield from self._request("POST", routes.schedule(name, "pause"), {})))
+    def pause_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[Schedule]:
+        path = routes.schedule(name, "pause", lambda_name)
+        return Schedule.model_validate((yield from self._request("POST", path, {})))
 
     @api_call
-    def resume_schedule(self, name: str) -> Plan[Schedule]:
+    def resume_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[Schedule]:
         """Resume from the next occurrence; what fell due while paused follows the catch-up policy."""
-        return Schedule.model_validate((yield from self._request("POST", routes.schedule(name, "resume"), {})))
+        path = routes.schedule(name, "resume", lambda_name)
+        return Schedule.model_validate((yield from self._request("POST", path, {})))
 
 
 class ChainCalls(ApiClient):
@@ -443,26 +456,37 @@ class ChainCalls(ApiClient):
         if chain.key is None:
             chain = chain.model_copy(update={"key": uuid.uuid4().hex})
         body = chain.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return ChainView.model_validate((yield from self._request("POST", routes.CHAINS, body)))
+        path = routes.chains(one_lambda([link.lambda_ for link in chain.links]))
+        return ChainView.model_validate((yield from self._request("POST", path, body)))
+
+    # A chain whose links all run one lambda is that lambda's: name it to use its routes.
+    @api_call
+    def get_chain(self, chain_id: str, *, lambda_name: str | None = None) -> Plan[ChainView]:
+        return ChainView.model_validate((yield from self._request("GET", routes.chain(chain_id, lambda_name))))
 
     @api_call
-    def get_chain(self, chain_id: str) -> Plan[ChainView]:
-        return ChainView.model_validate((yield from self._request("GET", routes.chain(chain_id))))
-
-    @api_call
-    def cancel_chain(self, chain_id: str) -> Plan[ChainView]:
+    def cancel_chain(self, chain_id: str, *, lambda_name: str | None = None) -> Plan[ChainView]:
         """Cancel the links not started; running links finish."""
-        return ChainView.model_validate((yield from self._request("DELETE", routes.chain(chain_id))))
+        return ChainView.model_validate((yield from self._request("DELETE", routes.chain(chain_id, lambda_name))))
 
     @api_call
-    def retry_link(self, chain_id: str, link: str, budget: int | None = None) -> Plan[ChainView]:
+    def retry_link(
+        self, chain_id: str, link: str, budget: int | None = None, *, lambda_name: str | None = None
+    ) -> Plan[ChainView]:
         """Run a dead-letter link again (Conflict for a link in any other state); its chain then carries on."""
         body = {} if budget is None else {"budget": budget}
-        return ChainView.model_validate((yield from self._request("POST", routes.link_retry(chain_id, link), body)))
+        path = routes.link_retry(chain_id, link, lambda_name)
+        return ChainView.model_validate((yield from self._request("POST", path, body)))
 
 
 class Calls(TaskCalls, ChangeCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):
     """Every call of the API; a client is these plus a driver (Blocking or Asynchronous)."""
+
+
+def one_lambda(names: Iterable[str]) -> str | None:
+    """The lambda a request is all about, so it takes that lambda's route; None when it spans several."""
+    distinct = set(names)
+    return distinct.pop() if len(distinct) == 1 else None
 
 
 def _wire(request: ScheduleRequest) -> dict[str, Any]:

@@ -63,9 +63,12 @@ def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_signatu
         assert inspect.iscoroutinefunction(not_sync[name]) and not inspect.iscoroutinefunction(sync[name]), name
         assert inspect.signature(sync[name]) == inspect.signature(not_sync[name]), name
         assert sync[name].__doc__ == not_sync[name].__doc__ and sync[name].__name__ == name
-    assert str(inspect.signature(sync["get"])) == "(task_id: str) -> atf_core.schema.Task"
+    assert (
+        str(inspect.signature(sync["get"]))
+        == "(task_id: str, *, lambda_name: str | None = None) -> atf_core.schema.Task"
+    )
     assert sync["get"].__doc__ and "as it stands now" in sync["get"].__doc__
-    assert inspect.signature(AtfClient.get).parameters.keys() == {"self", "task_id"}
+    assert inspect.signature(AtfClient.get).parameters.keys() == {"self", "task_id", "lambda_name"}
 
 
 async def test_tasks_gates_and_stats_through_the_async_client(aclient: AsyncAtfClient, client: AtfClient) -> None:

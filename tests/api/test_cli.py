@@ -41,6 +41,18 @@ def test_schedule_status_and_cancel(atf: Any) -> None:
     assert code == 0 and [t["status"] for t in json.loads(out)] == ["cancelled"]  # a list for one id too
 
 
+def test_status_cancel_and_change_take_the_lambdas_route_with_lambda(atf: Any, client: Any) -> None:
+    task = client.schedule("work", delay_seconds=600)
+    code, out, _ = atf("status", task.id, "--lambda", "work", "--json")
+    assert code == 0 and [t["id"] for t in json.loads(out)] == [task.id]
+    code, _, err = atf("cancel", task.id, "--lambda", "mail")  # another lambda's route: not found there
+    assert code == 3 and "not_found" in err and client.get(task.id).status.value == "new"
+    code, _, _ = atf("change", task.id, "--lambda", "mail", "--delay", "60")
+    assert code == 3 and client.get(task.id).next_at == task.run_at
+    code, out, _ = atf("cancel", task.id, "--lambda", "work", "--json")
+    assert code == 0 and [t["status"] for t in json.loads(out)] == ["cancelled"]
+
+
 def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any) -> None:
     code, out, _ = atf("schedule", "work", "--delay", "600", "--timeout", "90", "-q")
     assert code == 0 and client.get(out.strip()).timeout_seconds == 90

@@ -17,6 +17,32 @@ from functions.frontend.openapi_file import COMMITTED, render
 REGENERATE = "the API changed: run `.venv/bin/python -m functions.frontend.openapi_file` and commit openapi.json"
 
 
+ONE_LAMBDA = [
+    ("POST", "/tasks"),
+    ("POST", "/tasks/batch"),
+    ("GET", "/tasks/{task_id}"),
+    ("DELETE", "/tasks/{task_id}"),
+    ("POST", "/tasks/{task_id}/change"),
+    ("POST", "/tasks/bulk/cancel"),
+    ("POST", "/tasks/bulk/reschedule"),
+    ("POST", "/tasks/bulk/reprioritise"),
+    ("PUT", "/gates"),
+    ("DELETE", "/gates"),
+    ("PUT", "/gates/{collection}"),
+    ("DELETE", "/gates/{collection}"),
+    ("GET", "/schedules"),
+    ("PUT", "/schedules/{name}"),
+    ("GET", "/schedules/{name}"),
+    ("DELETE", "/schedules/{name}"),
+    ("POST", "/schedules/{name}/pause"),
+    ("POST", "/schedules/{name}/resume"),
+    ("POST", "/chains"),
+    ("GET", "/chains/{chain_id}"),
+    ("DELETE", "/chains/{chain_id}"),
+    ("POST", "/chains/{chain_id}/links/{link}/retry"),
+]
+
+
 def test_the_committed_document_matches_the_routes() -> None:
     assert COMMITTED.read_text() == render(app), REGENERATE
 
@@ -56,11 +82,14 @@ def test_the_document_lists_every_endpoint_of_the_issues(stack: LocalStack) -> N
         ("GET", "/v1/chains/{chain_id}"),
         ("DELETE", "/v1/chains/{chain_id}"),
         ("POST", "/v1/chains/{chain_id}/links/{link}/retry"),
+        # One lambda's routes (issue 19): IAM can grant them per lambda.
+        *((method, f"/v1/lambdas/{{lambda_name}}{path}") for method, path in ONE_LAMBDA),
     }
     assert document["security"] == [{"sigv4": []}]
     for ops in document["paths"].values():
         for operation in ops.values():
             assert "422" not in operation["responses"], "validation failures are 400s"
+            assert operation["x-atf-permission"]["kind"] in ("use", "operate")
 
 
 def _committed() -> dict[str, Any]:

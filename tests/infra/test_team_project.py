@@ -185,3 +185,14 @@ def test_the_readmes_deploy_block_synthesizes_the_project(tmp_path: Path) -> Non
                 services[variables["ATF_LAMBDA"]] = container
     assert sorted(services) == ["notify", "resize"]
     assert [s["Name"] for s in services["notify"]["Secrets"]] == ["WEBHOOK_TOKEN"]
+
+
+def test_the_teams_roles_may_invoke_their_lambdas_routes_only(team: Synthesized) -> None:
+    granted: dict[str, str] = {}
+    for policy in team.resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"].get("Roles", []):
+            granted[role["Ref"]] = granted.get(role["Ref"], "") + json.dumps(policy["Properties"]["PolicyDocument"])
+    (web,) = [text for role, text in granted.items() if role.startswith("WebApp")]
+    (oncall,) = [text for role, text in granted.items() if role.startswith("ThumbnailsOnCall")]
+    assert "/POST/v1/lambdas/notify/tasks" in web and "/PUT/v1/lambdas/resize/gates" not in web
+    assert "/PUT/v1/lambdas/resize/gates" in oncall and "/v1/lambdas/notify/" not in oncall

@@ -55,6 +55,17 @@ def workers(image: ecs.ContainerImage) -> list[WorkerService]:
     ]
 
 
+def team_roles(stack: AtfStack) -> None:
+    """Who may call the API for which lambda: the web app schedules and reads resizes and notifications;
+    the thumbnails on-call also steers resizes (pause, cancel, redrive), and nothing of notify's."""
+    account = iam.AccountRootPrincipal()
+    web = iam.Role(stack, "WebApp", assumed_by=account, description="Acme's web app: schedules thumbnails")
+    stack.atf.grant_use(web, "resize", "notify")
+    oncall = iam.Role(stack, "ThumbnailsOnCall", assumed_by=account, description="Thumbnails on-call engineers")
+    stack.atf.grant_use(oncall, "resize")
+    stack.atf.grant_operate(oncall, "resize")
+
+
 def build(app: App) -> AtfStack:
     stage = app.node.try_get_context("stage") or "prod"
     image = ecs.ContainerImage.from_asset(str(PROJECT), exclude=["cdk.out", "deploy", ".venv", "**/__pycache__"])
@@ -65,6 +76,7 @@ def build(app: App) -> AtfStack:
         alarm_emails=["oncall@acme.example"],
     )
     stack = AtfStack(app, f"thumbs-{stage}", props, env=Environment(region="eu-west-1"))
+    team_roles(stack)
     nag.check(app)
     return stack
 

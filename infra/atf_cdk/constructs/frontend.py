@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from atf_cdk.builders import log_group
 from atf_cdk.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
 from atf_cdk.constructs.table import TaskTable
-from atf_cdk.nag import acknowledge
+from atf_cdk.nag import acknowledge, rendered
 from atf_core.errors import AtfError, InputError, MissingAuthentication, PayloadTooLarge, Throttled, Unavailable
 
 OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
@@ -139,6 +141,21 @@ class FrontendApi(Construct):
             "Only SigV4-signed requests from principals granted execute-api:Invoke reach the function, and the stage "
             "is throttled; a WAF web ACL can be associated per environment if the API is ever opened wider",
         )
+
+    def grant_invoke(self, grantee: iam.IGrantable, patterns: Sequence[tuple[str, str]]) -> iam.Grant:
+        """execute-api:Invoke on exactly these routes of this API's stage ((method, resource path) pairs, as
+        atf_core.access.grant_patterns writes them)."""
+        stage = self.api.deployment_stage.stage_name
+        arns = [self.api.arn_for_execute_api(method, path, stage) for method, path in patterns]
+        if isinstance(grantee, Construct):
+            for arn in (a for a in arns if "*" in a):
+                acknowledge(
+                    grantee,
+                    f"AwsSolutions-IAM5[Resource::{rendered(Stack.of(self), arn)}]",
+                    "One route of the API: the `*` is the task id, collection, schedule or "
+                    "chain the path names (atf_core.access shows no such pattern reaches another route)",
+                )
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["execute-api:Invoke"], resource_arns=arns)
 
     @property
     def url(self) -> str:

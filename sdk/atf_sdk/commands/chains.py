@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from atf_core.chains import ChainStatus, ChainView
-from atf_sdk.commands.support import client, common, console, guarded, json_file, json_out, when
+from atf_sdk.commands.support import add_lambda, client, common, console, guarded, json_file, json_out, when
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -22,11 +22,11 @@ def _create(args: argparse.Namespace) -> int:
 
 def _get(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        chain = atf.get_chain(args.id)
+        chain = atf.get_chain(args.id, lambda_name=args.lambda_name)
         deadline = time.monotonic() + (args.wait or 0)
         while chain.status is ChainStatus.RUNNING and time.monotonic() < deadline:
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-            chain = atf.get_chain(args.id)
+            chain = atf.get_chain(args.id, lambda_name=args.lambda_name)
     _show(args, chain)
     if args.wait is not None and chain.status is ChainStatus.RUNNING:
         print(f"atf: chain {chain.id} still running after {args.wait:g} s", file=sys.stderr)
@@ -36,12 +36,12 @@ def _get(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        return _show(args, atf.cancel_chain(args.id))
+        return _show(args, atf.cancel_chain(args.id, lambda_name=args.lambda_name))
 
 
 def _retry(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        return _show(args, atf.retry_link(args.id, args.link, budget=args.budget))
+        return _show(args, atf.retry_link(args.id, args.link, budget=args.budget, lambda_name=args.lambda_name))
 
 
 def _show(args: argparse.Namespace, chain: ChainView) -> int:
@@ -70,6 +70,7 @@ def add_chains_command(verbs: Any) -> None:
     for name, run, text in (("get", _get, "status and links"), ("cancel", _cancel, "cancel the links not started")):
         verb = actions.add_parser(name, parents=[common()], help=text)
         verb.add_argument("id", metavar="ID")
+        add_lambda(verb)
         verb.set_defaults(run=guarded(run))
         if name == "get":
             verb.add_argument(
@@ -78,5 +79,6 @@ def add_chains_command(verbs: Any) -> None:
     retry = actions.add_parser("retry", parents=[common()], help="run a failed (dead-letter) link again")
     retry.add_argument("id", metavar="ID")
     retry.add_argument("link", metavar="LINK")
+    add_lambda(retry)
     retry.add_argument("--budget", type=int, help="attempts it gets (default: the lambda's max_attempts)")
     retry.set_defaults(run=guarded(_retry))

@@ -6,7 +6,17 @@ import argparse
 from typing import Any
 
 from atf_core.recurrence import CatchUp, Overlap, Schedule, ScheduleSpec
-from atf_sdk.commands.support import client, common, console, guarded, json_file, json_object, json_out, when
+from atf_sdk.commands.support import (
+    add_lambda,
+    client,
+    common,
+    console,
+    guarded,
+    json_file,
+    json_object,
+    json_out,
+    when,
+)
 
 
 def _spec(args: argparse.Namespace) -> ScheduleSpec:
@@ -63,7 +73,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _get(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        view = atf.get_schedule(args.name, upcoming=args.upcoming)
+        view = atf.get_schedule(args.name, upcoming=args.upcoming, lambda_name=args.lambda_name)
     if args.json:
         json_out(view)
         return 0
@@ -79,10 +89,12 @@ def _get(args: argparse.Namespace) -> int:
 def _change(args: argparse.Namespace) -> int:
     with client(args) as atf:
         if args.action == "delete":
-            atf.delete_schedule(args.name)
+            atf.delete_schedule(args.name, lambda_name=args.lambda_name)
             schedule = None
         else:
-            schedule = (atf.pause_schedule if args.action == "pause" else atf.resume_schedule)(args.name)
+            schedule = (atf.pause_schedule if args.action == "pause" else atf.resume_schedule)(
+                args.name, lambda_name=args.lambda_name
+            )
     if args.json:
         json_out(schedule if schedule else {"deleted": args.name})
     else:
@@ -126,9 +138,11 @@ def add_schedules_command(verbs: Any) -> None:
     listing.set_defaults(run=guarded(_list))
     get = actions.add_parser("get", parents=[common()], help="a schedule and its next occurrences")
     get.add_argument("name", metavar="NAME")
+    add_lambda(get)
     get.add_argument("--upcoming", type=int, default=5, help="how many next occurrences (default 5)")
     get.set_defaults(run=guarded(_get))
     for action, text in (("delete", "delete a schedule"), ("pause", "pause it"), ("resume", "resume it")):
         verb = actions.add_parser(action, parents=[common()], help=text)
         verb.add_argument("name", metavar="NAME")
+        add_lambda(verb)
         verb.set_defaults(run=guarded(_change))

@@ -166,6 +166,12 @@ def confirmed(args: argparse.Namespace, question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def add_lambda(verb: argparse.ArgumentParser) -> None:
+    """--lambda: call the lambda's own route (all a principal granted only that lambda may call); without
+    it, the all-lambdas route. Something of another lambda is then not found."""
+    verb.add_argument("--lambda", dest="lambda_name", metavar="LAMBDA", help="the lambda it belongs to")
+
+
 def add_yes(verb: argparse.ArgumentParser) -> None:
     verb.add_argument("-y", "--yes", action="store_true", help="do it without asking")
 

@@ -9,6 +9,7 @@ from atf_core.bulk import MAX_BULK, BulkChange
 from atf_core.schema import Task
 from atf_sdk.commands.support import (
     Exit,
+    add_lambda,
     add_yes,
     client,
     common,
@@ -32,7 +33,12 @@ WAITING = ("new", "enqueued", "retriable_failure")
 def _change(args: argparse.Namespace) -> int:
     with client(args) as atf:
         task = atf.change(
-            args.id, run_at=args.at, delay_seconds=args.delay, priority=args.priority, payload=args.payload
+            args.id,
+            run_at=args.at,
+            delay_seconds=args.delay,
+            priority=args.priority,
+            payload=args.payload,
+            lambda_name=args.lambda_name,
         )
     if args.json:
         json_out(task)
@@ -116,6 +122,7 @@ def _add_change(verbs: Any) -> None:
         "change", parents=[common()], help="change the run time, priority or payload of a task not yet claimed"
     )
     verb.add_argument("id", metavar="ID")
+    add_lambda(verb)
     _when_options(verb, required=False)
     verb.add_argument("--priority", help="one of the lambda's priorities")
     verb.add_argument("--payload", type=json_object, help="a JSON object that replaces the payload")
