@@ -126,19 +126,14 @@ def _check_time(stamp: str, day: str, now: datetime) -> Refusal | None:
     except ValueError:
         return _incomplete("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
     if stamp[:8] != day:
-        return _invalid(
-            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '{day}' != '{stamp[:8]}', from '{stamp}'."
-        )  # noqa: E501
+        return _invalid(f"Date in Credential scope does not match the request's date: '{day}' != '{stamp[:8]}'.")
+    at = now.strftime(SIGV4_TIMESTAMP)
     if signed_at < now - MAX_SKEW:
         earliest = (now - MAX_SKEW).strftime(SIGV4_TIMESTAMP)
-        return _invalid(
-            f"Signature expired: {stamp} is now earlier than {earliest} ({now.strftime(SIGV4_TIMESTAMP)} - 5 min.)"
-        )  # noqa: E501
+        return _invalid(f"Signature expired: {stamp} is now earlier than {earliest} ({at} - 5 min.)")
     if signed_at > now + MAX_SKEW:
         latest = (now + MAX_SKEW).strftime(SIGV4_TIMESTAMP)
-        return _invalid(
-            f"Signature not yet current: {stamp} is still later than {latest} ({now.strftime(SIGV4_TIMESTAMP)} + 5 min.)"
-        )  # noqa: E501
+        return _invalid(f"Signature not yet current: {stamp} is still later than {latest} ({at} + 5 min.)")
     return None
 
 
