@@ -34,8 +34,8 @@ from atf_core.aws import make_clients
 from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
 from atf_local.environment import REPO
-from atf_local.gateway_auth import API_ID, STAGE, Refusal, authenticate, authorize
-from atf_local.iam.principals import Principal
+from atf_local.gateway_auth import API_ID, STAGE, KeyLookup, Refusal, authenticate, authorize
+from atf_local.iam.principals import Principal, principal_for_key
 from atf_local.iam.roles import ACCOUNT
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -158,7 +158,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _authorized(self, body: bytes) -> Principal | None:
         """The caller, where API Gateway would let the request through; else None, refused here."""
-        caller = authenticate(self.command, self.path, self.headers, body)
+        caller = authenticate(self.command, self.path, self.headers, body, lookup=self.server.lookup)
         path = unquote(urlsplit(self.path).path)
         refused = caller if isinstance(caller, Refusal) else authorize(caller, self.command, path)
         if refused is None:
@@ -185,9 +185,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, handler: Handler) -> None:
+    def __init__(self, port: int, handler: Handler, lookup: KeyLookup) -> None:
         super().__init__(("127.0.0.1", port), _RequestHandler)
         self._handler = handler
+        self.lookup = lookup
         self._lock = threading.Lock()
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +211,9 @@ def frontend_handler(session: boto3.Session | None = None) -> Handler:
 
 
 class ApiServer(BackgroundServer):
-    """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process."""
+    """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process; `lookup` finds who
+    holds an access key: the embedded AWS's backends in this process by default (the local stack's), or
+    `atf_local.iam.principals.lookup_at(endpoint)` in a process of its own."""
 
-    def __init__(self, port: int = 8080, handler: Handler | None = None) -> None:
-        super().__init__(_Server(port, handler or frontend_handler()), "atf-api")
+    def __init__(self, port: int = 8080, handler: Handler | None = None, lookup: KeyLookup | None = None) -> None:
+        super().__init__(_Server(port, handler or frontend_handler(), lookup or principal_for_key), "atf-api")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -30,7 +31,7 @@ from botocore.credentials import Credentials
 
 from atf_core.errors import GATEWAY_REFUSALS
 from atf_local.iam.evaluate import EXPLICIT_DENY, evaluate
-from atf_local.iam.principals import Principal, policies_of, principal_for_key
+from atf_local.iam.principals import Principal, principal_for_key
 from atf_local.iam.roles import ACCOUNT, REGION
 
 SERVICE = "execute-api"
@@ -73,10 +74,19 @@ def execute_api_arn(method: str, path: str) -> str:
     return f"arn:aws:{SERVICE}:{REGION}:{ACCOUNT}:{API_ID}/{STAGE}/{method.upper()}/{path.lstrip('/')}"
 
 
+KeyLookup = Callable[[str], Principal | None]
+
+
 def authenticate(
-    method: str, target: str, headers: Headers, body: bytes, now: datetime | None = None
+    method: str,
+    target: str,
+    headers: Headers,
+    body: bytes,
+    now: datetime | None = None,
+    lookup: KeyLookup = principal_for_key,
 ) -> Principal | Refusal:
-    """The caller whose key signed this request, or why API Gateway would refuse it."""
+    """The caller whose key signed this request, or why API Gateway would refuse it. `lookup`: who holds
+    an access key (the embedded AWS's backends, in the process that runs them)."""
     authorization = headers.get("Authorization") or ""
     if not authorization.startswith(SCHEME + " "):
         return Refusal("MISSING_AUTHENTICATION_TOKEN", "MissingAuthenticationTokenException", _MISSING)
@@ -92,7 +102,7 @@ def authenticate(
         return _invalid(f"Credential should be scoped to correct service: '{SERVICE}'. ")
     if region != REGION:
         return _invalid(f"Credential should be scoped to a valid region, not '{region}'. ")
-    principal = principal_for_key(key_id)
+    principal = lookup(key_id)
     token = headers.get("X-Amz-Security-Token")
     if principal is None or token != principal.session_token:
         return Refusal("DEFAULT_4XX", "UnrecognizedClientException", _INVALID_TOKEN)
@@ -109,7 +119,7 @@ def authenticate(
 def authorize(principal: Principal, method: str, path: str) -> Refusal | None:
     """None where the caller's identity policies allow execute-api:Invoke on the request's ARN."""
     resource = execute_api_arn(method, path)
-    decision = evaluate(policies_of(principal.source_arn), ACTION, resource)
+    decision = evaluate(principal.policies, ACTION, resource)
     if decision.allowed and principal.session_policy is not None:
         decision = evaluate([principal.session_policy], ACTION, resource)  # a session policy only narrows
     if decision.allowed:

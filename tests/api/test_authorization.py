@@ -22,7 +22,7 @@ from atf_core.errors import AccessDenied, MissingAuthentication
 from atf_local.api_server import ApiServer
 from atf_local.gateway_auth import Refusal, authenticate, execute_api_arn
 from atf_local.iam.accounts import add_role, add_user, credentials, operator_session, session_of
-from atf_local.iam.principals import Principal
+from atf_local.iam.principals import Principal, lookup_at
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.cli import main
 from atf_sdk.client import AtfClient, RetryPolicy
@@ -164,6 +164,24 @@ def test_a_principal_may_do_what_its_policy_allows_and_nothing_else(
     with pytest.raises(AccessDenied):
         client.stats("mail")
     assert item_count() == before
+
+
+def test_an_api_server_in_another_process_asks_the_stack_who_holds_a_key(
+    stack: LocalStack, reader: dict[str, str]
+) -> None:
+    # as the benchmarks' API process does (bench/api_process.py): the same answers through the stack's endpoint
+    server = ApiServer(free_port(), lambda_handler, lookup=lookup_at(stack.endpoint)).start()
+    try:
+        client = AtfClient(server.url, region="us-east-1", session=session_of(reader))
+        assert client.stats("work").lambda_ == "work"
+        with pytest.raises(AccessDenied):
+            client.schedule("work", payload={"n": 1})
+        with pytest.raises(MissingAuthentication):
+            AtfClient(
+                server.url, region="us-east-1", session=session_of({**reader, "AWS_SECRET_ACCESS_KEY": "x"})
+            ).stats("work")
+    finally:
+        server.stop()
 
 
 def boto3_identity(environment: dict[str, str]) -> str:

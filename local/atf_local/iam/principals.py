@@ -9,7 +9,8 @@ session was given one, its session policy, which can only narrow them).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
@@ -30,6 +31,7 @@ class Principal:
     session_token: str | None = None  # a session's: the request must carry it
     expires: datetime | None = None  # a session's end (UTC, naive as moto keeps it)
     session_policy: Policy | None = field(default=None, compare=False)
+    policies: tuple[Policy, ...] = field(default=(), compare=False)  # the identity policies that decide
 
 
 class UnknownEntity(LookupError):
@@ -37,7 +39,47 @@ class UnknownEntity(LookupError):
 
 
 def principal_for_key(access_key_id: str) -> Principal | None:
-    """The active IAM user key or STS session with this id; None where there is none."""
+    """The active IAM user key or STS session with this id, with the policies that decide for it; None
+    where there is none."""
+    found = _holder(access_key_id)
+    return replace(found, policies=tuple(policies_of(found.source_arn))) if found is not None else None
+
+
+def to_record(principal: Principal) -> dict[str, Any]:
+    """The principal as JSON, for a process without the embedded AWS's backends (`from_record` reads it)."""
+    record = asdict(principal)
+    record["expires"] = principal.expires.isoformat() if principal.expires else None
+    return record
+
+
+def from_record(record: dict[str, Any]) -> Principal:
+    fields = dict(record)
+    policies = tuple(Policy(**p) for p in fields.pop("policies"))
+    session, expires = fields.pop("session_policy"), fields.pop("expires")
+    return Principal(
+        **fields,
+        expires=datetime.fromisoformat(expires) if expires else None,
+        session_policy=Policy(**session) if session else None,
+        policies=policies,
+    )
+
+
+def lookup_at(endpoint: str) -> Callable[[str], Principal | None]:
+    """`principal_for_key` asked of the stack at `endpoint`: for a process without its backends."""
+    from urllib.request import Request, urlopen
+
+    from atf_local.servers import PRINCIPALS_PATH
+
+    def lookup(access_key_id: str) -> Principal | None:
+        body = json.dumps({"access_key_id": access_key_id}).encode()
+        with urlopen(Request(endpoint + PRINCIPALS_PATH, data=body, method="POST"), timeout=10) as answer:
+            record = json.loads(answer.read())["principal"]  # the stack's own loopback server
+        return from_record(record) if record else None
+
+    return lookup
+
+
+def _holder(access_key_id: str) -> Principal | None:
     backend = _iam()
     for user in backend.list_users("/", None, None):
         for key in user.access_keys:
