@@ -271,6 +271,27 @@ def test_iam_simulates_a_principals_policy_with_the_same_evaluator(stack: LocalS
         )
 
 
+def test_the_simulator_is_granted_on_the_simulated_entity_as_on_aws(stack: LocalStack) -> None:
+    role = _name("frontend-like")
+    may_simulate_users = {
+        "Effect": "Allow",
+        "Action": "iam:SimulatePrincipalPolicy",
+        "Resource": "arn:aws:iam::123456789012:user/*",
+    }
+    add_role(stack.endpoint, role, [may_simulate_users])
+    iam = session_of(credentials(stack.endpoint, role)).client("iam", endpoint_url=stack.endpoint)
+    user = _name("team")
+    add_user(stack.endpoint, user, READ_WORK)
+    answer = iam.simulate_principal_policy(
+        PolicySourceArn=f"arn:aws:iam::123456789012:user/{user}", ActionNames=["execute-api:Invoke"]
+    )
+    assert answer["EvaluationResults"][0]["EvalDecision"] == "implicitDeny"  # READ_WORK does not cover "*"
+    with pytest.raises(ClientError, match="AccessDenied"):
+        iam.simulate_principal_policy(
+            PolicySourceArn=f"arn:aws:iam::123456789012:role/atf-local-{role}", ActionNames=["execute-api:Invoke"]
+        )
+
+
 def test_calling_the_simulator_needs_its_own_grant(stack: LocalStack) -> None:
     name = _name("nosim")
     keys = add_user(stack.endpoint, name, READ_WORK)

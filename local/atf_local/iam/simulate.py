@@ -2,7 +2,8 @@
 server authorizes with (atf_local.iam.evaluate), over the policies moto's IAM holds.
 
 Served as a method of moto's IAM responses, so moto's own IAM enforcement first checks that the caller
-may call iam:SimulatePrincipalPolicy at all, as AWS does.
+may call iam:SimulatePrincipalPolicy, on the simulated entity's ARN as AWS checks it (moto would check
+it against "*").
 
 As AWS answers today: one EvaluationResult per action, its EvalDecision the most restrictive over the
 resources (explicitDeny, then implicitDeny, then allowed) and each resource's own decision in
@@ -102,6 +103,19 @@ def serve_simulation() -> None:
         return ActionResult(answer)
 
     IamResponse.simulate_principal_policy = simulate_principal_policy  # type: ignore[attr-defined]
+    determine = IamResponse._determine_resource
+
+    def _determine_resource(self: Any) -> str:
+        data = self.data or {}
+        if _first(data.get("Action")) == "SimulatePrincipalPolicy" and data.get("PolicySourceArn"):
+            return str(_first(data["PolicySourceArn"]))
+        return str(determine(self))
+
+    IamResponse._determine_resource = _determine_resource  # type: ignore[method-assign]
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else value
 
 
 def _listed_param(response: Any, name: str) -> list[Any]:
