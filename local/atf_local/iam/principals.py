@@ -9,6 +9,7 @@ session was given one, its session policy, which can only narrow them).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -41,8 +42,25 @@ class UnknownEntity(LookupError):
 def principal_for_key(access_key_id: str) -> Principal | None:
     """The active IAM user key or STS session with this id, with the policies that decide for it; None
     where there is none."""
+    for _ in range(_READS - 1):
+        try:
+            return _with_policies(access_key_id)
+        except RuntimeError:  # moto's server threads changed a dict while it was read: read again
+            continue
+    return _with_policies(access_key_id)
+
+
+_READS = 3
+
+
+def _with_policies(access_key_id: str) -> Principal | None:
     found = _holder(access_key_id)
-    return replace(found, policies=tuple(policies_of(found.source_arn))) if found is not None else None
+    if found is None:
+        return None
+    try:
+        return replace(found, policies=tuple(policies_of(found.source_arn)))
+    except UnknownEntity:  # a session of a role deleted since: it holds nothing
+        return found
 
 
 def to_record(principal: Principal) -> dict[str, Any]:
@@ -64,17 +82,26 @@ def from_record(record: dict[str, Any]) -> Principal:
     )
 
 
-def lookup_at(endpoint: str) -> Callable[[str], Principal | None]:
-    """`principal_for_key` asked of the stack at `endpoint`: for a process without its backends."""
+def lookup_at(endpoint: str, fresh_s: float = 5.0) -> Callable[[str], Principal | None]:
+    """`principal_for_key` asked of the stack at `endpoint`, for a process without its backends; an answer
+    is kept `fresh_s` seconds (a benchmark's API process must not double the embedded AWS's load), so a
+    policy changed meanwhile applies there that much later."""
     from urllib.request import Request, urlopen
 
     from atf_local.servers import PRINCIPALS_PATH
 
+    kept: dict[str, tuple[float, Principal | None]] = {}
+
     def lookup(access_key_id: str) -> Principal | None:
+        at, found = kept.get(access_key_id, (float("-inf"), None))
+        if time.monotonic() - at < fresh_s:
+            return found
         body = json.dumps({"access_key_id": access_key_id}).encode()
         with urlopen(Request(endpoint + PRINCIPALS_PATH, data=body, method="POST"), timeout=10) as answer:
             record = json.loads(answer.read())["principal"]  # the stack's own loopback server
-        return from_record(record) if record else None
+        found = from_record(record) if record else None
+        kept[access_key_id] = (time.monotonic(), found)
+        return found
 
     return lookup
 
