@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 
+from atf_core.aws import ENDPOINT_ENV
 from atf_local.api_server import ApiServer
+from atf_local.iam.principals import lookup_at
 
 
 def main() -> None:
@@ -16,7 +19,8 @@ def main() -> None:
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    server = ApiServer(port).start()
+    # Keys are looked up in the stack's process, which holds the embedded AWS's IAM and STS.
+    server = ApiServer(port, lookup=lookup_at(os.environ[ENDPOINT_ENV])).start()
     stopped.wait()
     server.stop()
 

@@ -41,8 +41,9 @@ _DESCRIPTIONS = {
 # What API Gateway answers for any method, whatever the function would have said.
 _GATEWAY_RESPONSES = {
     "403": (
-        "Refused by API Gateway (code missing_authentication): the request is not SigV4-signed, its signature "
-        "is invalid or expired, the caller may not execute-api:Invoke it, or no such route exists"
+        "Refused by API Gateway: the request is not SigV4-signed or no such route exists (code "
+        "missing_authentication), its signature or key is invalid or expired (a message only), or the caller's IAM "
+        "policies do not allow execute-api:Invoke on it (code access_denied, the message names the resource)"
     ),
     "429": "Throttled (code throttled): the stage's rate or burst limit, or the task store's; retry with backoff",
     "5XX": (

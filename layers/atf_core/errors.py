@@ -73,7 +73,17 @@ class PayloadTooLarge(InputError):
 
 
 class MissingAuthentication(AtfError):
+    """The request is not signed, or not signed by credentials AWS knows (a wrong secret, an expired session)."""
+
     code = "missing_authentication"
+    status = 403
+
+
+class AccessDenied(AtfError):
+    """The caller's IAM policies do not allow execute-api:Invoke on this route: API Gateway refused it, and the
+    message names the caller, the action and the resource. Retrying will not help; a grant will."""
+
+    code = "access_denied"
     status = 403
 
 
@@ -173,16 +183,34 @@ _BY_STATUS: dict[int, type[AtfError]] = {
 }
 
 
+# API Gateway's refusals the deployed API reshapes into the frontend's error body (its GatewayResponses, by
+# response type), with the codes of these classes and the field at fault: the CDK construct declares them
+# and the local API server answers alike, so the SDK raises the same class whoever refused the request.
+GATEWAY_REFUSALS: dict[str, tuple[type[AtfError], str | None]] = {
+    "BAD_REQUEST_BODY": (InputError, "body"),
+    "BAD_REQUEST_PARAMETERS": (InputError, "path"),
+    "MISSING_AUTHENTICATION_TOKEN": (MissingAuthentication, None),
+    "ACCESS_DENIED": (AccessDenied, None),
+    "THROTTLED": (Throttled, None),
+    "REQUEST_TOO_LARGE": (PayloadTooLarge, "body"),
+    "DEFAULT_5XX": (Unavailable, None),
+}
+# How API Gateway words an IAM refusal ("User: ARN is not authorized to perform: execute-api:Invoke on ...")
+_NOT_AUTHORIZED = " is not authorized to perform: "
+
+
 def from_wire(status: int, body: dict[str, object]) -> AtfError:
     """The error an API response describes, as the class the server raised where one matches."""
-    message = str(body.get("message") or f"HTTP {status}")
+    message = str(body.get("message") or body.get("Message") or f"HTTP {status}")
     field = body.get("field")
     if "code" in body:
         code = str(body["code"])
         known: list[type[AtfError]] = [AtfError, *_all_subclasses(AtfError)]
         cls = {c.code: c for c in known}.get(code, AtfError)
+        if cls is MissingAuthentication and _NOT_AUTHORIZED in message:  # an API deployed before AccessDenied
+            cls, code = AccessDenied, AccessDenied.code
     else:  # API Gateway's own refusals (auth, throttling, a failed invocation) carry only a message
-        cls = _BY_STATUS.get(status, AtfError)
+        cls = AccessDenied if status == 403 and _NOT_AUTHORIZED in message else _BY_STATUS.get(status, AtfError)
         code = cls.code
     error = cls(message, str(field) if field is not None else None)
     if error.code != code or error.status != status:

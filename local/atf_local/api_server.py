@@ -5,10 +5,12 @@ becomes the HTTP response. Calls go through one lock because a Lambda
 container serves one request at a time and the Powertools resolver keeps the
 current event in module state.
 
-Auth: API Gateway checks SigV4 signatures on AWS. Here a request must carry
-a SigV4 Authorization header (the SDK, the CLI and `curl --aws-sigv4` sign
-with whatever credentials they have), but its signature is not verified:
-the local stack's credentials are dummies anyway.
+Auth, as API Gateway's AWS_IAM (atf_local.gateway_auth): the signature is
+verified against the credentials the embedded AWS knows (its IAM users' keys,
+its STS sessions), and the caller's policies must allow execute-api:Invoke on
+the request's ARN; a refusal answers 403 as API Gateway does and never reaches
+the handler. The event's requestContext.identity names the caller as API
+Gateway's does (userArn, caller, accessKey, accountId).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import boto3
@@ -32,16 +34,24 @@ from atf_core.aws import make_clients
 from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
 from atf_local.environment import REPO
+from atf_local.gateway_auth import API_ID, STAGE, KeyLookup, Refusal, authenticate, authorize
+from atf_local.iam.principals import Principal, principal_for_key
+from atf_local.iam.roles import ACCOUNT
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
-SIGV4_SCHEME = "AWS4-HMAC-SHA256 "
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
-STAGE = "local"
 logger = logging.getLogger(__name__)
 
 
-def to_event(method: str, target: str, headers: list[tuple[str, str]], body: bytes, client_ip: str) -> dict[str, Any]:
-    """An API Gateway REST API proxy event (payload format 1.0) for one HTTP request."""
+def to_event(
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    client_ip: str,
+    caller: Principal | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST API proxy event (payload format 1.0) for one HTTP request by `caller`."""
     url = urlsplit(target)
     path = unquote(url.path) or "/"
     query = parse_qsl(url.query, keep_blank_values=True)
@@ -62,7 +72,7 @@ def to_event(method: str, target: str, headers: list[tuple[str, str]], body: byt
         "multiValueQueryStringParameters": multi_query or None,
         "pathParameters": {"proxy": path.lstrip("/")},
         "stageVariables": None,
-        "requestContext": _request_context(method, path, client_ip, dict(headers)),
+        "requestContext": _request_context(method, path, client_ip, dict(headers), _identity(caller)),
         "body": text,
         "isBase64Encoded": encoded,
     }
@@ -77,7 +87,17 @@ def _body_text(body: bytes) -> tuple[str | None, bool]:
         return base64.b64encode(body).decode("ascii"), True
 
 
-def _request_context(method: str, path: str, client_ip: str, headers: dict[str, str]) -> dict[str, Any]:
+def _identity(caller: Principal | None) -> dict[str, Any]:
+    """What API Gateway's IAM authorization tells the function about the caller."""
+    if caller is None:
+        return {}
+    named = {"caller": caller.caller, "user": caller.caller, "userArn": caller.arn}
+    return {"accountId": ACCOUNT, "accessKey": caller.access_key_id, **named}
+
+
+def _request_context(
+    method: str, path: str, client_ip: str, headers: dict[str, str], identity: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "resourcePath": "/{proxy+}",
         "httpMethod": method,
@@ -85,11 +105,11 @@ def _request_context(method: str, path: str, client_ip: str, headers: dict[str, 
         "stage": STAGE,
         "requestId": str(uuid.uuid4()),
         "requestTimeEpoch": int(time.time() * 1000),
-        "accountId": "000000000000",
-        "apiId": "local",
+        "accountId": ACCOUNT,
+        "apiId": API_ID,
         "protocol": "HTTP/1.1",
         "domainName": headers.get("Host", "127.0.0.1"),
-        "identity": {"sourceIp": client_ip, "userAgent": headers.get("User-Agent")},
+        "identity": {"sourceIp": client_ip, "userAgent": headers.get("User-Agent"), **identity},
     }
 
 
@@ -125,16 +145,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(*_refusal(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes", None))
             return
         body = self.rfile.read(length) if length else b""
-        if not self.headers.get("Authorization", "").startswith(SIGV4_SCHEME):
-            self._send(*_refusal(403, "missing_authentication", "sign the request with SigV4", "Authorization"))
+        caller = self._authorized(body)
+        if caller is None:
             return
-        event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0])
+        event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0], caller)
         try:
             result = from_result(self.server.invoke(event))
         except Exception:
             logger.exception("the frontend handler failed")
             result = 502, [("Content-Type", "application/json")], b'{"message": "Internal server error"}'
         self._send(*result)
+
+    def _authorized(self, body: bytes) -> Principal | None:
+        """The caller, where API Gateway would let the request through; else None, refused here."""
+        caller = authenticate(self.command, self.path, self.headers, body, lookup=self.server.lookup)
+        path = unquote(urlsplit(self.path).path)
+        refused = caller if isinstance(caller, Refusal) else authorize(caller, self.command, path)
+        if refused is None:
+            return cast(Principal, caller)
+        logger.warning("API Gateway would refuse %s %s: %s", self.command, self.path, refused.message)
+        headers = [("Content-Type", "application/json"), ("x-amzn-ErrorType", refused.error_type)]
+        self._send(403, headers, json.dumps(refused.body()).encode())
+        return None
 
     def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self.send_response(status)
@@ -153,9 +185,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, handler: Handler) -> None:
+    def __init__(self, port: int, handler: Handler, lookup: KeyLookup) -> None:
         super().__init__(("127.0.0.1", port), _RequestHandler)
         self._handler = handler
+        self.lookup = lookup
         self._lock = threading.Lock()
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +211,9 @@ def frontend_handler(session: boto3.Session | None = None) -> Handler:
 
 
 class ApiServer(BackgroundServer):
-    """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process."""
+    """The frontend on http://127.0.0.1:<port>, in a daemon thread of this process; `lookup` finds who
+    holds an access key: the embedded AWS's backends in this process by default (the local stack's), or
+    `atf_local.iam.principals.lookup_at(endpoint)` in a process of its own."""
 
-    def __init__(self, port: int = 8080, handler: Handler | None = None) -> None:
-        super().__init__(_Server(port, handler or frontend_handler()), "atf-api")
+    def __init__(self, port: int = 8080, handler: Handler | None = None, lookup: KeyLookup | None = None) -> None:
+        super().__init__(_Server(port, handler or frontend_handler(), lookup or principal_for_key), "atf-api")

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
 SESSIONS_PATH = "/_atf/sessions"  # on the SQS server: register a session STS gave on the first
+PRINCIPALS_PATH = "/_atf/principal"  # on the first server: who holds an access key (atf_local.iam.principals)
 # Headers of one connection, not of the answer (and its length, set anew)
 _HOP_BY_HOP = {"content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -67,6 +68,8 @@ def first_server(port: int, sqs_endpoint: str) -> MotoServer:
         def route(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
             if environ.get("PATH_INFO") == ENDPOINTS_PATH:
                 return _json(start_response, {"sqs": sqs_endpoint})
+            if environ.get("PATH_INFO") == PRINCIPALS_PATH and environ.get("REQUEST_METHOD") == "POST":
+                return _principal(environ, start_response)
             if service_of(environ) == "sqs":
                 return _forward(environ, start_response, sqs_endpoint)
             return app(environ, start_response)
@@ -74,6 +77,15 @@ def first_server(port: int, sqs_endpoint: str) -> MotoServer:
         return route
 
     return MotoServer(port, wrap)
+
+
+def _principal(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    """For an API server in another process (the benchmarks'): the holder of a key, and its policies."""
+    from atf_local.iam.principals import principal_for_key, to_record
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    found = principal_for_key(str(json.loads(environ["wsgi.input"].read(length) or b"{}").get("access_key_id")))
+    return _json(start_response, {"principal": to_record(found) if found else None})
 
 
 def service_of(environ: dict[str, Any]) -> str | None:

@@ -77,13 +77,14 @@ class Raw:
         data: bytes | None = None,
         content_type: str | None = "application/json",
         sign: bool = True,
+        credentials: Credentials = DUMMY,
     ) -> Reply:
         if data is None and body is not None:
             data = json.dumps(body).encode()
         headers = {"Content-Type": content_type} if content_type else {}
         request = AWSRequest(method=method, url=self.url + path, data=data, headers=headers)
         if sign:
-            SigV4Auth(DUMMY, "execute-api", "us-east-1").add_auth(request)
+            SigV4Auth(credentials, "execute-api", "us-east-1").add_auth(request)
         response = self._pool.request(method, self.url + path, body=data, headers=dict(request.headers.items()))
         parsed = json.loads(response.data) if response.data else None
         return Reply(response.status, parsed, dict(response.headers))

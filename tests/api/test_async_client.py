@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 
-from atf_core.errors import AtfError, Conflict, NotFound, Throttled, Unavailable, UnknownLambda, WrongType
+from atf_core.errors import (
+    AtfError,
+    Conflict,
+    MissingAuthentication,
+    NotFound,
+    Throttled,
+    Unavailable,
+    UnknownLambda,
+    WrongType,
+)
 from atf_core.schema import TaskStatus
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.async_client import AsyncAtfClient
@@ -185,11 +194,16 @@ async def test_from_env_reads_the_api_url(monkeypatch: pytest.MonkeyPatch, stack
 
 async def test_requests_are_signed_for_execute_api(counted: tuple[str, list[Event]]) -> None:
     url, seen = counted
-    async with AsyncAtfClient(url, region="eu-west-1") as atf:
+    async with AsyncAtfClient(url, region="us-east-1") as atf:
         await atf.schedule("work", delay_seconds=600)
     authorization = seen[0]["headers"]["Authorization"]
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=local/")
-    assert "/eu-west-1/execute-api/aws4_request" in authorization and "X-Amz-Date" in seen[0]["headers"]
+    assert "/us-east-1/execute-api/aws4_request" in authorization and "X-Amz-Date" in seen[0]["headers"]
+    # Signed for another region than the API's: refused as API Gateway refuses it, naming the region signed for
+    async with AsyncAtfClient(url, region="eu-west-1") as atf:
+        with pytest.raises(MissingAuthentication, match="scoped to a valid region, not 'eu-west-1'"):
+            await atf.schedule("work", delay_seconds=600)
+    assert len(seen) == 1
 
 
 def scripted(script: list[int | str], seen: list[Event]) -> Callable[[Event, Any], Event]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from atf_core.errors import Throttled, Unavailable
+from atf_core.errors import MissingAuthentication, Throttled, Unavailable
 from atf_local.api_server import ApiServer
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import API_URL_ENV, AtfClient, RetryPolicy
@@ -47,11 +47,16 @@ def test_requests_are_signed_for_execute_api(serve: Any) -> None:
         seen.append(event)
         return lambda_handler(event, context)
 
-    AtfClient(serve(record), region="eu-west-1").schedule("work")
+    url = serve(record)
+    AtfClient(url, region="us-east-1").schedule("work")
     authorization = seen[0]["headers"]["Authorization"]
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=local/")
-    assert "/eu-west-1/execute-api/aws4_request" in authorization
+    assert "/us-east-1/execute-api/aws4_request" in authorization
     assert "X-Amz-Date" in seen[0]["headers"]
+    # Signed for another region than the API's: refused as API Gateway refuses it, naming the region signed for
+    with pytest.raises(MissingAuthentication, match="scoped to a valid region, not 'eu-west-1'"):
+        AtfClient(url, region="eu-west-1").schedule("work")
+    assert len(seen) == 1
 
 
 def test_throttling_and_server_errors_are_retried_with_the_same_key(serve: Any) -> None:

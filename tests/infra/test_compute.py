@@ -114,6 +114,7 @@ def test_gateway_refusals_speak_the_frontends_error_codes(synth: Synthesized) ->
     }
     assert bodies["BAD_REQUEST_BODY"] == {"code": "invalid_input", "message": "m", "field": "body"}
     assert bodies["MISSING_AUTHENTICATION_TOKEN"]["code"] == "missing_authentication"
+    assert bodies["ACCESS_DENIED"]["code"] == "access_denied"  # an IAM refusal: the SDK's AccessDenied
     assert bodies["THROTTLED"]["code"] == "throttled"
 
 

@@ -17,7 +17,7 @@ from atf_cdk.builders import log_group
 from atf_cdk.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
 from atf_cdk.constructs.table import TaskTable
 from atf_cdk.nag import acknowledge, rendered
-from atf_core.errors import AtfError, InputError, MissingAuthentication, PayloadTooLarge, Throttled, Unavailable
+from atf_core.errors import GATEWAY_REFUSALS, AtfError
 
 OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
 # Served by the frontend but left out of its own document.
@@ -28,13 +28,7 @@ HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH")
 # atf_core.errors, so the SDK raises the same classes whoever refused the request.
 ERROR_TEMPLATE = '{"code": "%s", "message": $context.error.messageString, "field": %s}'
 GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[type[AtfError], str | None]] = {
-    apigw.ResponseType.BAD_REQUEST_BODY: (InputError, "body"),
-    apigw.ResponseType.BAD_REQUEST_PARAMETERS: (InputError, "path"),
-    apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: (MissingAuthentication, None),
-    apigw.ResponseType.ACCESS_DENIED: (MissingAuthentication, None),
-    apigw.ResponseType.THROTTLED: (Throttled, None),
-    apigw.ResponseType.REQUEST_TOO_LARGE: (PayloadTooLarge, "body"),
-    apigw.ResponseType.DEFAULT_5_XX: (Unavailable, None),
+    apigw.ResponseType.of(name): refusal for name, refusal in GATEWAY_REFUSALS.items()
 }
 
 

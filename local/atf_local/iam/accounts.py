@@ -77,11 +77,43 @@ def add_role(endpoint: str, name: str, statements: list[Statement]) -> None:
     _put_role(operator_session().client("iam", endpoint_url=endpoint), name, statements)
 
 
+def add_user(endpoint: str, name: str, statements: list[Statement]) -> dict[str, str]:
+    """An IAM user holding `statements` (an inline policy) with a fresh access key: a person or a team's
+    script calling the API. Returns the key as the environment variables boto3 reads (`session_of`
+    makes a session of them)."""
+    iam = operator_session().client("iam", endpoint_url=endpoint)
+    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_user(UserName=name)
+    document = {"Version": "2012-10-17", "Statement": statements or [_NOTHING]}
+    iam.put_user_policy(UserName=name, PolicyName="grants", PolicyDocument=json.dumps(document))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return {
+        "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }
+
+
+def session_of(environment: dict[str, str]) -> boto3.Session:
+    """A session of credentials given as environment variables (a user's key, or a role's session)."""
+    return boto3.Session(
+        aws_access_key_id=environment["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=environment["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=environment.get("AWS_SESSION_TOKEN"),
+        region_name=REGION,
+    )
+
+
 def enforce_here() -> None:
-    """This process's moto: the operator, IAM enforced from the next request on, refusals named."""
+    """This process's moto: the operator, IAM enforced from the next request on, refusals named, and the
+    IAM calls moto lacks served (atf_local.iam.simulate)."""
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin
 
+    from atf_local.iam.simulate import serve_simulation
+
+    serve_simulation()
     _create_operator()
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
     ActionAuthenticatorMixin.request_count = 0
@@ -159,15 +191,6 @@ def credentials(endpoint: str, component: str) -> dict[str, str]:
         "AWS_DEFAULT_REGION": REGION,
         "AWS_REGION": REGION,
     }
-
-
-def session_of(environment: dict[str, str]) -> boto3.Session:
-    return boto3.Session(
-        aws_access_key_id=environment["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=environment["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=environment["AWS_SESSION_TOKEN"],
-        region_name=REGION,
-    )
 
 
 def _create_operator() -> None:
