@@ -154,8 +154,8 @@ def test_a_principal_may_do_what_its_policy_allows_and_nothing_else(
     with pytest.raises(AccessDenied) as refused:
         client.schedule("work", payload={"n": 1})
     caller = boto3_identity(reader)
-    resource = execute_api_arn("POST", "/v1/tasks")
-    assert resource == f"{API}/local/POST/v1/tasks"
+    resource = execute_api_arn("POST", "/v1/lambdas/work/tasks")  # the SDK takes the lambda's own route
+    assert resource == f"{API}/local/POST/v1/lambdas/work/tasks"
     assert (
         refused.value.message
         == f"User: {caller} is not authorized to perform: execute-api:Invoke on resource: {resource}"
@@ -198,7 +198,7 @@ def test_an_explicit_deny_beats_an_allow(stack: LocalStack, item_count: Callable
     client = _client(stack, add_user(stack.endpoint, _name("guarded"), [everything, no_writes]))
     assert client.stats("work").lambda_ == "work"
     before = item_count()
-    with pytest.raises(AccessDenied, match=r"POST/v1/tasks with an explicit deny$"):
+    with pytest.raises(AccessDenied, match=r"POST/v1/lambdas/work/tasks with an explicit deny$"):
         client.schedule("work", payload={"n": 1})
     assert item_count() == before
 
@@ -212,7 +212,7 @@ def test_the_cli_exits_5_naming_the_resource(
         main(["schedule", "--api-url", stack.api_url, "work"])
     assert exited.value.code == 5
     err = capsys.readouterr().err
-    assert err.startswith("atf: access_denied:") and f"{API}/local/POST/v1/tasks" in err
+    assert err.startswith("atf: access_denied:") and f"{API}/local/POST/v1/lambdas/work/tasks" in err
 
 
 @pytest.fixture
