@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-STEPS = ("cost", "throughput", "lag", "consumer", "capacity")
+STEPS = ("cost", "throughput", "lag", "consumer", "fairness", "capacity")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--consumer-tasks", type=int, default=20_000, help="due tasks (on 40 shards) of the consumer run"
     )
+    parser.add_argument("--fairness-flood", type=int, default=5000, help="key A's tasks in the fairness run")
+    parser.add_argument("--fairness-per-key", type=int, default=20, help="tasks of each of keys B..K there")
     parser.add_argument("--reuse", type=Path, help="start from a results.json (--only capacity: redo the model)")
     return parser
 
@@ -108,6 +110,14 @@ def _consumer(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     return run_consumer_passes(work, tasks=tasks, shards=40, per_pass=500)
 
 
+def _fairness(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """Key A floods, keys B..K schedule a few each at the same moment: B..K's start-lag against no flood."""
+    from bench.fairness import run_fairness
+
+    flood, per_key = (200, 5) if args.quick else (args.fairness_flood, args.fairness_per_key)
+    return run_fairness(work, flood=flood, per_key=per_key)
+
+
 def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     from bench.capacity import Assumptions, model
 
@@ -127,7 +137,14 @@ def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     return model(a=assumptions)
 
 
-RUNNERS = {"cost": _cost, "throughput": _throughput, "lag": _lag, "consumer": _consumer, "capacity": _capacity}
+RUNNERS = {
+    "cost": _cost,
+    "throughput": _throughput,
+    "lag": _lag,
+    "consumer": _consumer,
+    "fairness": _fairness,
+    "capacity": _capacity,
+}
 
 
 def _write(results: dict[str, Any], out: Path) -> None:

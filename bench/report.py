@@ -35,6 +35,8 @@ def render(results: dict[str, Any]) -> str:
              _throughput(results["throughput"]), _capacity(results["capacity"])]  # fmt: skip
     if "consumer" in results:
         parts.insert(-1, _consumer(results["consumer"]))
+    if "fairness" in results:
+        parts.insert(-1, _fairness(results["fairness"]))
     return "\n\n".join(parts) + "\n"
 
 
@@ -42,6 +44,25 @@ def _consumer(run: dict[str, Any]) -> str:
     from bench.consumer_passes import summary
 
     return "\n".join(["## One consumer invocation's passes", "", "```", summary(run), "```"])
+
+
+def _fairness(run: dict[str, Any]) -> str:
+    """Keys B..K's start-lag with and without key A's flood (issue 16: within 2x), and A's throughput."""
+    alone, flooded = run["alone"]["others_lag_ms"], run["flooded"]["others_lag_ms"]
+    return "\n".join([
+        "## Fairness between flow keys",
+        "",
+        f"Key A floods {run['flood']} tasks; keys B..K schedule {run['per_key']} each, all due at one moment "
+        f"({run['shards']} shards).",
+        "",
+        "| B..K start-lag | p50 ms | p95 ms |",
+        "| --- | --- | --- |",
+        f"| alone | {alone.get('p50')} | {alone.get('p95')} |",
+        f"| beside A's flood | {flooded.get('p50')} | {flooded.get('p95')} |",
+        f"| ratio (goal: within 2x) | {run['others_lag_ratio'].get('p50')} | {run['others_lag_ratio'].get('p95')} |",
+        "",
+        f"Key A: {run['flooded']['a_done']} of {run['flood']} ran, {run['flooded']['a_tasks_per_s']} tasks/s.",
+    ])  # fmt: skip
 
 
 def _header(results: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -46,6 +47,28 @@ class Limits(BaseModel):
     max_running: int | None = Field(default=None, ge=1, le=10_000)
 
 
+class OverRate(StrEnum):
+    """What becomes of a keyed task over its key's max_starts_per_second."""
+
+    THROTTLE = "throttle"  # it waits for a later window (no attempt used)
+    RATE_LIMIT = "rate_limit"  # it ends dropped, with the reason
+
+
+class KeyLimits(Limits):
+    """Caps per flow-control key (a task's flow_key), each key apart, across all worker hosts."""
+
+    over_rate: OverRate = Field(
+        default=OverRate.THROTTLE,
+        description="Over max_starts_per_second: throttle (the task waits) or rate_limit (it ends dropped).",
+    )
+
+    @model_validator(mode="after")
+    def _caps_something(self) -> KeyLimits:
+        if self.max_running is None and self.max_starts_per_second is None:
+            raise ValueError("key_limits needs max_running or max_starts_per_second")
+        return self
+
+
 class LambdaSpec(BaseModel):
     """A callback type: its priorities (highest first) and scheduling budget."""
 
@@ -75,6 +98,9 @@ class LambdaSpec(BaseModel):
     dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
     limits: Limits = Field(default_factory=Limits, description="For the whole lambda.")
     collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Per collection.")
+    key_limits: KeyLimits | None = Field(
+        default=None, description="Per flow-control key (a task's flow_key), each key apart; keyless tasks: none."
+    )
     timeout_seconds: TimeoutSeconds | None = Field(
         default=None, description="An attempt's time limit, unless its task sets its own; none: no limit."
     )

@@ -36,6 +36,7 @@ class Attr:
     ERROR = "e"
     REASON = "r"
     KEY = "k"
+    FLOW_KEY = "fk"  # the flow-control key (limits per key, fairness between keys)
     FINGERPRINT = "f"
     WRITER = "w"  # token of the last transition, to recognise our own lost-response retries
     EXPIRES = "ttl"  # when DynamoDB may delete a finished task (retention)
@@ -52,7 +53,7 @@ INDEX_NAME = "due"
 # Attributes copied into the index never change after creation (the error
 # type changes only as a task enters the dead letters, when its key moves
 # anyway), so no transition pays an extra index write for them.
-INDEX_PROJECTION = (Attr.LAMBDA, Attr.COLLECTION, Attr.PRIORITY, Attr.EXPIRE_AT, Attr.ERROR_TYPE)
+INDEX_PROJECTION = (Attr.LAMBDA, Attr.COLLECTION, Attr.PRIORITY, Attr.EXPIRE_AT, Attr.ERROR_TYPE, Attr.FLOW_KEY)
 GATES_ITEM_ID = "#gates"
 
 

@@ -6,6 +6,12 @@ window's counter (at most N starts a second) and a slot in the running set
 table, so the caps hold across hosts. A slot is a lease that heartbeats
 renew; the slot of a worker that died expires and is reclaimed, so a crash
 cannot shrink the cap for good.
+
+A lambda's key_limits apply the same caps to each flow-control key apart (a
+scope per (lambda, flow_key)). Those items carry a TTL past their last lease
+or window, so the millions of keys a lambda may see cost nothing once idle.
+Over a key's rate a task waits (throttle) or, in rate_limit mode, is refused
+for good: the controller ends it dropped with the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from atf_core.config import Limits, StackConfig
+from atf_core.config import KeyLimits, Limits, OverRate, StackConfig
 from atf_core.store.counters import Counters
 
 
@@ -27,41 +33,61 @@ class Grant:
     slots: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Not now: ask again later, or (`drop`) never: the task ends dropped with `reason`."""
+
+    reason: str
+    drop: bool = False
+
+
+# Idle counters of a key stay this long past their last lease or window before DynamoDB's TTL removes them.
+IDLE_KEEP_S = 3600
+
+
+def key_scope(lambda_name: str, flow_key: str) -> str:
+    """The scope of one flow key ('#' is in neither a lambda's nor a key's characters: no clash)."""
+    return f"{lambda_name}#{flow_key}"
+
+
 class Limiter:
     def __init__(self, counters: Counters, config: StackConfig, clock: Any = time.time) -> None:
         self._counters = counters
         self._config = config
         self._clock = clock
 
-    def scopes(self, lambda_name: str, collection: str) -> list[tuple[str, Limits]]:
+    def scopes(self, lambda_name: str, collection: str, flow_key: str | None = None) -> list[tuple[str, Limits]]:
         spec = self._config.lambdas[lambda_name]
         found = [(lambda_name, spec.limits)]
         if collection in spec.collection_limits:
             found.append((f"{lambda_name}/{collection}", spec.collection_limits[collection]))
+        if flow_key is not None and spec.key_limits is not None:
+            found.append((key_scope(lambda_name, flow_key), spec.key_limits))
         return [(scope, limits) for scope, limits in found if limits.max_running or limits.max_starts_per_second]
 
     def limited(self, lambda_name: str) -> bool:
         spec = self._config.lambdas[lambda_name]
-        return bool(self.scopes(lambda_name, "") or spec.collection_limits)
+        return bool(self.scopes(lambda_name, "") or spec.collection_limits or spec.key_limits)
 
-    def acquire(self, lambda_name: str, collection: str, task_id: str) -> Grant | None:
-        """A grant to start this task now, or None: wait and ask again."""
+    def acquire(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant | Refusal:
+        """A grant to start this task now, or a refusal: wait and ask again, or (a key's rate limit) drop it."""
         taken: list[str] = []
-        for scope, limits in self.scopes(lambda_name, collection):
+        for scope, limits in self.scopes(lambda_name, collection, flow_key):
             if limits.max_running and not self._take_slot(scope, task_id, limits.max_running):
                 self._give_back(taken, task_id)
-                return None
+                return Refusal(f"{_named(scope)} runs {limits.max_running} at most")
             if limits.max_running:
                 taken.append(scope)
             if limits.max_starts_per_second and not self._take_token(scope, limits.max_starts_per_second):
                 self._give_back(taken, task_id)
-                return None
+                drop = isinstance(limits, KeyLimits) and limits.over_rate is OverRate.RATE_LIMIT
+                return Refusal(f"over the rate of {_named(scope)} ({limits.max_starts_per_second:g} starts/s)", drop)
         return Grant(task_id, tuple(taken))
 
-    def grant_for(self, lambda_name: str, collection: str, task_id: str) -> Grant:
+    def grant_for(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant:
         """The slots a running task holds, as its executor sees them."""
-        slots = tuple(scope for scope, limits in self.scopes(lambda_name, collection) if limits.max_running)
-        return Grant(task_id, slots)
+        scopes = self.scopes(lambda_name, collection, flow_key)
+        return Grant(task_id, tuple(scope for scope, limits in scopes if limits.max_running))
 
     def release(self, grant: Grant) -> None:
         self._give_back(list(grant.slots), grant.task_id)
@@ -69,20 +95,21 @@ class Limiter:
     def renew(self, grant: Grant) -> None:
         lease_ms = self._lease_until_ms()
         for scope in grant.slots:
-            self._counters.renew_slot(scope, grant.task_id, lease_ms)
+            self._counters.renew_slot(scope, grant.task_id, lease_ms, _expires(lease_ms))
 
     # -- starts per second -----------------------------------------------------
     def _take_token(self, scope: str, per_second: float) -> bool:
         window = max(1, math.ceil(1 / per_second))  # slow rates count over a longer window
         allowed = max(1, math.floor(per_second * window))
         start = int(self._clock()) // window * window
-        return self._counters.take_start(scope, start, allowed, expires=start + window + 3600)
+        return self._counters.take_start(scope, start, allowed, expires=start + window + IDLE_KEEP_S)
 
     # -- running at once ---------------------------------------------------------
     def _take_slot(self, scope: str, task_id: str, max_running: int) -> bool:
         self._counters.open_slots(scope)
         for _ in range(2):
-            if self._counters.take_slot(scope, task_id, self._lease_until_ms(), max_running):
+            lease_ms = self._lease_until_ms()
+            if self._counters.take_slot(scope, task_id, lease_ms, max_running, _expires(lease_ms)):
                 return True
             if not self._reclaim_expired(scope):
                 return False
@@ -104,3 +131,14 @@ class Limiter:
     def _lease_until_ms(self) -> int:
         timeouts = self._config.timeouts
         return int((self._clock() + max(timeouts.heartbeat, timeouts.claim)) * 1000)
+
+
+def _expires(lease_ms: int) -> int:
+    """When a slots item may go (epoch s): an hour past the lease it was last given. A holder renews it with
+    every heartbeat, so only the item of a scope nobody has run in for that long ever goes."""
+    return lease_ms // 1000 + IDLE_KEEP_S
+
+
+def _named(scope: str) -> str:
+    lambda_name, hash_, flow_key = scope.partition("#")
+    return f"flow key {flow_key!r} of {lambda_name}" if hash_ else f"limit scope {scope}"

@@ -29,15 +29,19 @@ class TaskMessage:
     attempt: int
     due_ms: int  # the consumer may enqueue slightly early; the controller holds it until then
     collection: str  # lets a controller apply a collection's gate before it claims
+    flow_key: str | None = None  # lets it apply the key's limits before it claims
 
     def encode(self) -> str:
-        body = {"id": self.task_id, "a": self.attempt, "due": self.due_ms, "c": self.collection}
+        body: dict[str, str | int] = {"id": self.task_id, "a": self.attempt, "due": self.due_ms, "c": self.collection}
+        if self.flow_key is not None:
+            body["k"] = self.flow_key
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
     def decode(cls, body: str) -> TaskMessage:
         raw = json.loads(body)
-        return cls(task_id=str(raw["id"]), attempt=int(raw["a"]), due_ms=int(raw["due"]), collection=str(raw["c"]))
+        flow_key = None if raw.get("k") is None else str(raw["k"])
+        return cls(str(raw["id"]), int(raw["a"]), int(raw["due"]), str(raw["c"]), flow_key)
 
 
 class QueueDirectory:
@@ -97,10 +101,19 @@ class QueueDirectory:
         did not take."""
         if not messages:
             return set()
-        entries = [{"Id": str(i), "MessageBody": m.encode()} for i, m in enumerate(messages)]
+        entries = [_entry(i, m) for i, m in enumerate(messages)]
         attributes: tracing.Attributes = {tracing.LAMBDA: lambda_name, tracing.PRIORITY: priority}
         attributes |= {tracing.TASK_IDS: [m.task_id for m in messages], tracing.ATTEMPTS: [m.attempt for m in messages]}
         url = self.url(lambda_name, priority, self._next_part(lambda_name, priority))
         with tracing.span("atf send", "PRODUCER", attributes):
             reply = self._sqs.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
         return {int(failure["Id"]) for failure in reply.get("Failed") or []}
+
+
+def _entry(position: int, message: TaskMessage) -> dict[str, str]:
+    """One SendMessageBatch entry. A keyed task's flow key is its message group: on a standard queue that
+    makes it an SQS fair queue, which keeps one key's backlog from delaying other keys' messages."""
+    entry = {"Id": str(position), "MessageBody": message.encode()}
+    if message.flow_key is not None:
+        entry["MessageGroupId"] = message.flow_key
+    return entry

@@ -25,6 +25,8 @@ MAX_RESULT_BYTES = 64 * 1024
 MAX_TIMEOUT_SECONDS = 86_400.0
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 COLLECTION_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+# A flow-control key (say, a customer id) follows a collection's rules: 1-64 of A-Z a-z 0-9 _ . : -
+FLOW_KEY_PATTERN = COLLECTION_PATTERN
 
 
 class TaskStatus(StrEnum):
@@ -178,6 +180,7 @@ class Task(BaseModel):
     errors: list[TaskError] = Field(default_factory=list, description="Every failed attempt, oldest first.")
     reason: str | None = Field(default=None, description="Why a task was dropped or cancelled.")
     key: str | None = None
+    flow_key: str | None = Field(default=None, description="The flow-control key its lambda's key_limits apply to.")
     expire_at: datetime | None = None
     chain: str | None = Field(default=None, description="The chain this task is a link of.")
     timeout_seconds: float | None = Field(
@@ -209,6 +212,13 @@ class ScheduleRequest(BaseModel):
     run_at: Moment | None = None
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
+    flow_key: str | None = Field(
+        default=None,
+        pattern=FLOW_KEY_PATTERN,
+        description="Flow-control key (say, a customer id; a collection's rules: 1-64 of A-Z a-z 0-9 _ . : -): the "
+        "lambda's key_limits cap each key's tasks apart, and due tasks are taken round-robin across keys. Not the "
+        "idempotency key (key).",
+    )
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
     timeout_seconds: TimeoutSeconds | None = Field(

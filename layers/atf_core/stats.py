@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from atf_core.config import Limits, StackConfig
+from atf_core.config import KeyLimits, Limits, StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
 from atf_core.recurrence import Schedule
@@ -123,6 +123,7 @@ class LambdaStats(BaseModel):
     schedules: list[ScheduleSummary] = Field(default_factory=list, description="Schedules creating its tasks.")
     limits: Limits = Field(default_factory=Limits, description="Configured for the whole lambda.")
     collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Configured per collection.")
+    key_limits: KeyLimits | None = Field(default=None, description="Configured per flow-control key.")
     complete: bool = Field(description="False when a cap was hit: counts are lower bounds, states a sample.")
 
 
@@ -173,6 +174,7 @@ class Stats:
                 "schedules": found,
                 "limits": spec.limits,
                 "collection_limits": spec.collection_limits,
+                "key_limits": spec.key_limits,
                 "complete": stats.complete and all_read,
             }
         )

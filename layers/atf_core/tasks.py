@@ -47,6 +47,7 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
         scheduled_at=due,
         created_at=now,
         key=request.key,
+        flow_key=request.flow_key,
         expire_at=request.expire_at,
         timeout_seconds=request.timeout_seconds,
         traceparent=request.traceparent,

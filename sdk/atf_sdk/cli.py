@@ -135,6 +135,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "expire_at": args.expire_at,
         "timeout_seconds": args.timeout,
+        "flow_key": args.flow_key,
     }
     request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
@@ -229,7 +230,7 @@ def _task_table(tasks: list[Task]) -> None:
         table.add_row(
             task.id,
             task.lambda_,
-            task.collection,
+            task.collection if task.flow_key is None else f"{task.collection} (flow key {task.flow_key})",
             task.priority,
             task.status.value,
             f"{task.attempt}/{task.max_attempts}",
@@ -388,6 +389,8 @@ def _print_beyond(stats: LambdaStats) -> None:
         state = "paused" if s.paused else f"next {when(s.next_occurrence)}"
         out.print(f"schedule {s.name}: {cadence} into {s.collection}, {state}, fired {s.fired}, skipped {s.skipped}")
     scopes = [("lambda", stats.limits), *((f"collection {c}", lim) for c, lim in stats.collection_limits.items())]
+    if stats.key_limits is not None:
+        scopes.append((f"each flow key, over the rate: {stats.key_limits.over_rate.value}", stats.key_limits))
     for scope, limits in scopes:
         caps = [f"{limits.max_starts_per_second:g} starts/s" if limits.max_starts_per_second else ""]
         caps.append(f"{limits.max_running} running" if limits.max_running else "")
@@ -406,6 +409,7 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     timing.add_argument("--run-at", type=moment, help="RFC 3339 time, e.g. 2026-01-01T00:00:00Z")
     timing.add_argument("--delay", type=float, help="seconds from now")
     verb.add_argument("--key", help="idempotency key (default: a new one)")
+    verb.add_argument("--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key")
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
     verb.add_argument(

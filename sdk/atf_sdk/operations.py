@@ -101,8 +101,10 @@ class TaskCalls(ApiClient):
         max_attempts: int | None = None,
         expire_at: datetime | None = None,
         timeout_seconds: float | None = None,
+        flow_key: str | None = None,
     ) -> Plan[ScheduledTask]:
-        """Schedule a task of `lambda_name` (a key is generated when none is given)."""
+        """Schedule a task of `lambda_name` (an idempotency key is generated when none is given; `flow_key`
+        is the flow-control key the lambda's key_limits apply to)."""
         fields = {
             "lambda": lambda_name,
             "payload": {} if payload is None else payload,  # anything else given is checked, never replaced
@@ -114,6 +116,7 @@ class TaskCalls(ApiClient):
             "max_attempts": max_attempts,
             "expire_at": expire_at,
             "timeout_seconds": timeout_seconds,
+            "flow_key": flow_key,
         }
         request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
         return (yield from self._submitted(request))

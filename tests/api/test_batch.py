@@ -47,3 +47,8 @@ def test_a_bad_task_is_named_by_its_index_in_the_callers_list(client: AtfClient)
     with pytest.raises(UnknownLambda) as refused:
         client.schedule_many(requests)
     assert refused.value.field == "tasks[110].lambda"
+
+
+def test_batch_items_carry_their_flow_keys(client: AtfClient) -> None:
+    results = client.schedule_many([{"lambda": "work", "delay_seconds": 600, "flow_key": k} for k in ("a", "b")])
+    assert [client.get(r.task.id).flow_key for r in results if r.task] == ["a", "b"]

@@ -60,6 +60,15 @@ def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any
     assert code == 2 and err.rstrip().endswith("(timeout_seconds)")
 
 
+def test_schedule_takes_a_flow_key_and_refuses_a_bad_one(atf: Any, client: Any) -> None:
+    code, out, _ = atf("schedule", "work", "--delay", "600", "--flow-key", "tenant-7", "-q")
+    assert code == 0 and client.get(out.strip()).flow_key == "tenant-7"
+    code, out, _ = atf("status", out.strip())
+    assert code == 0 and "flow key tenant-7" in out
+    code, _, err = atf("schedule", "work", "--flow-key", "a/b")
+    assert code == 2 and err.rstrip().endswith("(flow_key)")
+
+
 def test_errors_are_one_line_or_json_with_their_exit_status(atf: Any) -> None:
     code, _, err = atf("schedule", "nope")
     assert code == 2 and err.startswith("atf: unknown_lambda:") and err.rstrip().endswith("(lambda)")

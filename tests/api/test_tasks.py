@@ -34,6 +34,20 @@ def test_a_tasks_own_time_limit_is_kept_on_the_task(client: AtfClient) -> None:
     assert client.get(client.schedule("work", delay_seconds=60).id).timeout_seconds is None  # the lambda's
 
 
+def test_a_flow_key_is_kept_on_the_task_apart_from_the_idempotency_key(client: AtfClient) -> None:
+    scheduled = client.schedule("work", delay_seconds=60, flow_key="customer-42", key="flow-key-1")
+    task = client.get(scheduled.id)
+    assert (task.flow_key, task.key) == ("customer-42", "flow-key-1")
+    assert client.get(client.schedule("work", delay_seconds=60).id).flow_key is None
+
+
+def test_a_bad_flow_key_is_refused_naming_it_and_writes_nothing(raw: Any, item_count: Any) -> None:
+    before = item_count()
+    refused = raw("POST", "/v1/tasks", {"lambda": "work", "flow_key": "no spaces"})
+    assert (refused.status, refused.body["field"]) == (400, "flow_key")
+    assert item_count() == before
+
+
 def test_defaults_come_from_the_lambda_spec(client: AtfClient) -> None:
     task = client.get(client.schedule("mail").id)
     assert (task.priority, task.max_attempts, task.collection, task.payload) == ("normal", 5, "default", {})

@@ -36,7 +36,9 @@ def force_status(store: DynamoTaskStore, task: Task, status: TaskStatus, attempt
         }
     )
     shards = store._config.shards_of(task.lambda_)
-    partition = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, codec.shard_of(task.id, shards))
+    partition = codec.index_partition(
+        Assoc.NEW, task.lambda_, task.priority, codec.shard_of(task.id, shards, task.flow_key)
+    )
     item = codec.task_to_item(updated, "f", partition)
     for attr, moment in ((Attr.ENQUEUED, now), (Attr.CLAIMED, now), (Attr.HEARTBEAT, now)):
         item[attr] = {"N": str(to_ms(moment))}

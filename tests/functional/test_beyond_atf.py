@@ -15,7 +15,7 @@ from atf_core.consumer import Event
 from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, InputError
-from atf_core.limits import Limiter
+from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus
@@ -235,19 +235,20 @@ def test_at_most_n_starts_per_second_across_hosts(world: World) -> None:
     host_b.clock = host_a.clock  # type: ignore[attr-defined]
     host_b._clock = host_a._clock
     grants = [h.acquire("work", "c", f"t{i}") for i, h in enumerate([host_a, host_b] * 3)]
-    assert sum(g is not None for g in grants) == 3
+    assert sum(isinstance(g, Grant) for g in grants) == 3
     host_a.clock["t"] += 1  # type: ignore[attr-defined]
-    assert host_a.acquire("work", "c", "next") is not None
+    assert isinstance(host_a.acquire("work", "c", "next"), Grant)
 
 
 def test_at_most_m_running_and_a_dead_workers_slot_expires(world: World) -> None:
     limiter = limited(world, max_running=2)
     first, second = limiter.acquire("work", "c", "a"), limiter.acquire("work", "c", "b")
-    assert first and second and limiter.acquire("work", "c", "c") is None
+    assert isinstance(first, Grant) and isinstance(second, Grant)
+    assert isinstance(limiter.acquire("work", "c", "c"), Refusal)
     limiter.release(first)
-    assert limiter.acquire("work", "c", "c") is not None
+    assert isinstance(limiter.acquire("work", "c", "c"), Grant)
     limiter.clock["t"] += world.config.timeouts.heartbeat + 1  # type: ignore[attr-defined]  # nobody renewed
-    assert limiter.acquire("work", "c", "d") is not None
+    assert isinstance(limiter.acquire("work", "c", "d"), Grant)
 
 
 def test_a_task_not_started_by_its_expire_at_ends_as_expired(world: World) -> None:

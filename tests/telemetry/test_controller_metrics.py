@@ -11,7 +11,7 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.gating import Gating
-from atf_core.limits import Grant
+from atf_core.limits import Grant, Refusal
 from atf_core.queues import TaskMessage
 from atf_core.schema import GateAction, ScheduleRequest, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, TaskRef
@@ -29,8 +29,8 @@ class NoRoom:
     def limited(self, lambda_name: str) -> bool:
         return True
 
-    def acquire(self, lambda_name: str, collection: str, task_id: str) -> Grant | None:
-        return None
+    def acquire(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Refusal:
+        return Refusal("always full")
 
     def release(self, grant: Grant) -> None:
         return None

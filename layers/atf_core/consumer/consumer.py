@@ -180,17 +180,16 @@ class Consumer:
         return [index_partition(a, lambda_name, priority, s) for s in shards for a in (Assoc.STARTED, Assoc.NEW)]
 
     def _due_entries(self, poll: Poll, queue: QueueKey) -> Iterator[DueEntry]:
-        """Due entries this consumer has no reason to skip, oldest first per shard."""
+        """Due entries this consumer has no reason to skip, oldest first per shard, the shards in turn."""
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
         # out in partition order all the same, and are looked at here.
         reads = (functools.partial(_started, self._store.due(p, up_to, skip)) for p in self._partitions(*queue))
-        for entries in self._overlap.ordered(reads, ahead=self._overlap.threads):
-            for entry in entries:
-                poll.seen.add((entry.id, entry.next_ms))
-                if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
-                    yield entry
+        for entry in _in_turn(list(self._overlap.ordered(reads, ahead=self._overlap.threads))):
+            poll.seen.add((entry.id, entry.next_ms))
+            if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
+                yield entry
 
     def _outgoing(self, poll: Poll, entries: Iterator[DueEntry], room: int) -> Iterator[Outgoing]:
         """Decide each due entry and carry the decision out; at most `room` messages to send."""
@@ -221,7 +220,11 @@ class Consumer:
                 self._tracker.wait(look.key, until_ms, where(entry))
                 return None
             case Send(attempt):
-                return Outgoing(TaskMessage(entry.id, attempt, entry.next_ms, entry.collection), entry, recorded=False)
+                return Outgoing(
+                    TaskMessage(entry.id, attempt, entry.next_ms, entry.collection, entry.flow_key),
+                    entry,
+                    recorded=False,
+                )
             case Requeue() | Exhaust():
                 return self._recover_stuck(poll, look, action)
         outcome = self._first_write(look, action)
@@ -229,7 +232,9 @@ class Consumer:
             moved = self._look(poll, entry, outcome.task)
             return self._act(poll, moved, recover(moved, self._config))
         if isinstance(action, Enqueue):
-            return Outgoing(TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection), entry)
+            return Outgoing(
+                TaskMessage(entry.id, outcome.task.attempt, entry.next_ms, entry.collection, entry.flow_key), entry
+            )
         poll.report.count(Event.EXPIRED if isinstance(action, Expire) else Event.DROPPED, queue)
         return None
 
@@ -259,7 +264,9 @@ class Consumer:
         if not outcome.applied or outcome.task is None or look.task is None:
             return None
         poll.report.count(Event.REQUEUED, queue)
-        message = TaskMessage(look.entry.id, outcome.task.attempt, look.now_ms, look.task.collection)
+        message = TaskMessage(
+            look.entry.id, outcome.task.attempt, look.now_ms, look.task.collection, look.task.flow_key
+        )
         return Outgoing(message, look.entry)
 
     def _start_send(self, queue: QueueKey, batch: Sequence[Outgoing]) -> Sending:
@@ -301,7 +308,7 @@ class Consumer:
     def _release(self, message: TaskMessage, queue: QueueKey, now: datetime) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
         (if this write fails too, the enqueue timeout still recovers the task)."""
-        ref = TaskRef(message.task_id, *queue)
+        ref = TaskRef(message.task_id, *queue, message.flow_key)
         self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
 
     # -- memory --------------------------------------------------------------------
@@ -320,6 +327,18 @@ class Consumer:
         self._last_gates = gates
 
 
+def _in_turn(partitions: list[Iterator[DueEntry]]) -> Iterator[DueEntry]:
+    """One entry of each partition in turn, oldest first within each: a keyed task's entry is in its key's
+    shard (codec.shard_of), so one key's backlog in one shard cannot hold back the heads of the others."""
+    live = deque(partitions)
+    while live:
+        entries = live.popleft()
+        entry = next(entries, None)
+        if entry is not None:
+            yield entry
+            live.append(entries)
+
+
 def _started(entries: Iterator[DueEntry]) -> Iterator[DueEntry]:
     """The entries with their first page read (the query made) now."""
     first = next(entries, None)
@@ -327,15 +346,15 @@ def _started(entries: Iterator[DueEntry]) -> Iterator[DueEntry]:
 
 
 def fair_share(entries: Iterator[DueEntry], window: int) -> Iterator[DueEntry]:
-    """Take the first `window` due entries round-robin by collection, so one collection's
-    flood cannot starve another's tasks; then the rest in order."""
+    """Take the first `window` due entries round-robin by collection and flow key, so one collection's
+    or one key's flood cannot starve another's tasks; then the rest in order."""
     head = list(itertools.islice(entries, window))
-    by_collection: dict[str, deque[DueEntry]] = defaultdict(deque)
+    by_flow: dict[tuple[str, str | None], deque[DueEntry]] = defaultdict(deque)
     for entry in head:
-        by_collection[entry.collection].append(entry)
-    while by_collection:
-        for collection in list(by_collection):
-            yield by_collection[collection].popleft()
-            if not by_collection[collection]:
-                del by_collection[collection]
+        by_flow[(entry.collection, entry.flow_key)].append(entry)
+    while by_flow:
+        for flow in list(by_flow):
+            yield by_flow[flow].popleft()
+            if not by_flow[flow]:
+                del by_flow[flow]
     yield from entries

@@ -61,7 +61,7 @@ class Look:
 
     @property
     def ref(self) -> TaskRef:
-        return TaskRef(self.entry.id, self.entry.lambda_name, self.entry.priority)
+        return TaskRef(self.entry.id, self.entry.lambda_name, self.entry.priority, self.entry.flow_key)
 
 
 @dataclass(frozen=True)

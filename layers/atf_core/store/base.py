@@ -23,6 +23,7 @@ class DueEntry:
     next_ms: int
     expire_ms: int | None = None
     error_type: str | None = None
+    flow_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class TaskRef:
     id: str
     lambda_name: str
     priority: str
+    flow_key: str | None = None  # a keyed task's entry is in its key's shard (codec.shard_of)
 
     @classmethod
     def of(cls, task: Task) -> TaskRef:
-        return cls(task.id, task.lambda_, task.priority)
+        return cls(task.id, task.lambda_, task.priority, task.flow_key)

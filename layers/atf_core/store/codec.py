@@ -20,8 +20,10 @@ _deserializer = TypeDeserializer()
 Item = dict[str, Any]  # in DynamoDB's typed form: {"id": {"S": "..."}}
 
 
-def shard_of(task_id: str, shards: int) -> int:
-    return zlib.crc32(task_id.encode()) % shards
+def shard_of(task_id: str, shards: int, flow_key: str | None = None) -> int:
+    """The index shard of a task: its flow key's where it has one, so one key's backlog fills one shard
+    and leaves the heads of the others to other keys' tasks (the consumer reads every shard's in turn)."""
+    return zlib.crc32((task_id if flow_key is None else f"#{flow_key}").encode()) % shards
 
 
 def index_partition(assoc: Assoc, lambda_name: str, priority: str, shard: int) -> str:
@@ -65,6 +67,8 @@ def task_to_item(task: Task, fingerprint: str, index_pk: str | None) -> Item:
         plain[Attr.INDEX_SK] = to_ms(task.scheduled_at)
     if task.key is not None:
         plain[Attr.KEY] = task.key
+    if task.flow_key is not None:
+        plain[Attr.FLOW_KEY] = task.flow_key
     if task.expire_at is not None:
         plain[Attr.EXPIRE_AT] = to_ms(task.expire_at)
     if task.chain is not None:
@@ -99,6 +103,7 @@ def item_to_task(item: Item) -> Task:
         errors=[_error_from(e) for e in raw.get(Attr.ERRORS, [])],
         reason=raw.get(Attr.REASON),
         key=raw.get(Attr.KEY),
+        flow_key=raw.get(Attr.FLOW_KEY),
         expire_at=maybe_from_ms(raw.get(Attr.EXPIRE_AT)),
         chain=raw.get(Attr.CHAIN),
         timeout_seconds=raw.get(Attr.TIMEOUT),
@@ -118,6 +123,7 @@ def due_entry(item: Item) -> DueEntry:
         next_ms=raw[Attr.INDEX_SK],
         expire_ms=raw.get(Attr.EXPIRE_AT),
         error_type=raw.get(Attr.ERROR_TYPE),
+        flow_key=raw.get(Attr.FLOW_KEY),
     )
 
 

@@ -3,7 +3,9 @@
 A window is an item per (scope, window start) whose count only grows, up to
 the allowed starts, and expires an hour after the window. A scope's running
 slots are one item holding a map of task id -> lease end (epoch ms); a
-start adds its task while the map is smaller than the cap.
+start adds its task while the map is smaller than the cap. Every take and
+renewal of a slot pushes the item's TTL past its lease, so the item of a scope
+nobody uses (a flow key gone quiet) leaves the table by itself.
 """
 
 from __future__ import annotations
@@ -39,21 +41,24 @@ class Counters:
         self._table.update(_slots(scope), "SET r = if_not_exists(r, :empty)", values={":empty": {"M": {}}})
 
     @calls("dynamodb:UpdateItem")
-    def take_slot(self, scope: str, task_id: str, lease_ms: int, max_running: int) -> bool:
-        """Hold a slot for the task until `lease_ms`, if fewer than `max_running` are held (or it holds one)."""
+    def take_slot(self, scope: str, task_id: str, lease_ms: int, max_running: int, expires: int) -> bool:
+        """Hold a slot for the task until `lease_ms`, if fewer than `max_running` are held (or it holds one);
+        the item lives until `expires` (epoch s) at least."""
         return self._table.update(
             _slots(scope),
-            "SET r.#t = :exp",
+            "SET r.#t = :exp, #ttl = :ttl",
             "size(r) < :max OR attribute_exists(r.#t)",
-            {"#t": task_id},
-            {":exp": {"N": str(lease_ms)}, ":max": {"N": str(max_running)}},
+            {"#t": task_id, "#ttl": Attr.EXPIRES},
+            {":exp": {"N": str(lease_ms)}, ":max": {"N": str(max_running)}, ":ttl": {"N": str(expires)}},
         ).applied
 
     @calls("dynamodb:UpdateItem")
-    def renew_slot(self, scope: str, task_id: str, lease_ms: int) -> bool:
-        """Extend the lease of a slot the task still holds."""
-        names, values = {"#t": task_id}, {":exp": {"N": str(lease_ms)}}
-        return self._table.update(_slots(scope), "SET r.#t = :exp", "attribute_exists(r.#t)", names, values).applied
+    def renew_slot(self, scope: str, task_id: str, lease_ms: int, expires: int) -> bool:
+        """Extend the lease of a slot the task still holds (and the item's life, to `expires`)."""
+        names = {"#t": task_id, "#ttl": Attr.EXPIRES}
+        values = {":exp": {"N": str(lease_ms)}, ":ttl": {"N": str(expires)}}
+        update = "SET r.#t = :exp, #ttl = :ttl"
+        return self._table.update(_slots(scope), update, "attribute_exists(r.#t)", names, values).applied
 
     @calls("dynamodb:GetItem")
     def slots(self, scope: str) -> dict[str, int]:

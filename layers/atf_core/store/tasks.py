@@ -104,7 +104,7 @@ def create_request(config: StackConfig, task: Task, fingerprint: str) -> dict[st
     refusal returns the item in the way (`create_refused` reads it). `DynamoTaskStore.create` sends it alone;
     atf_sdk.transaction hands it out as a TransactWriteItems entry.
     """
-    shard = codec.shard_of(task.id, config.shards_of(task.lambda_))
+    shard = codec.shard_of(task.id, config.shards_of(task.lambda_), task.flow_key)
     partition: str | None = codec.index_partition(Assoc.NEW, task.lambda_, task.priority, shard)
     if task.status is TaskStatus.WAITING:
         partition = None  # a chain link enters the index when its parents succeed

@@ -71,7 +71,7 @@ class TransitionUpdate:
         elif self._t.moves_to is not None:
             if self._c.next_at is None:
                 raise ValueError(f"{self._t.name} needs next_at")
-            shard = codec.shard_of(self._task.id, self._config.shards_of(self._task.lambda_name))
+            shard = codec.shard_of(self._task.id, self._config.shards_of(self._task.lambda_name), self._task.flow_key)
             priority = self._c.priority or self._task.priority
             partition = codec.index_partition(self._t.moves_to, self._task.lambda_name, priority, shard)
             self._values[":pk"] = {"S": partition}

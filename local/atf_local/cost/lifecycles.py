@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from atf_core.aws import AwsClients, make_clients
-from atf_core.config import StackConfig
+from atf_core.config import KeyLimits, StackConfig
 from atf_core.consumer import Consumer
 from atf_core.definitions import create_table_request, queue_specs
 from atf_core.queues import TaskMessage
@@ -43,7 +43,16 @@ from atf_sdk.worker.executor import TaskRunner, build_runner
 from atf_sdk.worker.registry import Callback, Retry, TaskContext
 
 T0 = datetime.fromisoformat("2030-01-01T12:00:00+00:00")
-SCENARIOS = ("happy path", "retried twice", "60 s with heartbeats", "gated, then resumed", "dropped by a gate")
+SCENARIOS = (
+    "happy path",
+    "retried twice",
+    "60 s with heartbeats",
+    "gated, then resumed",
+    "dropped by a gate",
+    "flow key with key limits",
+)
+# The key limits the keyed scenario prices (each task its own key, so none waits): what a cap per key costs.
+PRICED_KEY_LIMITS = KeyLimits(max_running=1, max_starts_per_second=10)
 
 
 def succeed(task: TaskContext) -> None:
@@ -73,13 +82,23 @@ class Lifecycles:
         return self.now
 
     # -- what each component does ---------------------------------------------
-    def schedule(self, collection: str) -> list[Task]:
+    def schedule(self, collection: str, keyed: bool = False) -> list[Task]:
+        """The scenario's batch of tasks; `keyed`: each with a flow key of its own."""
         payload = {"blob": "x" * max(0, self.estimate.payload_bytes - 12)}
         request = {"lambda": self.lambda_name, "payload": payload, "collection": collection}
         scheduling = Scheduling(self.store, self.config, self.clock)
         with self.step("schedule"):
-            requests = [ScheduleRequest.model_validate(request) for _ in range(self.estimate.batch)]
+            requests = [
+                ScheduleRequest.model_validate({**request, "flow_key": f"key-{i}"} if keyed else request)
+                for i in range(self.estimate.batch)
+            ]
             return [scheduling.schedule(r).task for r in requests]
+
+    def limited_per_key(self) -> None:
+        """From now on, the lambda caps each flow key (PRICED_KEY_LIMITS), for every component."""
+        spec = self.config.lambdas[self.lambda_name].model_copy(update={"key_limits": PRICED_KEY_LIMITS})
+        self.config = self.config.model_copy(update={"lambdas": {**self.config.lambdas, self.lambda_name: spec}})
+        self.consumer = Consumer(self.store, self.clients.sqs, self.config, clock=self.clock)
 
     def poll(self, label: str = "enqueue") -> None:
         self.advance(1.0)
@@ -229,8 +248,17 @@ def dropped(run: Lifecycles) -> None:
     run.gate(None, "dropped")
 
 
+def keyed(run: Lifecycles) -> None:
+    """Tasks with flow keys under key limits: the controller takes a slot and a start per key, the
+    executor gives the slot back (and would renew it with each heartbeat)."""
+    run.limited_per_key()
+    run.schedule("keyed", keyed=True)
+    run.poll()
+    run.work()
+
+
 SCENARIO_RUNS: dict[str, Callable[[Lifecycles], None]] = dict(
-    zip(SCENARIOS, (happy_path, retried_twice, heartbeating, gated, dropped), strict=True)
+    zip(SCENARIOS, (happy_path, retried_twice, heartbeating, gated, dropped, keyed), strict=True)
 )
 
 

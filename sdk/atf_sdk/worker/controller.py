@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from multiprocessing.connection import Connection, Listener
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +30,9 @@ from atf_core.calls import calls
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
-from atf_core.limits import Grant, Limiter
+from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import Gate, GateAction, Task, utcnow
+from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.counters import Counters
 from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
+KEY_DEFER_S = 1.0  # how much later a task a flow key's limit holds back is looked at again, once deferred
 RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
 # Besides its receive, a turn of a receive loop may read the gates and hand messages back: calls bounded by
@@ -64,7 +65,7 @@ class _NoLimits:
     def limited(self, lambda_name: str) -> bool:
         return False
 
-    def acquire(self, lambda_name: str, collection: str, task_id: str) -> Grant | None:
+    def acquire(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant | Refusal:
         return Grant(task_id, ())
 
     def release(self, grant: Grant) -> None:
@@ -227,7 +228,8 @@ class Controller:
     def claim(self, lambda_name: str, item: Buffered, worker: str = "") -> Task | None:
         """Claim one buffered message's task for `worker`, or act on its gate or limit; the task if claimed."""
         message = item.message
-        ref = TaskRef(message.task_id, lambda_name, self._config.lambdas[lambda_name].priorities[item.rank])
+        priority = self._config.lambdas[lambda_name].priorities[item.rank]
+        ref = TaskRef(message.task_id, lambda_name, priority, message.flow_key)
         now, started_ns = self._clock(), time.time_ns()
         try:
             gate = self._gate_on(lambda_name, item)
@@ -235,9 +237,11 @@ class Controller:
                 self._apply_gate(ref, message, gate.action, gate.scope, now)
                 self._delete(item)
                 return None
-            grant = self._limits(lambda_name, item)
+            grant = self._limits(lambda_name, item, ref, now)
             if grant is False:
                 return None
+            if grant is not True:
+                now = self._clock()  # the claim is made after the grant (its calls take time): stamp it then
             change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms, host=worker or None)
             outcome = self._store.transition(ref, lifecycle.CLAIM, change)
         except Exception:
@@ -254,16 +258,40 @@ class Controller:
         self._expire_if_due(ref, outcome.task, now)
         return None
 
-    def _limits(self, lambda_name: str, item: Buffered) -> Grant | bool:
-        """A grant from the lambda's limits (True: none apply), or False: the message waits a little."""
+    def _limits(self, lambda_name: str, item: Buffered, ref: TaskRef, now: datetime) -> Grant | bool:
+        """A grant from the lambda's limits (True: none apply), or False: the message waits, or (over a flow
+        key's rate limit) its task ended dropped."""
         if not self._limiter.limited(lambda_name):
             return True
-        grant = self._limiter.acquire(lambda_name, item.message.collection, item.message.task_id)
-        if grant is None:
-            self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
-            self._count_limited(lambda_name, item)
+        message = item.message
+        answer = self._limiter.acquire(lambda_name, message.collection, message.task_id, message.flow_key)
+        if isinstance(answer, Grant):
+            return answer
+        if answer.drop:
+            self._drop(ref, answer.reason, now)
+            self._delete(item)
             return False
-        return grant
+        self._count_limited(lambda_name, item)
+        if message.flow_key is None or not self._defer(lambda_name, item, ref, now):
+            self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
+        return False
+
+    def _defer(self, lambda_name: str, item: Buffered, ref: TaskRef, now: datetime) -> bool:
+        """A flow key's limit holds its task back: while the buffer has room, it waits there; past half of
+        it, the task goes back to the index KEY_DEFER_S later and its message is deleted, so one key's
+        backlog cannot fill the buffer and keep other keys' tasks from being received. True if deferred.
+        The write is fenced by the message's attempt; no attempt is used."""
+        buffer = self._buffers[lambda_name]
+        if buffer.room() > buffer.capacity // 2:
+            return False
+        change = Change(now=now, attempt=item.message.attempt, next_at=now + timedelta(seconds=KEY_DEFER_S))
+        outcome = self._store.transition(ref, lifecycle.AMEND, change)
+        if not outcome.applied and outcome.task is not None and outcome.task.status is TaskStatus.RETRIABLE_FAILURE:
+            outcome = self._store.transition(ref, lifecycle.AMEND_RETRY, change)
+        if not outcome.applied:
+            return False  # claimed or changed meanwhile: the claim finds out which
+        self._delete(item)
+        return True
 
     def _count_limited(self, lambda_name: str, item: Buffered) -> None:
         if item.message.task_id not in self._limited:
@@ -283,11 +311,15 @@ class Controller:
 
     def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: datetime) -> None:
         if action is GateAction.DROP:
-            outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=f"dropped by gate {scope}"))
-            if outcome.applied:
-                self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
+            self._drop(ref, f"dropped by gate {scope}", now)
         else:
             hand_back(self._store, self._config, ref, message.attempt, now)
+
+    def _drop(self, ref: TaskRef, reason: str, now: datetime) -> None:
+        """End a task not yet started as dropped (a gate's drop, a flow key's rate limit), with the reason."""
+        outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
+        if outcome.applied:
+            self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
 
     @calls(DeleteBatcher._send)  # in the batcher's thread, ten at a time
     def _delete(self, item: Buffered) -> None:

@@ -130,7 +130,7 @@ def build_runner(
         DynamoTaskStore(clients.dynamodb_heartbeat, config),
         config.timeouts,
         terminate=terminate,
-        on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id)),
+        on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id, task.flow_key)),
         clock=clock,
     )
     runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
@@ -299,7 +299,7 @@ def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task], None]:
     """Give back the task's running slots, and let its chain carry on if it was a link."""
 
     def after(task: Task) -> None:
-        grant = limiter.grant_for(task.lambda_, task.collection, task.id)
+        grant = limiter.grant_for(task.lambda_, task.collection, task.id, task.flow_key)
         if grant.slots:
             limiter.release(grant)
         if task.chain is not None:

@@ -1,0 +1,280 @@
+"""Flow-control keys (issue 16 §1): a task's flow_key, the per-key limits of its lambda, the controller
+acting on them and the consumer's round-robin across keys (moto in-process, a controlled clock)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from atf_core.config import KeyLimits, LambdaSpec, OverRate, StackConfig
+from atf_core.consumer.consumer import fair_share
+from atf_core.definitions import Attr
+from atf_core.limits import IDLE_KEEP_S, Grant, Limiter, Refusal, key_scope
+from atf_core.queues import TaskMessage
+from atf_core.schema import ScheduleRequest, TaskStatus, to_ms
+from atf_core.store.base import DueEntry
+from atf_core.store.counters import Counters
+from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
+from atf_sdk.worker.buffers import Buffered
+from atf_sdk.worker.controller import Controller, ControllerSettings
+from tests.functional.helpers import raw_item
+from tests.functional.test_consumer import World
+
+T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def keyed_config(config: StackConfig, **key_limits: Any) -> StackConfig:
+    lambdas = dict(config.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"key_limits": KeyLimits(**key_limits)})
+    return config.model_copy(update={"lambdas": lambdas})
+
+
+def limiter(aws: Any, config: StackConfig, clock: dict[str, float], **key_limits: Any) -> Limiter:
+    counters = Counters(aws.dynamodb, config.table_name)
+    return Limiter(counters, keyed_config(config, **key_limits), clock=lambda: clock["t"])
+
+
+# -- the field and the configuration ---------------------------------------------------
+def test_a_task_keeps_its_flow_key_and_the_consumer_sends_it(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config)
+    world.now = T
+    task = world.schedule(flow_key="customer-42", key="idem-1")
+    assert (task.flow_key, task.key) == ("customer-42", "idem-1")  # two fields: flow control, idempotency
+    stored = world.store.get(task.id)
+    assert stored is not None and stored.flow_key == "customer-42"
+    assert raw_item(world.store, task.id)[Attr.FLOW_KEY] == "customer-42"
+    world.consumer.poll()
+    [message] = world.drain()
+    assert message.flow_key == "customer-42"
+    assert TaskMessage.decode(message.encode()) == message
+
+
+def test_a_keyless_task_sends_the_message_it_always_did(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config)
+    world.now = T
+    task = world.schedule()
+    world.consumer.poll()
+    [message] = world.drain()
+    assert task.flow_key is None and message.flow_key is None and '"k"' not in message.encode()
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "x" * 65, "slash/no", "hash#no"])
+def test_a_bad_flow_key_is_refused_naming_the_field(bad: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ScheduleRequest.model_validate({"lambda": "work", "flow_key": bad})
+    assert [e["loc"] for e in caught.value.errors()] == [("flow_key",)]
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"max_running": 0}, "max_running"),
+        ({"max_starts_per_second": 0}, "max_starts_per_second"),
+        ({"max_running": 1, "over_rate": "bogus"}, "over_rate"),
+        ({"max_running": 1, "debounce": 3}, "debounce"),
+    ],
+)
+def test_bad_key_limits_are_refused_naming_the_field(limits: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        LambdaSpec.model_validate({"key_limits": limits})
+    assert [e["loc"] for e in caught.value.errors()] == [("key_limits", field)]
+
+
+def test_key_limits_that_cap_nothing_are_refused() -> None:
+    with pytest.raises(ValidationError, match="key_limits needs max_running or max_starts_per_second"):
+        LambdaSpec.model_validate({"key_limits": {"over_rate": "rate_limit"}})
+
+
+def test_key_limits_default_to_throttling() -> None:
+    spec = LambdaSpec.model_validate({"key_limits": {"max_starts_per_second": 2}})
+    assert spec.key_limits is not None and spec.key_limits.over_rate is OverRate.THROTTLE
+
+
+# -- the limiter, per key ----------------------------------------------------------------
+def test_each_key_runs_at_most_its_cap_apart_from_the_others(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    host_a, host_b = limiter(aws, config, clock, max_running=1), limiter(aws, config, clock, max_running=1)
+    first = host_a.acquire("work", "default", "a1", "A")
+    assert isinstance(first, Grant) and first.slots == (key_scope("work", "A"),)
+    refused = host_b.acquire("work", "default", "a2", "A")  # another host: the cap is in the table
+    assert isinstance(refused, Refusal) and not refused.drop and "'A'" in refused.reason
+    assert isinstance(host_b.acquire("work", "default", "b1", "B"), Grant)  # key B is not held back by A
+    assert isinstance(host_b.acquire("work", "default", "x1"), Grant)  # nor is a keyless task
+    host_a.release(first)
+    assert isinstance(host_b.acquire("work", "default", "a2", "A"), Grant)
+
+
+def test_a_dead_workers_key_slot_expires(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    limits = limiter(aws, config, clock, max_running=1)
+    assert isinstance(limits.acquire("work", "default", "a1", "A"), Grant)  # its worker dies: no renewal
+    assert isinstance(limits.acquire("work", "default", "a2", "A"), Refusal)
+    clock["t"] += config.timeouts.heartbeat + 1
+    assert isinstance(limits.acquire("work", "default", "a2", "A"), Grant)
+
+
+def test_key_counters_expire_by_ttl_after_the_key_goes_quiet(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    limits = limiter(aws, config, clock, max_running=1, max_starts_per_second=5)
+    grant = limits.acquire("work", "default", "a1", "A")
+    assert isinstance(grant, Grant)
+    table = Counters(aws.dynamodb, config.table_name)._table
+    slots, window = table.get("#running#work#A"), table.get("#rate#work#A#1000")
+    assert slots is not None and window is not None
+    lease_s = 1_000 + max(config.timeouts.heartbeat, config.timeouts.claim)
+    assert int(slots[Attr.EXPIRES]["N"]) == lease_s + IDLE_KEEP_S
+    assert int(window[Attr.EXPIRES]["N"]) == 1_001 + IDLE_KEEP_S
+    clock["t"] += 10
+    limits.renew(grant)  # a heartbeat pushes the item's life on with the lease
+    slots = table.get("#running#work#A")
+    assert slots is not None and int(slots[Attr.EXPIRES]["N"]) == lease_s + 10 + IDLE_KEEP_S
+
+
+def test_over_the_rate_a_key_throttles_or_drops_as_configured(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    throttle = limiter(aws, config, clock, max_starts_per_second=2)
+    answers = [throttle.acquire("work", "default", f"t{i}", "A") for i in range(3)]
+    assert [type(a) for a in answers] == [Grant, Grant, Refusal]
+    assert isinstance(answers[2], Refusal) and not answers[2].drop
+    assert isinstance(throttle.acquire("work", "default", "t9", "B"), Grant)  # B has its own window
+    clock["t"] += 1
+    assert isinstance(throttle.acquire("work", "default", "t2", "A"), Grant)
+    dropping = limiter(aws, config, clock, max_starts_per_second=1, over_rate="rate_limit")
+    assert isinstance(dropping.acquire("work", "default", "r0", "C"), Grant)
+    refused = dropping.acquire("work", "default", "r1", "C")
+    assert isinstance(refused, Refusal) and refused.drop
+    assert refused.reason == "over the rate of flow key 'C' of work (1 starts/s)"
+
+
+def test_a_refused_rate_gives_back_the_keys_running_slot(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    limits = limiter(aws, config, clock, max_running=5, max_starts_per_second=1)
+    assert isinstance(limits.acquire("work", "default", "a1", "A"), Grant)
+    assert isinstance(limits.acquire("work", "default", "a2", "A"), Refusal)
+    assert set(Counters(aws.dynamodb, config.table_name).slots(key_scope("work", "A"))) == {"a1"}
+
+
+# -- the controller ----------------------------------------------------------------------
+def controller_for(aws: Any, config: StackConfig, capacity: int = 20) -> Controller:
+    from atf_core.store.tasks import DynamoTaskStore
+
+    store = DynamoTaskStore(aws.dynamodb, config)
+    settings = ControllerSettings(gate_refresh_s=0, buffer_per_lambda=capacity)
+    metrics = MetricBuffer(service=WORKER_SERVICE)
+    return Controller(store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=aws.dynamodb, metrics=metrics)
+
+
+def buffered(config: StackConfig, message: TaskMessage, seq: int = 0) -> Buffered:
+    """A message of the normal priority as a controller's buffer holds it."""
+    rank = config.lambdas["work"].priorities.index("normal")
+    return Buffered(rank, message.due_ms, seq, message, "https://queue.invalid/none", "receipt")
+
+
+def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(aws: Any, config: StackConfig) -> None:
+    keyed = keyed_config(config, max_starts_per_second=1, over_rate="rate_limit")
+    world = World(aws, keyed)
+    world.now = datetime.now(UTC)
+    controller = controller_for(aws, keyed)
+    first, second = world.schedule(flow_key="A"), world.schedule(flow_key="A")
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    claimed = [controller.claim("work", buffered(keyed, messages[t.id]), "h:1") for t in (first, second)]
+    ran = [t for t in claimed if t is not None]
+    assert len(ran) == 1  # the same window: one starts, the other is over the rate
+    dropped = world.store.get(second.id if ran[0].id == first.id else first.id)
+    assert dropped is not None and dropped.status is TaskStatus.DROPPED and dropped.attempt == 0
+    assert dropped.reason == "over the rate of flow key 'A' of work (1 starts/s)"
+
+
+def test_a_throttled_keyed_task_waits_without_using_an_attempt(aws: Any, config: StackConfig) -> None:
+    keyed = keyed_config(config, max_running=1)
+    world = World(aws, keyed)
+    world.now = datetime.now(UTC)
+    controller = controller_for(aws, keyed, capacity=2)
+    running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    assert controller.claim("work", buffered(keyed, messages[running.id]), "h:1")
+    # a buffer half full: a task its key holds back goes back to the index rather than take more room
+    controller._buffers["work"].hold(buffered(keyed, TaskMessage("other", 0, 0, "default"), 2), 60)
+    held = buffered(keyed, messages[waiting.id], 1)
+    assert controller.claim("work", held, "h:1") is None
+    after = world.store.get(waiting.id)
+    assert after is not None and after.status is TaskStatus.NEW and after.attempt == 0
+    assert after.next_at is not None and to_ms(after.next_at) > messages[waiting.id].due_ms  # deferred, not lost
+    # the message it came in is stale now: a late claim of it is refused by the entry fence
+    assert controller.claim("work", held, "h:1") is None
+    assert world.status(waiting) is TaskStatus.NEW
+
+
+def test_with_room_in_the_buffer_a_throttled_keyed_task_waits_there(aws: Any, config: StackConfig) -> None:
+    keyed = keyed_config(config, max_running=1)
+    world = World(aws, keyed)
+    world.now = datetime.now(UTC)
+    controller = controller_for(aws, keyed, capacity=20)
+    running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    assert controller.claim("work", buffered(keyed, messages[running.id]), "h:1")
+    assert controller.claim("work", buffered(keyed, messages[waiting.id], 1), "h:1") is None
+    after = world.store.get(waiting.id)
+    assert after is not None and after.next_at is not None and to_ms(after.next_at) == messages[waiting.id].due_ms
+    assert controller._buffers["work"].room() == 19  # held in the buffer, retried shortly
+
+
+# -- fairness between keys ---------------------------------------------------------------
+def test_fair_share_takes_keys_in_turn() -> None:
+    def entry(i: int, key: str | None) -> DueEntry:
+        return DueEntry(f"t{i}", "work", "default", "normal", i, flow_key=key)
+
+    flood = [entry(i, "A") for i in range(6)]
+    others = [entry(10 + i, k) for i, k in enumerate(["B", "C", None])]
+    order = [e.flow_key for e in fair_share(iter(flood + others), window=9)][:4]
+    assert order == ["A", "B", "C", None]
+
+
+def test_a_claimed_keyed_task_releases_its_slot_by_its_executor_view(aws: Any, config: StackConfig) -> None:
+    clock = {"t": 1_000.0}
+    limits = limiter(aws, config, clock, max_running=1)
+    grant = limits.acquire("work", "default", "a1", "A")
+    assert isinstance(grant, Grant)
+    assert limits.grant_for("work", "default", "a1", "A") == grant  # what the executor renews and gives back
+    limits.release(limits.grant_for("work", "default", "a1", "A"))
+    assert isinstance(limits.acquire("work", "default", "a2", "A"), Grant)
+
+
+def test_a_keys_tasks_share_one_shard_and_keyless_ones_spread_by_id(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config.model_copy(update={"shards": 8}))
+    world.now = T
+    keyed = [world.schedule(flow_key="A") for _ in range(6)]
+    keyless = [world.schedule() for _ in range(12)]
+    assert len({raw_item(world.store, t.id)[Attr.INDEX_PK] for t in keyed}) == 1
+    assert len({raw_item(world.store, t.id)[Attr.INDEX_PK] for t in keyless}) > 1
+
+
+def test_the_consumer_takes_shards_in_turn_so_a_keys_backlog_does_not_hold_back_another_key(
+    aws: Any, config: StackConfig
+) -> None:
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10}))  # reads a window of 40 entries
+    world.now = T
+    flood = [world.schedule(flow_key="A") for _ in range(200)]
+    for _ in range(4):  # the consumer shuffles its shards: A's comes first in about half the polls
+        world.advance(1)
+        other = world.schedule(flow_key="D")  # scheduled after the whole flood, due after it
+        shards = {raw_item(world.store, t.id)[Attr.INDEX_PK] for t in (flood[0], other)}
+        assert len(shards) == 2, "A and D hash to one shard of two: pick another key"
+        world.consumer.poll()
+        sent = [m.task_id for m in world.drain()]
+        assert other.id in sent and len(sent) <= 10
+
+
+def test_a_keyed_message_carries_its_key_as_the_message_group(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config)
+    world.queues.send("work", "normal", [TaskMessage("t1", 0, 1, "default", "A"), TaskMessage("t2", 0, 1, "default")])
+    url = world.queues.url("work", "normal")
+    reply = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])
+    groups = {TaskMessage.decode(m["Body"]).task_id: m["Attributes"].get("MessageGroupId") for m in reply["Messages"]}
+    assert groups == {"t1": "A", "t2": None}
