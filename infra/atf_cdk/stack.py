@@ -23,6 +23,10 @@ class AtfStack(Stack):
     def __init__(self, scope: Construct, id: str, props: AtfProps, **stack: Any) -> None:
         stack.setdefault("description", f"Async task framework {props.config.name}")
         stack.setdefault("termination_protection", props.retain_data)
+        # CloudFormation takes at most 1 MB of template: written without indentation, an environment of a
+        # hundred lambdas (each with its service, queues, alarms and dashboard widgets) and the API's routes
+        # for one lambda and for all of them stays well inside it (tests/infra/test_scale.py).
+        stack.setdefault("suppress_template_indentation", True)
         super().__init__(scope, id, **stack)
         Tags.of(self).add("atf:environment", props.stage)
         self.atf = AtfEnvironment(self, ENVIRONMENT_ID, props)
