@@ -41,8 +41,10 @@ lock: setup
 # resolution), checked to be the declared bounds, then lint and the tests that call the libraries
 # directly (unit, functional, API, infra, telemetry), but for the check that the venv runs the locked
 # versions. The process-level tiers (e2e, faults, console, docs) make the same library calls through
-# processes and would double CI's time. .ci/run runs it after `make test`. The venv is seeded with pip: the
-# packaging and asset tests build wheels with the interpreter that runs them.
+# processes and would double CI's time. Two tiers never run on these versions and are left out: packaging
+# installs the wheels into a fresh venv that resolves the newest versions (what make test already runs), and
+# bench's code runs only in the locked venv (make bench). .ci/run runs it after `make test`. The venv is
+# seeded with pip: the asset tests build wheels with the interpreter that runs them.
 test-lowest: setup infra-cli chromium
 	rm -rf $(LOWEST)
 	$(UV) venv --quiet --seed --no-python-downloads --python $(PYTHON) $(LOWEST)
@@ -51,7 +53,8 @@ test-lowest: setup infra-cli chromium
 	$(LOWEST)/bin/python -m ruff check .
 	$(LOWEST)/bin/python -m mypy
 	$(LOWEST)/bin/python -m pytest -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
-		--ignore tests/e2e --ignore tests/faults --ignore tests/console --ignore tests/docs
+		--ignore tests/e2e --ignore tests/faults --ignore tests/console --ignore tests/docs \
+		--ignore tests/packaging --ignore tests/bench
 
 # The CDK CLI, pinned in infra/package-lock.json (the app itself is Python: infra/app.py)
 CDK := infra/node_modules/.bin/cdk

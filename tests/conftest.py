@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
+import boto3
 import pytest
 
 from atf_core.config import StackConfig
@@ -47,6 +49,23 @@ def config() -> StackConfig:
     return StackConfig.model_validate(TEST_CONFIG)
 
 
+def moto_session() -> boto3.Session:
+    """The boto3 session for in-process moto's clients, one per region for the whole run: a session loads each
+    service's model once (a new session per test spent about a second re-reading them). moto's mock hooks
+    every botocore session created after moto is imported, and its state lives in moto's backends, reset by
+    each mock_aws: clients made from it share nothing between tests but the parsed models."""
+    from atf_core.aws import _default_region
+
+    return _session(_default_region())
+
+
+@functools.cache
+def _session(region: str) -> boto3.Session:
+    import moto  # noqa: F401 - before the session, so its clients carry moto's hook
+
+    return boto3.Session(region_name=region)
+
+
 @pytest.fixture
 def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """In-process moto with the table and queues: for sequential tests only
@@ -58,6 +77,6 @@ def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object
 
     monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)  # never reach a server from here
     with mock_aws():
-        clients = make_clients(endpoint_url=None)
+        clients = make_clients(endpoint_url=None, session=moto_session())
         provision(clients, config)
         yield clients

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from atf_core.access import route
 from atf_core.api import LinkRetry
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.clock import process_clock
@@ -16,6 +17,7 @@ from functions.frontend.metrics import count_scheduled
 from functions.frontend.openapi_doc import JSON, error_responses, ok
 from functions.frontend.params import ChainId, LinkName
 from functions.frontend.services import services
+from functions.frontend.spanning import require_each
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -30,6 +32,8 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
     },
 )
 def create_chain(spec: Annotated[ChainSpec, Body()]) -> Response[ChainView]:
+    links = [(f"links[{i}].lambda", link.lambda_) for i, link in enumerate(spec.links)]
+    require_each(route("POST", "/v1/chains"), router.current_event, links)
     return create(spec)
 
 

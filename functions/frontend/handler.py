@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from atf_core.access import route
 from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
@@ -35,6 +36,7 @@ from functions.frontend import (
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok
 from functions.frontend.params import Collection, LambdaName, TaskId
 from functions.frontend.services import services
+from functions.frontend.spanning import require_each
 from functions.frontend.submit import schedule_batch_of, schedule_one
 
 # Reads and refused requests emit no metric; Powertools would warn about each of them.
@@ -61,10 +63,12 @@ def schedule_task(request: Annotated[ScheduleRequest, Body()]) -> Response[Sched
 
 @app.post(
     "/v1/tasks/batch",
-    summary="Schedule up to 100 tasks, with a result for each",
+    summary="Schedule up to 100 tasks of any lambdas the caller may use, with a result for each",
     responses={**ok(200, "One result per task, in order", BatchResult), **error_responses(400, 409, 415)},
 )
 def schedule_tasks(batch: Annotated[BatchRequest, Body()]) -> BatchResult:
+    items = [(f"tasks[{i}].lambda", task.lambda_) for i, task in enumerate(batch.tasks)]
+    require_each(route("POST", "/v1/tasks/batch"), app.current_event, items)
     return schedule_batch_of(batch)
 
 

@@ -11,7 +11,6 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.access import scoped
 from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
-from atf_core.errors import Conflict, NotFound
 from atf_core.recurrence import Schedule, ScheduleSpec
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.ownership import owned_schedule, same_lambda
@@ -29,13 +28,7 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 )
 def put_lambda_schedule(lambda_name: LambdaName, name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> Schedule:
     same_lambda(lambda_name, spec.lambda_)
-    try:
-        taken = services().schedules.get(name).spec.lambda_ != lambda_name
-    except NotFound:
-        taken = False
-    if taken:
-        raise Conflict(f"schedule name {name!r} is taken by another lambda", "name")
-    return services().schedules.put(name, spec)
+    return services().schedules.put(name, spec, owner=lambda_name)  # another lambda's name: 409
 
 
 @router.get(

@@ -24,7 +24,7 @@ from atf_core.bulk import BulkChange
 from atf_core.clock import process_clock
 from atf_core.schema import ScheduleRequest, Task
 from functions.frontend.openapi_doc import error_responses, ok
-from functions.frontend.ownership import owned_task, same_lambda
+from functions.frontend.ownership import same_lambda
 from functions.frontend.params import LambdaName, TaskId
 from functions.frontend.services import services
 from functions.frontend.submit import schedule_batch_of, schedule_one
@@ -67,7 +67,7 @@ def schedule_lambda_tasks(lambda_name: LambdaName, batch: Annotated[BatchRequest
     responses={**ok(200, "The task", Task), **error_responses(400, 404)},
 )
 def get_lambda_task(lambda_name: LambdaName, task_id: TaskId) -> Task:
-    return owned_task(lambda_name, task_id)
+    return services().scheduling.get(task_id, lambda_name)
 
 
 @router.delete(
@@ -76,8 +76,7 @@ def get_lambda_task(lambda_name: LambdaName, task_id: TaskId) -> Task:
     responses={**ok(200, "Cancelled (or already was)", Task), **error_responses(400, 404, 409)},
 )
 def cancel_lambda_task(lambda_name: LambdaName, task_id: TaskId) -> Task:
-    owned_task(lambda_name, task_id)
-    return services().scheduling.cancel(task_id)
+    return services().scheduling.cancel(task_id, lambda_name=lambda_name)  # one read: the lambda checked in it
 
 
 @router.post(
@@ -88,8 +87,7 @@ def cancel_lambda_task(lambda_name: LambdaName, task_id: TaskId) -> Task:
 def change_lambda_task(
     lambda_name: LambdaName, task_id: TaskId, request: Annotated[TaskAmendmentRequest, Body()]
 ) -> Task:
-    owned_task(lambda_name, task_id)
-    return services().scheduling.amend(task_id, request.amendment(process_clock()))
+    return services().scheduling.amend(task_id, request.amendment(process_clock()), lambda_name)
 
 
 @router.post(

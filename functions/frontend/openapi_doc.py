@@ -43,13 +43,15 @@ _GATEWAY_RESPONSES = {
     "403": (
         "Refused by API Gateway: the request is not SigV4-signed or no such route exists (code "
         "missing_authentication), its signature or key is invalid or expired (a message only), or the caller's IAM "
-        "policies do not allow execute-api:Invoke on it (code access_denied, the message names the resource)"
+        "policies do not allow execute-api:Invoke on it (code access_denied, the message names the resource); on a "
+        "route spanning lambdas, also the frontend's refusal of an item's lambda (code access_denied, the field "
+        "names the item, the message the lambda and the permission)"
     ),
     "429": "Throttled (code throttled): the stage's rate or burst limit, or the task store's; retry with backoff",
     "5XX": (
         "The API could not answer: the function failed or timed out (502, 504, code unavailable), the task store "
-        "did not answer (503, code unavailable), or the framework is at fault (500, code internal: say its role "
-        "lacks a grant; not retried, its log names the call); retry 502, 503 and 504 with backoff"
+        "or IAM did not answer (503, code unavailable), or the framework is at fault (500, code internal: say its "
+        "role lacks a grant; not retried, its log names the call); retry 502, 503 and 504 with backoff"
     ),
 }
 # Answered by API Gateway for a body over its 10 MB limit, before the function sees it.
@@ -124,8 +126,10 @@ def tag_of(path: str) -> str:
 
 
 def permission(found: Route) -> dict[str, str]:
-    """What IAM must allow the caller (atf_core.access): the kind, and for the path's lambda or all lambdas."""
-    return {"kind": found.kind, "lambdas": "the path's lambda" if found.scoped else "all lambdas"}
+    """What IAM must allow the caller (atf_core.access): the kind, and for the path's lambda, each item's lambda
+    (a spanning route: any one lambda lets the request in, the frontend checks each item's) or all lambdas."""
+    lambdas = "the path's lambda" if found.scoped else "each item's lambda" if found.spanning else "all lambdas"
+    return {"kind": found.kind, "lambdas": lambdas}
 
 
 def _response_name(code: str) -> str:

@@ -1,6 +1,7 @@
 """What a route scoped to one lambda (/v1/lambdas/{lambda_name}/...) may see: only that lambda's things.
 
-IAM granted the caller the lambda of the path, not the task, schedule or chain an id names. One that
+IAM granted the caller the lambda of the path, not the task, schedule or chain an id names (a task's lambda
+is checked by Scheduling in the read it makes anyway: `lambda_name=`). One that
 belongs to another lambda is answered exactly as one that does not exist (404), so a scoped caller learns
 nothing of other lambdas; a body naming another lambda is refused (400, naming the field).
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from atf_core.errors import InputError, NotFound
 from atf_core.recurrence import Schedule
-from atf_core.schema import Task
 from functions.frontend.services import services
 
 
@@ -18,13 +18,6 @@ def same_lambda(lambda_name: str, given: str | None, field: str = "lambda") -> s
     if given is not None and given != lambda_name:
         raise InputError(f"{field}: {given!r}, but the path is lambda {lambda_name!r}", field)
     return lambda_name
-
-
-def owned_task(lambda_name: str, task_id: str) -> Task:
-    task = services().scheduling.get(task_id)
-    if task.lambda_ != lambda_name:
-        raise NotFound(f"no task {task_id!r}", "id")
-    return task
 
 
 def owned_schedule(lambda_name: str, name: str) -> Schedule:

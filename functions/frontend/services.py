@@ -17,6 +17,7 @@ from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_core.deadletters import DeadLetters
 from atf_core.gating import Gating
+from atf_core.item_access import ItemAccess
 from atf_core.periodic_schedules import Schedules
 from atf_core.stats import Stats
 from atf_core.store.index import IndexStore
@@ -35,6 +36,7 @@ class Services:
     schedules: Schedules
     chains: Chains
     bulk: BulkChanges
+    item_access: ItemAccess
 
 
 def services() -> Services:
@@ -44,7 +46,7 @@ def services() -> Services:
 @lru_cache(maxsize=4)
 def _build(config_json: str | None, config_file: str | None, endpoint: str | None) -> Services:
     config = StackConfig.from_env()
-    clients = make_clients(endpoint)
+    clients = make_clients(endpoint, iam=True)
     store = DynamoTaskStore(clients.dynamodb, config)
     items = ItemStore(clients.dynamodb, config.table_name)
     return Services(
@@ -56,4 +58,5 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
         Schedules(store, items, config, process_clock),
         Chains(store, items, config, process_clock),
         BulkChanges(store, config, process_clock),
+        ItemAccess(clients.iam),
     )

@@ -22,7 +22,7 @@ from atf_sdk.worker.parts import PARTS as WORKER_PARTS
 
 Component = Literal["frontend", "consumer", "worker"]
 # The services a role is granted on: a part that calls another one needs a resource for it here first.
-SERVICES = ("dynamodb", "sqs")
+SERVICES = ("dynamodb", "sqs", "iam")
 
 
 def _function_parts(name: str) -> tuple[Part, ...]:

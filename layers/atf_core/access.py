@@ -13,9 +13,14 @@ Two kinds of permission per lambda:
 
 A route is either scoped (its path holds `{lambda_name}`: `/v1/lambdas/{lambda_name}/...`) or for all lambdas
 (the older paths, `/v1/tasks/{task_id}` and the like, which do not name the lambda): only a principal granted
-every lambda may call those. IAM's `*` spans `/`, so a grant never writes a lambda as `*`: "every lambda" is the
-list of the stack's lambdas by name (see `grant_patterns`), and within a lambda no pattern of one kind matches a
-route of the other (tests/unit/test_access.py proves both over every route of the OpenAPI document).
+every lambda may call those, but for the spanning ones. A spanning route (a batch, a chain: each item names its
+own lambda) is open in IAM to any principal granted its kind on at least one lambda; the frontend then checks
+each item's lambda against the caller's identity (functions/frontend/spanning.py) as IAM would check the
+item's scoped twin, `/v1/lambdas/{item's lambda}/...`, and refuses the whole request naming the lambda.
+
+IAM's `*` spans `/`, so a grant never writes a lambda as `*`: "every lambda" is the list of the stack's lambdas
+by name (see `grant_patterns`), and within a lambda no pattern of one kind matches a route of the other
+(tests/unit/test_access.py proves both over every route of the OpenAPI document).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Route:
     method: str
     path: str
     kind: Kind
+    spanning: bool = False
 
     @property
     def scoped(self) -> bool:
@@ -64,6 +70,12 @@ class Route:
     def all_lambdas_resource_path(self) -> str:
         """The path part of the ARN that grants an all-lambdas route (its parameters `*`)."""
         return _PARAMETER.sub("*", self.path)
+
+    def twin(self) -> Route:
+        """A spanning route's scoped twin: the route each item's lambda is checked against."""
+        if not self.spanning:
+            raise ValueError(f"{self.method} {self.path} does not span lambdas")
+        return route(self.method, SCOPED_PREFIX + self.path.removeprefix("/v1"))
 
     def build(self, **values: str) -> str:
         """A concrete path, each parameter given by name (the caller escapes them into one segment each)."""
@@ -109,7 +121,7 @@ ROUTES: tuple[Route, ...] = (
     _lambda("POST", "/chains/{chain_id}/links/{link}/retry", "operate"),
     # All lambdas' routes: the path does not name one lambda (a task or chain id, a selection, a list).
     Route("POST", "/v1/tasks", "use"),
-    Route("POST", "/v1/tasks/batch", "use"),
+    Route("POST", "/v1/tasks/batch", "use", spanning=True),
     Route("GET", "/v1/tasks/{task_id}", "use"),
     Route("DELETE", "/v1/tasks/{task_id}", "operate"),
     Route("POST", "/v1/tasks/{task_id}/change", "operate"),
@@ -127,7 +139,7 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/schedules/{name}", "operate"),
     Route("POST", "/v1/schedules/{name}/pause", "operate"),
     Route("POST", "/v1/schedules/{name}/resume", "operate"),
-    Route("POST", "/v1/chains", "operate"),
+    Route("POST", "/v1/chains", "operate", spanning=True),
     Route("GET", "/v1/chains/{chain_id}", "operate"),
     Route("DELETE", "/v1/chains/{chain_id}", "operate"),
     Route("POST", "/v1/chains/{chain_id}/links/{link}/retry", "operate"),
@@ -151,9 +163,9 @@ def scoped(method: str, path: str) -> Route:
 def grant_patterns(kind: Kind, lambdas: Iterable[str], every_lambda: bool) -> list[tuple[str, str]]:
     """(method, resource path) of each route a grant of `kind` on `lambdas` allows, as the execute-api ARN
     writes them after the stage (`POST`, `/v1/lambdas/send_email/tasks`). With every_lambda, `lambdas` must be
-    all of the stack's lambdas, and the grant also allows the all-lambdas routes of that kind."""
+    all of the stack's lambdas, and the grant also allows the all-lambdas routes of that kind. A grant of at
+    least one lambda also allows the spanning routes of its kind (the frontend checks their items)."""
     names = sorted(set(lambdas))
     found = [(r.method, r.resource_path(n)) for n in names for r in ROUTES if r.scoped and r.kind == kind]
-    if every_lambda:
-        found += [(r.method, r.all_lambdas_resource_path()) for r in ROUTES if not r.scoped and r.kind == kind]
-    return found
+    others = [r for r in ROUTES if not r.scoped and r.kind == kind and (every_lambda or (r.spanning and names))]
+    return found + [(r.method, r.all_lambdas_resource_path()) for r in others]

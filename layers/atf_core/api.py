@@ -20,6 +20,7 @@ from atf_core.errors import InputError
 from atf_core.recurrence import Schedule
 from atf_core.schema import (
     COLLECTION_PATTERN,
+    FLOW_KEY_PATTERN,
     MAX_SCHEDULE_AHEAD,
     NAME_PATTERN,
     Gate,
@@ -56,6 +57,11 @@ class ScheduledTask(BaseModel):
     run_at: datetime
     key: str | None = None
     created: bool = Field(description="False when an earlier request with the same key made this task.")
+    replaced: str | None = Field(
+        default=None,
+        description="The task this one replaced as its singleton flow key's holder (on_conflict=replace): "
+        "cancelled in the same write.",
+    )
 
 
 class BatchRequest(BaseModel):
@@ -221,6 +227,7 @@ class TaskSelection(BaseModel):
 
     lambda_: str | None = Field(default=None, alias="lambda", pattern=NAME_PATTERN)
     collection: str | None = Field(default=None, pattern=COLLECTION_PATTERN)
+    flow_key: str | None = Field(default=None, pattern=FLOW_KEY_PATTERN, description="Only the tasks of this flow key.")
     status: list[TaskStatus] | None = Field(
         default=None, min_length=1, description="Any of new, enqueued, retriable_failure (default: all three)."
     )
@@ -233,7 +240,9 @@ class TaskSelection(BaseModel):
 
     def filter(self) -> TaskFilter:
         statuses = None if self.status is None else frozenset(self.status)
-        return task_filter(self.lambda_, self.collection, statuses, self.since, self.until, self.all, self.limit)
+        return task_filter(
+            self.lambda_, self.collection, statuses, self.since, self.until, self.all, self.limit, self.flow_key
+        )
 
 
 class BulkRescheduleRequest(TaskSelection):

@@ -94,6 +94,7 @@ class AwsClients:
     sqs: SQSClient
     sqs_long_poll: SQSClient
     dynamodb_heartbeat: DynamoDBClient
+    iam: Any = None  # boto3's IAM client, for a component that asks IAM (make_clients(iam=True)); no stubs
 
 
 def make_clients(
@@ -101,6 +102,7 @@ def make_clients(
     region: str | None = None,
     session: boto3.Session | None = None,
     config: Config | None = None,
+    iam: bool = False,
 ) -> AwsClients:
     session = session or boto3.Session(region_name=region or _default_region())
     base = config or RETRY_CONFIG
@@ -111,6 +113,7 @@ def make_clients(
         sqs=session.client("sqs", config=base, **sqs),
         sqs_long_poll=session.client("sqs", config=base.merge(Config(read_timeout=25)), **sqs),
         dynamodb_heartbeat=session.client("dynamodb", config=HEARTBEAT_CONFIG, **dynamodb),
+        iam=session.client("iam", config=base, endpoint_url=service_endpoint("iam", endpoint_url)) if iam else None,
     )
 
 

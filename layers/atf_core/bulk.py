@@ -33,7 +33,7 @@ from atf_core.errors import InputError
 from atf_core.lifecycle import Assoc
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
-from atf_core.store.codec import index_partition
+from atf_core.store.codec import index_partition, shard_of
 
 S = TaskStatus
 WAITING = frozenset({S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE})
@@ -52,6 +52,7 @@ class TaskFilter:
     since: datetime | None = None  # runs next at or after
     until: datetime | None = None  # runs next at or before
     limit: int = MAX_BULK
+    flow_key: str | None = None
 
 
 def task_filter(
@@ -62,6 +63,7 @@ def task_filter(
     until: datetime | None = None,
     every: bool = False,
     limit: int = MAX_BULK,
+    flow_key: str | None = None,
 ) -> TaskFilter:
     """The core's filter once it makes sense; one that would match every waiting task needs `every`."""
     if statuses is not None and not statuses <= WAITING:
@@ -71,12 +73,13 @@ def task_filter(
         )
     if since is not None and until is not None and since > until:
         raise InputError("until is before since", "until")
-    narrowed = lambda_name or collection or since or until or (statuses is not None and statuses != WAITING)
+    narrowed = lambda_name or collection or flow_key or since or until or (statuses is not None and statuses != WAITING)
     if not narrowed and not every:
         raise InputError(
-            "the filter matches every waiting task: name a lambda, collection, status or window, or set all", "all"
+            "the filter matches every waiting task: name a lambda, collection, flow key, status or window, or set all",
+            "all",
         )
-    return TaskFilter(lambda_name, collection, statuses or WAITING, since, until, min(limit, MAX_BULK))
+    return TaskFilter(lambda_name, collection, statuses or WAITING, since, until, min(limit, MAX_BULK), flow_key)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class WaitingTask:
     priority: str
     status: TaskStatus
     next_at: datetime  # when it runs (before the change)
+    flow_key: str | None = None
 
 
 @dataclass
@@ -201,20 +205,32 @@ class BulkChanges:
         assocs = [Assoc.NEW] if selection.statuses & {S.NEW, S.ENQUEUED} else []
         assocs += [Assoc.STARTED] if S.RETRIABLE_FAILURE in selection.statuses else []
         equal = {Attr.COLLECTION: selection.collection} if selection.collection else {}
+        if selection.flow_key is not None:
+            equal[Attr.FLOW_KEY] = selection.flow_key
         low, high = selection.since or EPOCH, selection.until or FOREVER
         for lambda_name in self._lambdas(selection):
             for priority in self._config.lambdas[lambda_name].priorities:
                 if priority == leave_priority:
                     continue
                 for assoc in assocs:
-                    for shard in range(self._config.shards_of(lambda_name)):
+                    for shard in _shards(self._config.shards_of(lambda_name), selection.flow_key):
                         partition = index_partition(assoc, lambda_name, priority, shard)
                         yield self._store.entries(partition, low, high, equal)
+
+
+def _shards(shards: int, flow_key: str | None) -> range:
+    """The index shards that may hold the selection: a keyed task's shard is its key's, so a key names one."""
+    if flow_key is None:
+        return range(shards)
+    shard = shard_of("", shards, flow_key)
+    return range(shard, shard + 1)
 
 
 def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> bool:
     """Whether the task, as its item stands, is still in the selection."""
     if task.status not in selection.statuses or task.next_at is None or task.priority == leave_priority:
+        return False
+    if selection.flow_key is not None and task.flow_key != selection.flow_key:
         return False
     return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
 
@@ -245,4 +261,4 @@ def _tally(result: BulkChange, task: Task, outcome: Outcome) -> None:
 
 def _view(task: Task) -> WaitingTask:
     assert task.next_at is not None  # _selects keeps only indexed tasks
-    return WaitingTask(task.id, task.lambda_, task.collection, task.priority, task.status, task.next_at)
+    return WaitingTask(task.id, task.lambda_, task.collection, task.priority, task.status, task.next_at, task.flow_key)

@@ -61,11 +61,16 @@ class KeyLimits(Limits):
         default=OverRate.THROTTLE,
         description="Over max_starts_per_second: throttle (the task waits) or rate_limit (it ends dropped).",
     )
+    singleton: bool = Field(
+        default=False,
+        description="One task per key at a time: while a task with the key waits or runs, a new one is refused "
+        "(flow_key_busy) or, if its request says on_conflict=replace, replaces the waiting one.",
+    )
 
     @model_validator(mode="after")
     def _caps_something(self) -> KeyLimits:
-        if self.max_running is None and self.max_starts_per_second is None:
-            raise ValueError("key_limits needs max_running or max_starts_per_second")
+        if self.max_running is None and self.max_starts_per_second is None and not self.singleton:
+            raise ValueError("key_limits needs max_running, max_starts_per_second or singleton")
         return self
 
 

@@ -47,6 +47,7 @@ class Attr:
     TIMEOUT = "to"  # the task's own time limit per attempt, in seconds
     RESULT = "rs"  # what the successful attempt returned, as compact JSON
     TRACEPARENT = "tp"
+    REPLACED = "rp"  # the task this one replaced as its singleton flow key's holder, for a repeated request
 
 
 INDEX_NAME = "due"

@@ -49,6 +49,12 @@ class Conflict(AtfError):
     status = 409
 
 
+class FlowKeyBusy(Conflict):
+    """A singleton flow key is held by another task that waits or runs (the message names it)."""
+
+    code = "flow_key_busy"
+
+
 # -- what the frontend API adds, shared with the SDK so callers catch the same classes --
 
 

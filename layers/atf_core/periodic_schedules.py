@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
@@ -16,6 +17,7 @@ from atf_core.store.base import TaskStore
 from atf_core.store.items import (
     PARKED_MS,
     SCHEDULES_PARTITION,
+    SPEC_FIELD,
     ItemStore,
     schedule_fields,
     schedule_from,
@@ -42,12 +44,17 @@ class Schedules:
         self._scheduling = Scheduling(store, config, clock)
 
     # -- management ----------------------------------------------------------
-    def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None) -> Schedule:
-        """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now."""
+    def put(self, name: str, spec: ScheduleSpec, now: datetime | None = None, owner: str | None = None) -> Schedule:
+        """Create or replace a schedule; a replaced one keeps its history and restarts its cadence now. With
+        `owner` (a lambda's own route), a schedule of that name held by another lambda is a Conflict, and the
+        replacing write holds only if the stored spec is still the one read: the check is in the write."""
         self._check(spec)
         now = from_ms(to_ms(now or self._clock()))  # as stored, so what put returns is what get reads
         for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
-            current = self._find(name)
+            raw = self._items.get(schedule_id(name))
+            current = schedule_from(raw) if raw else None
+            if owner is not None and current is not None and current.spec.lambda_ != owner:
+                raise Conflict(f"schedule name {name!r} is taken by another lambda", "name")
             schedule = Schedule(
                 name=name,
                 spec=spec,
@@ -60,7 +67,8 @@ class Schedules:
                 skipped=current.skipped if current else 0,
                 version=current.version + 1 if current else 1,
             )
-            if self._save(schedule, None if current is None else current.version):
+            holding = {SPEC_FIELD: raw[SPEC_FIELD]} if raw and owner is not None else None
+            if self._save(schedule, None if current is None else current.version, holding):
                 return schedule
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
@@ -162,9 +170,9 @@ class Schedules:
         raw = self._items.get(schedule_id(name))
         return schedule_from(raw) if raw else None
 
-    def _save(self, schedule: Schedule, version: int | None) -> bool:
+    def _save(self, schedule: Schedule, version: int | None, holding: dict[str, Any] | None = None) -> bool:
         fields, index = schedule_fields(schedule)
-        return self._items.put(schedule_id(schedule.name), fields, index, version)
+        return self._items.put(schedule_id(schedule.name), fields, index, version, holding)
 
     def _check(self, spec: ScheduleSpec) -> None:
         lambda_spec = self._config.lambda_named(spec.lambda_)

@@ -195,6 +195,13 @@ class Task(BaseModel):
     )
 
 
+class OnConflict(StrEnum):
+    """What a new task does when its flow key is held (the lambda's key_limits.singleton)."""
+
+    REFUSE = "refuse"  # it is refused (409 flow_key_busy), naming the task that holds the key
+    REPLACE = "replace"  # the holder, if not started, is cancelled and the new task takes the key
+
+
 class ScheduleRequest(BaseModel):
     """What a client asks for when it schedules a task.
 
@@ -219,6 +226,11 @@ class ScheduleRequest(BaseModel):
         "lambda's key_limits cap each key's tasks apart, and due tasks are taken round-robin across keys. Not the "
         "idempotency key (key).",
     )
+    on_conflict: OnConflict | None = Field(
+        default=None,
+        description="For a lambda whose key_limits set singleton, while another task with this flow_key waits or "
+        "runs: refuse (the default; 409 flow_key_busy) or replace (that task, if not started, is cancelled).",
+    )
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
     timeout_seconds: TimeoutSeconds | None = Field(
@@ -236,6 +248,8 @@ class ScheduleRequest(BaseModel):
     def _one_way_to_say_when(self) -> ScheduleRequest:
         if self.run_at is not None and self.delay_seconds is not None:
             raise ValueError("give run_at or delay_seconds, not both")
+        if self.on_conflict is not None and self.flow_key is None:
+            raise ValueError("on_conflict applies to a task with a flow_key")
         return self
 
     def due_time(self, now: datetime) -> datetime:
@@ -246,8 +260,8 @@ class ScheduleRequest(BaseModel):
     def fingerprint(self) -> str:
         """What makes two requests with one idempotency key the same request."""
         # The trace context is where a request was made from, not what it asks for: a retry from another span
-        # is still the same request.
-        body = self.model_dump(mode="json", by_alias=True, exclude={"key", "traceparent"})
+        # is still the same request. So is one that would have replaced another holder of its flow key.
+        body = self.model_dump(mode="json", by_alias=True, exclude={"key", "traceparent", "on_conflict"})
         return encode_payload(body)
 
 

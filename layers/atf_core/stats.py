@@ -55,6 +55,8 @@ from atf_core.store.index import IndexStore
 from atf_core.store.items import PARKED_MS, SCHEDULES_PARTITION, ItemStore, schedule_from
 from atf_core.telemetry import percentile
 
+KEYS_SHOWN = 20  # the busiest flow keys a lambda's stats list (a key per customer may mean millions)
+
 
 class PriorityCounts(BaseModel):
     scheduled: int = Field(description="New tasks whose time has not come yet.")
@@ -78,6 +80,14 @@ class StartLag(BaseModel):
     p50_ms: int | None = None
     p90_ms: int | None = None
     max_ms: int | None = None
+
+
+class KeyActivity(BaseModel):
+    """One flow-control key's share of the lambda's live tasks, as the read entries show it."""
+
+    flow_key: str
+    due: int = Field(description="Its tasks whose time has come, not yet started: its backlog.")
+    started: int = Field(description="Its tasks that have started: running, or waiting to retry.")
 
 
 class ScheduleSummary(BaseModel):
@@ -124,6 +134,11 @@ class LambdaStats(BaseModel):
     limits: Limits = Field(default_factory=Limits, description="Configured for the whole lambda.")
     collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Configured per collection.")
     key_limits: KeyLimits | None = Field(default=None, description="Configured per flow-control key.")
+    keys: list[KeyActivity] = Field(
+        default_factory=list,
+        description=f"The busiest flow keys (up to {KEYS_SHOWN}) among the due and started tasks read; "
+        "complete when `complete` is.",
+    )
     complete: bool = Field(description="False when a cap was hit: counts are lower bounds, states a sample.")
 
 
@@ -138,6 +153,8 @@ class _Partition:
     dead: int
     entries: list[DueEntry]
     capped: bool
+    due_keys: Counter[str]  # flow keys of the due entries read
+    started_keys: Counter[str]  # and of the started ones
 
 
 class Stats:
@@ -194,7 +211,10 @@ class Stats:
             capped = capped or capped_started
         dead_pk = codec.index_partition(Assoc.DEAD_LETTER, lambda_name, priority, shard)
         dead, capped_dead = self._index.count(dead_pk, None, None, self._max_pages)
-        return _Partition(priority, scheduled, due, started, dead, due_entries + started_entries, capped or capped_dead)
+        entries, capped = due_entries + started_entries, capped or capped_dead
+        return _Partition(
+            priority, scheduled, due, started, dead, entries, capped, _keys(due_entries), _keys(started_entries)
+        )
 
     def _resolve(self, entries: list[DueEntry]) -> dict[str, dict[str, Any]]:
         """Status and times of the sampled tasks, projected so a large payload costs nothing."""
@@ -235,9 +255,21 @@ def _assemble(
         "oldest_due": _oldest_due(now, sample, items),
         "start_lag": _start_lag(items.values()),
         "dead_letters": sum(p.dead for p in parts),
+        "keys": _busiest_keys(parts),
         "complete": not any(p.capped for p in parts) and len(sample) >= backlog,
     }
     return LambdaStats.model_validate(fields)
+
+
+def _keys(entries: list[DueEntry]) -> Counter[str]:
+    return Counter(e.flow_key for e in entries if e.flow_key is not None)
+
+
+def _busiest_keys(parts: list[_Partition]) -> list[KeyActivity]:
+    due: Counter[str] = sum((p.due_keys for p in parts), Counter())
+    started: Counter[str] = sum((p.started_keys for p in parts), Counter())
+    busiest = sorted(set(due) | set(started), key=lambda k: (-(due[k] + started[k]), k))[:KEYS_SHOWN]
+    return [KeyActivity(flow_key=k, due=due[k], started=started[k]) for k in busiest]
 
 
 def _oldest_due(now: datetime, sample: list[DueEntry], items: dict[str, dict[str, Any]]) -> OldestDue | None:

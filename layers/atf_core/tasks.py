@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from atf_core import lifecycle, tracing
+from atf_core import lifecycle, singleton, tracing
 from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
@@ -35,6 +35,7 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
         raise InputError("run_at is more than a year ahead", "run_at" if request.run_at else "delay_seconds")
     if request.expire_at is not None and request.expire_at <= max(due, now):
         raise InputError("expire_at must be after the task's run time (and after now)", "expire_at")
+    singleton.applies(config, request)  # on_conflict only where the lambda makes the flow key a singleton
     return Task(
         id=task_id_for(request.lambda_, request.key),
         lambda_=request.lambda_,
@@ -65,19 +66,23 @@ class Scheduling:
         with tracing.span("atf schedule", "SERVER", attributes, parent=request.traceparent) as span:
             task = build_task(self._config, request, now or self._clock())
             span.set(tracing.TASK_ID, task.id)
-            result = self._store.create(task, request.fingerprint())
+            if singleton.applies(self._config, request):
+                result = singleton.create_singleton(self._store, task, request.fingerprint(), request.on_conflict)
+            else:
+                result = self._store.create(task, request.fingerprint())
             if result.conflict:
                 raise Conflict(f"key {request.key!r} was used for a different request", "key")
             return result
 
-    def get(self, task_id: str) -> Task:
+    def get(self, task_id: str, lambda_name: str | None = None) -> Task:
+        """The task; with `lambda_name` (a lambda's own route), a task of another lambda is not found either."""
         task = self._store.get(task_id)
-        if task is None:
+        if task is None or (lambda_name is not None and task.lambda_ != lambda_name):
             raise NotFound(f"no task {task_id!r}", "id")
         return task
 
-    def cancel(self, task_id: str, reason: str = "cancelled by request") -> Task:
-        task = self.get(task_id)
+    def cancel(self, task_id: str, reason: str = "cancelled by request", lambda_name: str | None = None) -> Task:
+        task = self.get(task_id, lambda_name)
         if task.status is TaskStatus.CANCELLED:
             return task
         if not lifecycle.CANCEL.allows(task.status):
@@ -89,9 +94,10 @@ class Scheduling:
         assert outcome.task is not None
         return outcome.task
 
-    def amend(self, task_id: str, amendment: Amendment) -> Task:
-        """Change the run time, priority or payload of a task no executor has claimed (Conflict once one has)."""
-        task, now = self.get(task_id), self._clock()
+    def amend(self, task_id: str, amendment: Amendment, lambda_name: str | None = None) -> Task:
+        """Change the run time, priority or payload of a task no executor has claimed (Conflict once one has);
+        with `lambda_name`, only a task of that lambda (another's is not found)."""
+        task, now = self.get(task_id, lambda_name), self._clock()
         if amendment.priority is not None:
             check_priority(self._config, task.lambda_, amendment.priority)
         if amendment.run_at is not None:

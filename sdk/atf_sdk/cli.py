@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from atf_core.api import BatchItem
 from atf_core.config import LAMBDA_ENV, StackConfig
-from atf_core.schema import Gate, ScheduleRequest, Task
+from atf_core.schema import Gate, OnConflict, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
 from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
@@ -136,6 +136,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "expire_at": args.expire_at,
         "timeout_seconds": args.timeout,
         "flow_key": args.flow_key,
+        "on_conflict": args.on_conflict,
     }
     request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
     with client(args) as atf:
@@ -147,6 +148,8 @@ def _schedule(args: argparse.Namespace) -> int:
     else:
         verb = "scheduled" if task.created else "already scheduled"
         console().print(f"{verb} [bold]{task.id}[/] ({task.status.value}), runs at {when(task.run_at)}")
+        if task.replaced is not None:
+            console().print(f"replaced {task.replaced} (cancelled) as its flow key's holder")
     return 0
 
 
@@ -348,6 +351,7 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     _print_live(stats)
     _print_beyond(stats)
+    _print_keys(stats)
     if not stats.complete:
         backlog = sum(c.due + c.started for c in stats.priorities.values())
         console().print(
@@ -398,6 +402,16 @@ def _print_beyond(stats: LambdaStats) -> None:
             out.print(f"limits ({scope}): " + ", at most ".join(c for c in caps if c))
 
 
+def _print_keys(stats: LambdaStats) -> None:
+    from rich.table import Table
+
+    if stats.keys:
+        table = Table("flow key", "due", "started", title="busiest flow keys")
+        for key in stats.keys:
+            table.add_row(key.flow_key, str(key.due), str(key.started))
+        console().print(table)
+
+
 def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb = verbs.add_parser("schedule", parents=[parent], help="schedule a task, or every task of a JSON-lines file")
     verb.add_argument("lambda_name", nargs="?", metavar="LAMBDA")
@@ -410,6 +424,11 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     timing.add_argument("--delay", type=float, help="seconds from now")
     verb.add_argument("--key", help="idempotency key (default: a new one)")
     verb.add_argument("--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key")
+    verb.add_argument(
+        "--on-conflict",
+        choices=[c.value for c in OnConflict],
+        help="a singleton flow key held by another task: refuse (default) or replace that task if it has not started",
+    )
     verb.add_argument("--max-attempts", type=int)
     verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
     verb.add_argument(

@@ -102,9 +102,11 @@ class TaskCalls(ApiClient):
         expire_at: datetime | None = None,
         timeout_seconds: float | None = None,
         flow_key: str | None = None,
+        on_conflict: str | None = None,
     ) -> Plan[ScheduledTask]:
         """Schedule a task of `lambda_name` (an idempotency key is generated when none is given; `flow_key`
-        is the flow-control key the lambda's key_limits apply to)."""
+        is the flow-control key the lambda's key_limits apply to; where they make it a singleton, `on_conflict`
+        "refuse" (the default: FlowKeyBusy while another task holds the key) or "replace" its waiting holder)."""
         fields = {
             "lambda": lambda_name,
             "payload": {} if payload is None else payload,  # anything else given is checked, never replaced
@@ -117,6 +119,7 @@ class TaskCalls(ApiClient):
             "expire_at": expire_at,
             "timeout_seconds": timeout_seconds,
             "flow_key": flow_key,
+            "on_conflict": on_conflict,
         }
         request = checked(ScheduleRequest, {k: v for k, v in fields.items() if v is not None})
         return (yield from self._submitted(request))
@@ -241,6 +244,7 @@ class ChangeCalls(ApiClient):
         *,
         lambda_name: str | None = None,
         collection: str | None = None,
+        flow_key: str | None = None,
         status: Statuses = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -262,6 +266,7 @@ class ChangeCalls(ApiClient):
         delay_seconds: float | None = None,
         lambda_name: str | None = None,
         collection: str | None = None,
+        flow_key: str | None = None,
         status: Statuses = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -283,6 +288,7 @@ class ChangeCalls(ApiClient):
         *,
         lambda_name: str | None = None,
         collection: str | None = None,
+        flow_key: str | None = None,
         status: Statuses = None,
         since: datetime | None = None,
         until: datetime | None = None,

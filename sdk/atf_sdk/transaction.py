@@ -21,8 +21,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from atf_core import tracing
+from atf_core import singleton, tracing
 from atf_core.config import StackConfig
+from atf_core.errors import InputError
 from atf_core.schema import ScheduleRequest, Task, utcnow
 from atf_core.store.base import CreateResult
 from atf_core.store.codec import item_to_task
@@ -78,6 +79,8 @@ def task_entries(
     with tracing.outgoing("atf schedule", {tracing.LAMBDA: checked_request.lambda_}) as span:
         scheduled = traced(checked_request, span.traceparent)
         task = build_task(config, scheduled, now or utcnow())
+        if singleton.applies(config, scheduled):
+            raise InputError("a singleton flow key is taken through the API, not inside your transaction", "flow_key")
         span.set(tracing.TASK_ID, task.id)
         fingerprint = scheduled.fingerprint()
         put = create_request(config, task, fingerprint)

@@ -38,7 +38,15 @@ API_CONFIG = {
     "lambdas": {
         "work": {"priorities": ["high", "normal", "low"], "default_priority": "normal", "max_attempts": 3},
         "mail": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 5, "shards": 1},
+        # test_stats's own: it counts every task of the lambda
         "report": {"priorities": ["high", "low"], "default_priority": "low", "max_attempts": 3},
+        # key_limits.singleton: tests/api/test_singleton_keys_api.py (no test runs its tasks)
+        "single": {
+            "priorities": ["normal"],
+            "default_priority": "normal",
+            "max_attempts": 3,
+            "key_limits": {"singleton": True},
+        },
         # test_tracing's own: it runs a consumer and a controller in this process, on this lambda alone
         "traced": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3, "shards": 1},
         # dead letters (on by default), schedules and limits without a worker: the tests move its tasks

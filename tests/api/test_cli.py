@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +174,13 @@ def test_status_waits_until_tasks_finish(atf: Any) -> None:
 
 def test_stats(atf: Any) -> None:
     atf("schedule", "mail", "--delay", "3600")
+    # an hour overdue, so among the oldest due tasks stats reads (other tests leave hundreds due on "mail":
+    # nothing consumes on this stack)
+    overdue = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    atf("schedule", "mail", "--flow-key", "cli-stats-key", "--run-at", overdue)
     code, out, _ = atf("stats", "mail")
     assert code == 0 and "scheduled" in out and "normal" in out
+    assert "busiest flow keys" in out and "cli-stats-key" in out
     code, out, _ = atf("stats", "mail", "--json")
     stats = json.loads(out)
     assert code == 0 and stats["lambda"] == "mail" and stats["priorities"]["normal"]["scheduled"] >= 1

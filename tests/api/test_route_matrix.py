@@ -6,7 +6,9 @@ For every route of atf_core.access.ROUTES, on lambda "chore":
 - a principal granted both kinds on another lambda ("work") is refused: 403, AccessDenied naming the
   route's resource (so the lambda), nothing written;
 - a principal granted only the other kind on chore is refused the same way;
-- an all-lambdas route (its path names no lambda) passes only a principal granted every lambda.
+- an all-lambdas route (its path names no lambda) passes only a principal granted every lambda;
+- a spanning route (a batch, a chain) passes a principal granted its kind on the request's lambdas; one
+  granted another lambda is refused by the frontend naming the item's lambda (its scoped twin's resource).
 """
 
 from __future__ import annotations
@@ -83,7 +85,28 @@ def test_a_lambdas_route_lets_its_grantees_in_and_refuses_others_writing_nothing
     assert allowed.status == request.allowed_status, f"{route.method} {route.path}: {allowed.status} {allowed.body}"
 
 
-@pytest.mark.parametrize("route", [r for r in ROUTES if not r.scoped], ids=lambda r: f"{r.method} {r.path}")
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.spanning], ids=lambda r: f"{r.method} {r.path}")
+def test_a_spanning_route_lets_in_the_grantees_of_its_items_lambdas(
+    route: Route, client: AtfClient, raw: Raw, principal: Callable[..., Credentials], item_count: Callable[[], int]
+) -> None:
+    request = prepare(route, TARGET, client)
+    before = item_count()
+    other_kind = raw(request.method, request.path, request.body, credentials=principal({_other(route.kind): [TARGET]}))
+    _refused(other_kind, route, request.path)  # by API Gateway: no grant of the route's kind at all
+    elsewhere = principal({"use": [OTHER], "operate": [OTHER]})
+    reply = raw(request.method, request.path, request.body, credentials=elsewhere)
+    assert (reply.status, reply.body["code"]) == (403, "access_denied"), reply.body
+    twin = route.twin()
+    assert execute_api_arn(twin.method, twin.build(lambda_name=TARGET)) in reply.body["message"], reply.body
+    assert item_count() == before
+
+    allowed = raw(request.method, request.path, request.body, credentials=principal({route.kind: [TARGET]}))
+    assert allowed.status == request.allowed_status, f"{route.method} {route.path}: {allowed.status} {allowed.body}"
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if not r.scoped and not r.spanning], ids=lambda r: f"{r.method} {r.path}"
+)
 def test_a_route_for_all_lambdas_needs_a_grant_of_every_lambda(
     route: Route, client: AtfClient, raw: Raw, principal: Callable[..., Credentials], item_count: Callable[[], int]
 ) -> None:

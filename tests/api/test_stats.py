@@ -64,3 +64,20 @@ def test_the_configured_limits_are_shown(client: AtfClient) -> None:
     }
     unlimited = client.stats("mail")
     assert (unlimited.limits.max_running, unlimited.collection_limits, unlimited.dead_letters) == (None, {}, 0)
+
+
+def test_the_busiest_flow_keys_are_counted_from_the_live_tasks(client: AtfClient, store: Any) -> None:
+    # Given on `mail`: a key with three due tasks and one running, another with one due, a keyless due task
+    # (half an hour overdue: the oldest entries, so within the sample whatever else this package left due)
+    busy, quiet = f"busy-{datetime.now(UTC):%H%M%S%f}", f"quiet-{datetime.now(UTC):%H%M%S%f}"
+    overdue = datetime.now(UTC) - timedelta(minutes=30)
+    for _ in range(3):
+        client.schedule("mail", flow_key=busy, run_at=overdue)
+    advance(store, client.schedule("mail", flow_key=busy, run_at=overdue).id, TaskStatus.PROCESSING)
+    client.schedule("mail", flow_key=quiet, run_at=overdue)
+    client.schedule("mail", run_at=overdue)
+    # When the stats are read, then each key shows its backlog and its started tasks, the busier first
+    keys = [(k.flow_key, k.due, k.started) for k in client.stats("mail").keys]
+    assert (busy, 3, 1) in keys and (quiet, 1, 0) in keys
+    assert keys.index((busy, 3, 1)) < keys.index((quiet, 1, 0))
+    assert all(k is not None for k, _, _ in keys)

@@ -14,6 +14,7 @@ from atf_core import lifecycle
 from atf_core.errors import Conflict, InputError, UnknownPriority
 from atf_core.schema import Task, TaskStatus, to_ms
 from atf_core.store.base import Change, TaskRef
+from atf_core.store.codec import shard_of
 from atf_core.store.tasks import DynamoTaskStore
 from atf_sdk.client import AtfClient
 from tests.api.conftest import Raw
@@ -127,6 +128,33 @@ def _retriable(client: AtfClient, store: DynamoTaskStore, collection: str) -> Ta
     return outcome.task
 
 
+def _keys_on_every_shard(shards: int) -> list[str]:
+    """Fresh flow keys, one whose tasks land on each index shard (a keyed task's shard is its key's)."""
+    keys: dict[int, str] = {}
+    while len(keys) < shards:
+        key = f"cust-{uuid.uuid4().hex[:8]}"
+        keys.setdefault(shard_of("", shards, key), key)
+    return [keys[shard] for shard in range(shards)]
+
+
+def test_a_flow_key_selects_only_its_tasks_on_whichever_shard(client: AtfClient) -> None:
+    # Given: on each of work's two shards a key with two waiting tasks, and a keyless task beside them
+    collection = f"keys-{uuid.uuid4().hex[:8]}"
+    keys = _keys_on_every_shard(2)
+    owned = {k: [client.schedule("work", collection=collection, flow_key=k, run_at=_at(10 + i)).id for i in (0, 1)]
+             for k in keys}  # fmt: skip
+    keyless = client.schedule("work", collection=collection, run_at=_at(5)).id
+    # When: each key is selected alone (a flow key narrows enough: no `all`)
+    for key in keys:
+        dry = client.bulk_cancel(flow_key=key, dry_run=True)
+        # Then: the dry run lists exactly that key's tasks, with their key
+        assert [(t.id, t.flow_key) for t in dry.matched] == [(i, key) for i in owned[key]]
+    done = client.bulk_cancel(lambda_name="work", flow_key=keys[0])
+    assert (done.changed, done.skipped) == (2, [])
+    assert [t.status for t in _states(client, owned[keys[0]])] == [S.CANCELLED] * 2
+    assert [t.status for t in _states(client, [*owned[keys[1]], keyless])] == [S.NEW] * 3
+
+
 def test_a_selection_of_everything_needs_all(client: AtfClient, raw: Raw, item_count: Any) -> None:
     with pytest.raises(InputError) as refused:
         client.bulk_cancel()
@@ -148,6 +176,7 @@ def test_a_selection_of_everything_needs_all(client: AtfClient, raw: Raw, item_c
         ("cancel", {"lambda": "work", "since": "2030-01-02T00:00:00Z", "until": "2030-01-01T00:00:00Z"}, "until"),
         ("cancel", {"lambda": "work", "per_second": 0}, "per_second"),
         ("cancel", {"lambda": "nope"}, "lambda"),
+        ("cancel", {"flow_key": "a b"}, "flow_key"),
         ("reschedule", {"lambda": "work"}, "run_at"),
         ("reschedule", {"lambda": "work", "run_at": "2030-01-01T00:00:00Z", "delay_seconds": 5}, "delay_seconds"),
         ("reprioritise", {"lambda": "work", "priority": "urgent"}, "priority"),

@@ -84,3 +84,15 @@ def test_bad_bulk_input_exits_2_naming_the_field(atf: Any) -> None:
     assert code == 2 and err.rstrip().endswith("(until)")
     code, _, err = atf("bulk", "reprioritise", "--lambda", "work", "--priority", "urgent", "--json")
     assert code == 2 and json.loads(err)["field"] == "priority"
+
+
+def test_bulk_selects_by_flow_key(atf: Any, client: AtfClient, collection: str) -> None:
+    key = f"cust-{uuid.uuid4().hex[:8]}"
+    keyed = client.schedule("work", collection=collection, flow_key=key, delay_seconds=600).id
+    code, out, _ = atf("bulk", "cancel", "--flow-key", key, "--dry-run", "--json")
+    assert code == 0 and [(t["id"], t["flow_key"]) for t in json.loads(out)["matched"]] == [(keyed, key)]
+    code, out, _ = atf("bulk", "cancel", "--flow-key", key, "--yes")
+    assert code == 0 and "cancel: 1 of 1 matched changed" in out and key in out
+    assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2, "the keyless ones stay"
+    code, _, err = atf("bulk", "cancel", "--flow-key", "a b")
+    assert code == 2 and err.rstrip().endswith("(flow_key)")

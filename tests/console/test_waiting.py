@@ -133,3 +133,26 @@ def _task(stack: ConsoleStack, task_id: str) -> Task:
     task = stack.store.get(task_id)
     assert task is not None
     return task
+
+
+def test_the_busiest_flow_keys_are_listed_and_lead_to_their_waiting_tasks(
+    console_stack: ConsoleStack, page: Any
+) -> None:
+    # Given a key with three tasks an hour ahead and another key with one
+    tag = uuid.uuid4().hex[:8]
+    collection, busy, quiet = f"k{tag}", f"busy-{tag}", f"quiet-{tag}"
+    busy_ids = later(console_stack, 3, collection, flow_key=busy)
+    later(console_stack, 1, collection, flow_key=quiet)
+
+    # When the operator opens the overview: each key shows its waiting count, the busier first
+    page.goto(console_stack.console)
+    cells = [line.split("\t") for line in page.locator("#keys tbody tr").all_inner_texts()]
+    rows = {r[1]: r for r in cells}
+    assert rows[busy][0] == "work" and rows[busy][2] == "3" and rows[quiet][2] == "1"
+    keys = [r[1] for r in cells]
+    assert keys.index(busy) < keys.index(quiet)
+
+    # Then the key's link lists exactly its waiting tasks, ready to act on
+    page.click(f"#keys a:text-is('{busy}')")
+    assert sorted(listed(page)) == sorted(busy_ids)
+    assert page.locator("#waiting-filter input[name=flow_key]").input_value() == busy

@@ -8,7 +8,7 @@ import pytest
 
 from atf_core import lifecycle
 from atf_core.aws import make_clients
-from atf_core.config import StackConfig
+from atf_core.config import KeyLimits, StackConfig
 from atf_core.consumer import Consumer
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import ScheduleRequest
@@ -67,3 +67,21 @@ def test_the_happy_path_write_units(  # type: ignore[no-untyped-def]
     # the unrecording consumer's read of the task: eventually consistent, half a unit
     assert meter.bill.calls.get("dynamodb.BatchGetItem", 0) == (0 if record_enqueued else 1)
     assert meter.bill.detail.get("dynamodb.BatchGetItem/read_units", 0) == (0 if record_enqueued else 0.5)
+
+
+def test_a_transaction_bills_each_item_twice_and_its_index_once(aws, config: StackConfig) -> None:  # type: ignore[no-untyped-def]
+    # Given a singleton flow key (its schedule is a transaction) and every call metered
+    spec = config.lambdas["work"].model_copy(update={"key_limits": KeyLimits(singleton=True)})
+    config = config.model_copy(update={"lambdas": {**config.lambdas, "work": spec}})
+    metered = make_clients(endpoint_url=None)
+    meter = CostMeter(reader=aws.dynamodb)
+    meter.attach(metered.dynamodb)
+    scheduling = Scheduling(DynamoTaskStore(metered.dynamodb, config), config)
+    body = {"lambda": "work", "flow_key": "a", "on_conflict": "replace"}
+    # When a task takes the key, then a second replaces it
+    scheduling.schedule(ScheduleRequest.model_validate(body), T0)
+    taken = meter.snapshot().write_units
+    scheduling.schedule(ScheduleRequest.model_validate(body), T0)
+    # Then taking costs 2x(task) + 1 (index add) + 2x(holder) = 5, replacing 5 + 2x(cancel) + 1 (index removal)
+    assert (taken, meter.snapshot().write_units - taken) == (5, 8)
+    assert meter.bill.calls["dynamodb.TransactWriteItems"] == 2

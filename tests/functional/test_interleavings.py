@@ -29,7 +29,7 @@ from atf_core.store.base import Change, TaskRef
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
 from atf_local.provision import provision
-from tests.conftest import TEST_CONFIG
+from tests.conftest import TEST_CONFIG, moto_session
 from tests.functional.helpers import T0, raw_item
 
 CONFIG = StackConfig.model_validate(TEST_CONFIG)
@@ -54,7 +54,7 @@ class Interleavings(RuleBasedStateMachine):
 
         self._mock = mock_aws()
         self._mock.start()
-        clients = make_clients(endpoint_url=None)
+        clients = make_clients(endpoint_url=None, session=moto_session())
         provision(clients, CONFIG)
         self.sqs = clients.sqs
         self.store = DynamoTaskStore(clients.dynamodb, CONFIG)

@@ -161,3 +161,17 @@ def test_the_data_key_is_used_only_through_dynamodb_and_sqs(synth: Synthesized) 
             ] or services == [
                 f'{{"Fn::Join": ["", ["{service}.{region}.amazonaws.com"]]}}' for service in ("dynamodb", "sqs")
             ]
+
+
+def test_only_the_frontend_asks_iam_and_only_about_the_accounts_users_and_roles(synth: Synthesized) -> None:
+    """The frontend checks each lambda of a batch or chain spanning lambdas (atf_core.item_access): it may
+    simulate the policies of the account's users and roles and read a role, nothing else of IAM."""
+    frontend = _statements(synth, _role_of_function(synth, "frontend"))
+    actions, resources = _granted(frontend, "iam:")
+    assert actions == _called("frontend", "iam") == {"iam:SimulatePrincipalPolicy", "iam:GetRole"}
+    account = {"Ref": "AWS::AccountId"}
+    arn = ["arn:", {"Ref": "AWS::Partition"}, ":iam::", account]
+    expected = [{"Fn::Join": ["", [*arn, f":{kind}/*"]]} for kind in ("user", "role")]
+    assert sorted(resources, key=json.dumps) == sorted(expected, key=json.dumps), resources
+    others = [_role_of_function(synth, "consumer")] + [_role_of_worker(synth, n) for n in synth.settings.config.lambdas]
+    assert not any(_granted(_statements(synth, role), "iam:")[0] for role in others)

@@ -22,6 +22,9 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions::AwsSolutions-ECS2",
     "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
     "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+    # The frontend simulates the policies of the account's callers of a batch or chain spanning lambdas.
+    "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*]",
+    "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*]",
     "AwsSolutions::AwsSolutions-L1",
 }
 CFN_LINT_IGNORED = (

@@ -56,8 +56,24 @@ def test_a_grant_for_one_lambda_allows_exactly_that_lambdas_routes_of_its_kind(k
     patterns = grant_patterns(kind, ["a"], every_lambda=False)
     for found in documented():
         for lambda_name, request in requests_of(found):
-            expected = found.scoped and lambda_name == "a" and found.kind == kind
+            expected = ((found.scoped and lambda_name == "a") or found.spanning) and found.kind == kind
             assert allows(patterns, request) == expected, (kind, request)
+
+
+def test_a_grant_of_no_lambda_allows_no_route_spanning_lambdas() -> None:
+    for kind in KINDS:
+        assert grant_patterns(kind, [], every_lambda=False) == []
+
+
+def test_a_spanning_route_is_checked_against_its_twin_for_one_lambda() -> None:
+    spanning = [r for r in ROUTES if r.spanning]
+    assert {(r.method, r.path) for r in spanning} == {("POST", "/v1/tasks/batch"), ("POST", "/v1/chains")}
+    for found in spanning:
+        twin = found.twin()
+        assert twin.scoped and (twin.method, twin.kind) == (found.method, found.kind)
+        assert twin.path.removeprefix("/v1/lambdas/{lambda_name}") == found.path.removeprefix("/v1")
+    with pytest.raises(ValueError, match="does not span lambdas"):
+        route("POST", "/v1/tasks").twin()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -127,7 +143,11 @@ def test_each_sdk_call_takes_the_route_of_the_lambda_it_names(method: str, path:
 
 def test_docs_api_lists_each_route_with_its_permission() -> None:
     text = (COMMITTED.parents[2] / "docs" / "api.md").read_text()
-    row = r"^\| `([A-Z]+) (/v1/[^`]+)` \| (use|operate), (the lambda in the path|every lambda) \|$"
+    row = r"^\| `([A-Z]+) (/v1/[^`]+)` \| (use|operate), (the lambda in the path|each item's lambda|every lambda) \|$"
     rows = re.findall(row, text, re.M)
-    documented_rows = {(m, p): (k, who == "the lambda in the path") for m, p, k, who in rows}
-    assert documented_rows == {(r.method, r.path): (r.kind, r.scoped) for r in ROUTES}
+    documented_rows = {(m, p): (k, who) for m, p, k, who in rows}
+    assert documented_rows == {(r.method, r.path): (r.kind, _who(r)) for r in ROUTES}
+
+
+def _who(found: Route) -> str:
+    return "the lambda in the path" if found.scoped else "each item's lambda" if found.spanning else "every lambda"

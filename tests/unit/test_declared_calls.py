@@ -51,6 +51,7 @@ class World:
         self.recording = False
         for client in (clients.dynamodb, clients.sqs):
             client.meta.events.register("before-call.*.*", self._record)
+        clients.dynamodb.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", self._entries)
         table = config.table_name
         self.tasks = DynamoTaskStore(clients.dynamodb, config)
         self.index = IndexStore(clients.dynamodb, table, config.page_size)
@@ -61,8 +62,13 @@ class World:
         self.batchers: list[DeleteBatcher] = []  # each runs a thread until closed
 
     def _record(self, model: Any, **_: Any) -> None:
-        if self.recording:
+        if self.recording and model.name != "TransactWriteItems":
             self.called.add(authorized_as(model.service_model.signing_name, model.name))
+
+    def _entries(self, params: dict[str, Any], **_: Any) -> None:
+        """AWS authorizes a transaction entry by entry, each under its own action (a Put as PutItem...)."""
+        if self.recording:
+            self.called |= {f"dynamodb:{kind}Item" for entry in params["TransactItems"] for kind in entry}
 
     def actions(self, call: Callable[[], object]) -> set[str]:
         """The actions one call makes (an iterator it returns is read to the end)."""
@@ -78,6 +84,10 @@ class World:
     def task(self, **request: Any) -> Task:
         req = ScheduleRequest.model_validate({"lambda": "work", **request})
         return self.tasks.create(build_task(self.config, req, T0), req.fingerprint()).task
+
+    def built(self, **request: Any) -> Task:
+        """A task as the frontend builds it, not written."""
+        return build_task(self.config, ScheduleRequest.model_validate({"lambda": "work", **request}), T0)
 
     def partition(self, task: Task, assoc: Assoc = Assoc.NEW) -> str:
         shard = shard_of(task.id, self.config.shards_of(task.lambda_))
@@ -141,6 +151,11 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
         (_task, lambda w, task: w.tasks.create(task, "another request")),  # refused: the id exists
     ],
     (DynamoTaskStore, "get"): [(_task, lambda w, task: w.tasks.get(task.id))],
+    (DynamoTaskStore, "key_holder"): [(_nothing, lambda w, _: w.tasks.key_holder("work", "k"))],
+    (DynamoTaskStore, "create_holding"): [
+        (_nothing, lambda w, _: w.tasks.create_holding(w.built(flow_key="k"), "f", None, None)),
+        (_task, lambda w, task: w.tasks.create_holding(w.built(flow_key="k"), "f", None, task)),
+    ],
     (DynamoTaskStore, "get_many"): [(_task, lambda w, task: w.tasks.get_many([task.id, "absent"]))],
     (DynamoTaskStore, "transition"): [
         (_task, lambda w, task: w.tasks.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=T0))),
@@ -323,7 +338,7 @@ def test_only_the_store_calls_dynamodb() -> None:
 # roles can be derived (atf_cdk.grants). The CLI runs under its user's credentials; the local stack and the
 # test kit are harnesses.
 COMPONENT_CODE = ("layers/atf_core", "sdk/atf_sdk/worker", "functions")
-SERVICES = ("dynamodb", "sqs", "cloudwatch", "logs", "sts", "kms")
+SERVICES = ("dynamodb", "sqs", "cloudwatch", "logs", "sts", "kms", "iam")
 # Table, the door the stores share: each store method that goes through it is declared (and run above).
 TABLE_DOOR = ROOT / "layers/atf_core/store/table.py"
 
@@ -346,6 +361,28 @@ def test_every_aws_call_a_component_makes_is_in_a_declared_method() -> None:
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in operations:
                     found.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {node.func.attr}")
     assert found == []
+
+
+def test_the_frontends_iam_calls_are_declared_as_made(aws: Any) -> None:
+    """ItemAccess (atf_core.item_access) against in-process moto's IAM, given the simulation the local stack
+    serves: reading a session's role calls iam:GetRole, the check iam:SimulatePrincipalPolicy."""
+    import boto3
+
+    from atf_core.item_access import ItemAccess
+    from atf_local.iam.simulate import serve_simulation
+
+    serve_simulation()
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="team", Path="/teams/", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    called: set[str] = set()
+    iam.meta.events.register("before-call.*.*", lambda model, **_: called.add(f"iam:{model.name}"))
+    access = ItemAccess(iam)
+    assert access.source_arn("arn:aws:sts::123456789012:assumed-role/team/s") == role
+    assert called == declared(ItemAccess.source_arn)
+    called.clear()
+    access.decisions(role, ["arn:aws:execute-api:us-east-1:123456789012:a/s/POST/v1/lambdas/x/chains"])
+    assert called == declared(ItemAccess.decisions)
+    assert "iam:SimulatePrincipalPolicy" in actions_of(ItemAccess)
 
 
 def _declares(function: ast.FunctionDef) -> bool:

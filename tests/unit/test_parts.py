@@ -15,6 +15,7 @@ import pytest
 from atf_core.calls import Part, declarations
 from atf_core.clock import process_clock
 from atf_core.config import CONFIG_ENV, StackConfig
+from atf_core.item_access import ItemAccess
 from atf_core.queues import QueueDirectory
 from atf_core.store.counters import Counters
 from atf_core.store.index import IndexStore
@@ -33,7 +34,17 @@ from functions.frontend import parts as frontend_parts
 from functions.frontend import services as frontend_services
 
 # Every class with declared calls a component may be built from.
-DECLARING = (DynamoTaskStore, ItemStore, IndexStore, Counters, TaskScan, QueueDirectory, Controller, DeleteBatcher)
+DECLARING = (
+    DynamoTaskStore,
+    ItemStore,
+    IndexStore,
+    Counters,
+    TaskScan,
+    QueueDirectory,
+    Controller,
+    DeleteBatcher,
+    ItemAccess,
+)
 
 
 @pytest.fixture

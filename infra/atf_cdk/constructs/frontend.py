@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Stack
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,6 +16,7 @@ from constructs import Construct
 from atf_cdk.builders import log_group
 from atf_cdk.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionProps
 from atf_cdk.constructs.table import TaskTable
+from atf_cdk.grants import service_actions
 from atf_cdk.nag import acknowledge, rendered
 from atf_core.errors import GATEWAY_REFUSALS, AtfError
 
@@ -57,6 +58,7 @@ class FrontendApi(Construct):
         self.handler = AtfFunction(self, "Handler", function)
         self.function = self.handler.function
         table.grant(self.function, "frontend")
+        self._grant_iam()
         access_logs = log_group(
             self, "AccessLogs", key=api.log_key, days=api.log_retention_days, retain=api.retain_logs
         )
@@ -121,6 +123,22 @@ class FrontendApi(Construct):
                     request_parameters=parameters or None,
                     request_models={"application/json": json_object} if method in WITH_BODY else None,
                 )
+
+    def _grant_iam(self) -> None:
+        """What the frontend asks IAM (atf_core.item_access): the policies of the account's users and roles
+        that call a route spanning lambdas, simulated (and a session's role read by name, for its path)."""
+        stack = Stack.of(self)
+        # Written with the partition's token (not format_arn's literal) so that every environment names them alike.
+        arns = [f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:{kind}/*" for kind in ("user", "role")]
+        actions = service_actions("frontend", "iam")
+        iam.Grant.add_to_principal(grantee=self.function, actions=actions, resource_arns=arns)
+        for arn in arns:
+            acknowledge(
+                self.handler.role,
+                f"AwsSolutions-IAM5[Resource::{rendered(stack, arn)}]",
+                "The callers of a batch or chain spanning lambdas are any of the account's users and roles: the "
+                "frontend simulates their policies (read-only), and reads a role to learn its path",
+            )
 
     def _acknowledge(self) -> None:
         acknowledge(

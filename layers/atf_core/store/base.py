@@ -31,6 +31,7 @@ class CreateResult:
     task: Task
     created: bool
     conflict: bool = False  # same idempotency key, different request
+    replaced: str | None = None  # the task it replaced as its singleton flow key's holder (cancelled)
 
 
 @dataclass
@@ -79,6 +80,18 @@ class TaskStore(ABC):
 
     @abstractmethod
     def get(self, task_id: str) -> Task | None: ...
+
+    @abstractmethod
+    def key_holder(self, lambda_name: str, flow_key: str) -> str | None:
+        """The id of the task that last took this singleton flow key (it holds it while not settled)."""
+
+    @abstractmethod
+    def create_holding(
+        self, task: Task, fingerprint: str, held_by: str | None, cancel: Task | None
+    ) -> CreateResult | None:
+        """Create the task as its flow key's holder, where the key is still held by `held_by` (None: by nobody),
+        cancelling `cancel` (the holder it replaces) in the same transaction. None: the key or that task
+        changed meanwhile, nothing written; a refused result: the task's id (idempotency key) was taken."""
 
     @abstractmethod
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:

@@ -37,15 +37,28 @@ class ItemStore:
         self._index = IndexStore(client, table)
 
     @calls("dynamodb:PutItem")
-    def put(self, item_id: str, fields: dict[str, Any], index: tuple[str, int] | None, version: int | None) -> bool:
-        """Write an item if its version is still `version` (None: only if it does not exist)."""
+    def put(
+        self,
+        item_id: str,
+        fields: dict[str, Any],
+        index: tuple[str, int] | None,
+        version: int | None,
+        holding: dict[str, Any] | None = None,
+    ) -> bool:
+        """Write an item if its version is still `version` (None: only if it does not exist) and, for a
+        replacement, it still holds each of `holding`'s fields with that value: decided in the write itself,
+        so an item deleted and made again meanwhile (its version restarted) is not taken for the one read."""
         plain = {Attr.ID: item_id, "v": (version or 0) + 1, **fields}
         if index is not None:
             plain[Attr.INDEX_PK], plain[Attr.INDEX_SK] = index
         item = {k: codec.to_attr(v) for k, v in plain.items()}
         if version is None:
             return self._table.put(item, "attribute_not_exists(#id)", {"#id": Attr.ID}).applied
-        return self._table.put(item, "#v = :v", {"#v": "v"}, {":v": {"N": str(version)}}).applied
+        names, values = {"#v": "v"}, {":v": {"N": str(version)}}
+        for n, (name, value) in enumerate((holding or {}).items()):
+            names[f"#h{n}"], values[f":h{n}"] = name, codec.to_attr(value)
+        condition = " AND ".join(f"{name} = {name.replace('#', ':')}" for name in names)
+        return self._table.put(item, condition, names, values).applied
 
     @calls("dynamodb:GetItem")
     def get(self, item_id: str) -> dict[str, Any] | None:
@@ -70,6 +83,10 @@ class ItemStore:
         return self._index.ids(name, up_to_ms)
 
 
+# The stored schedule's spec (its JSON, naming its lambda): what a lambda's own put conditions its write on.
+SPEC_FIELD = "spec"
+
+
 def schedule_id(name: str) -> str:
     return f"#schedule#{name}"
 
@@ -77,7 +94,7 @@ def schedule_id(name: str) -> str:
 def schedule_fields(schedule: Schedule) -> tuple[dict[str, Any], tuple[str, int]]:
     fields: dict[str, Any] = {
         "sname": schedule.name,
-        "spec": schedule.spec_json(),
+        SPEC_FIELD: schedule.spec_json(),
         "paused": schedule.paused,
         "created": to_ms(schedule.created_at),
         "fired": schedule.fired,
@@ -95,7 +112,7 @@ def schedule_fields(schedule: Schedule) -> tuple[dict[str, Any], tuple[str, int]
 def schedule_from(raw: dict[str, Any]) -> Schedule:
     return Schedule(
         name=raw["sname"],
-        spec=ScheduleSpec.model_validate(json.loads(raw["spec"])),
+        spec=ScheduleSpec.model_validate(json.loads(raw[SPEC_FIELD])),
         paused=bool(raw.get("paused")),
         created_at=from_ms(raw["created"]),
         last_occurrence=maybe_from_ms(raw.get("last")),

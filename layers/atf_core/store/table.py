@@ -89,6 +89,17 @@ class Table:
         _placeholders(request, condition, names, values, old_on_refusal)
         return _conditional(self._db.update_item, request)
 
+    def transact(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Write the entries (TransactWriteItems' Put/Update/... entries) all or none: None when written, or
+        DynamoDB's reasons entry by entry when a condition or another transaction cancelled it."""
+        try:
+            self._db.transact_write_items(TransactItems=entries)  # type: ignore[arg-type]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            return list(error.response.get("CancellationReasons") or [])  # type: ignore[arg-type]
+        return None
+
     def delete(self, item_id: str) -> Item | None:
         """Delete an item; the item as it was, or None if there was none."""
         reply = self._db.delete_item(TableName=self.name, Key=_key(item_id), ReturnValues="ALL_OLD")

@@ -11,7 +11,7 @@ from atf_core.config import StackConfig
 from atf_core.definitions import GATES_ITEM_ID, Attr
 from atf_core.lifecycle import Assoc, Transition
 from atf_core.schema import Gate, Task, TaskStatus
-from atf_core.store import codec
+from atf_core.store import codec, holders
 from atf_core.store.base import Change, CreateResult, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import Item
 from atf_core.store.index import IndexStore
@@ -40,6 +40,22 @@ class DynamoTaskStore(TaskStore):
     def get(self, task_id: str) -> Task | None:
         found = self._table.get(task_id)
         return codec.item_to_task(found) if found and Attr.STATUS in found else None
+
+    @calls("dynamodb:GetItem")
+    def key_holder(self, lambda_name: str, flow_key: str) -> str | None:
+        return holders.read_holder(self._table, lambda_name, flow_key)
+
+    @calls("dynamodb:PutItem", "dynamodb:UpdateItem")
+    def create_holding(
+        self, task: Task, fingerprint: str, held_by: str | None, cancel: Task | None
+    ) -> CreateResult | None:
+        create = create_request(self._config, task, fingerprint)
+        reasons = holders.take_key(self._table, self._config, create, task, held_by, cancel)
+        if reasons is None:
+            return CreateResult(task=task, created=True, replaced=cancel.id if cancel else None)
+        if reasons and reasons[0].get("Code") == holders.CONDITION_FAILED:  # the task's own create: its id is taken
+            return create_refused(task.id, reasons[0].get("Item"), fingerprint)
+        return None
 
     @calls("dynamodb:BatchGetItem")
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
@@ -117,8 +133,10 @@ def create_refused(task_id: str, existing: Item | None, fingerprint: str) -> Cre
     """A refused create: the task that already had the id, and whether it was asked for by another request."""
     if existing is None:
         raise RuntimeError(f"creating task {task_id} was refused, but DynamoDB returned no item in its way")
-    same = codec.from_item(existing).get(Attr.FINGERPRINT) == fingerprint
-    return CreateResult(task=codec.item_to_task(existing), created=False, conflict=not same)
+    stored = codec.from_item(existing)
+    same = stored.get(Attr.FINGERPRINT) == fingerprint
+    replaced = stored.get(Attr.REPLACED) if same else None
+    return CreateResult(task=codec.item_to_task(existing), created=False, conflict=not same, replaced=replaced)
 
 
 def _rejected(old: Item | None, transition: Transition, change: Change) -> Outcome:

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from atf_core.amend import Amendment
 from atf_core.api import BulkReprioritiseRequest, BulkRescheduleRequest, TaskSelection
 from atf_core.aws import AwsClients
-from atf_core.bulk import BulkChange, BulkChanges
+from atf_core.bulk import WAITING, BulkChange, BulkChanges
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
+from atf_core.stats import KEYS_SHOWN
 from atf_core.store.scan import TaskScan
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
@@ -32,9 +33,21 @@ THROUGHPUT_WINDOW = timedelta(minutes=1)
 LAG_WINDOW = timedelta(minutes=5)
 MAX_TASKS = 50_000  # a scan this size is still quick on loopback; past it the console shows a sample
 # States that get a column even when no task is in them (others appear when one is).
+RUNNING = frozenset({TaskStatus.CLAIMED, TaskStatus.PROCESSING})
 ALWAYS_SHOWN = ("new", "enqueued", "claimed", "processing", "retriable_failure", "success", "dead_letter")
 # Upper bounds (ms) of the start-lag histogram's buckets; the last one is open.
 LAG_BUCKETS_MS = (50, 100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000)
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One flow-control key of a lambda: its tasks waiting, running, and finished in the last minute."""
+
+    lambda_name: str
+    flow_key: str
+    waiting: int
+    running: int
+    finished_per_min: int
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,24 @@ class ConsoleData:
             dead_letters={name: dead[name] for name in self.config.lambdas},
             notes=["finished/min: the last minute; lag p95: first attempts claimed in the last 5 minutes"],
         )  # fmt: skip
+
+    def key_rows(self, tasks: list[Task], now: datetime | None = None) -> list[KeyRow]:
+        """The busiest flow keys (most waiting and running), up to KEYS_SHOWN; keyless tasks are not counted."""
+        now = now or utcnow()
+        counts: dict[tuple[str, str], Counter[str]] = {}
+        for task in tasks:
+            if task.flow_key is None:
+                continue
+            tally = counts.setdefault((task.lambda_, task.flow_key), Counter())
+            if task.status in WAITING:
+                tally["waiting"] += 1
+            elif task.status in RUNNING:
+                tally["running"] += 1
+            elif task.finished_at is not None and now - task.finished_at <= THROUGHPUT_WINDOW:
+                tally["finished"] += 1
+        rows = [KeyRow(name, key, c["waiting"], c["running"], c["finished"]) for (name, key), c in counts.items()]
+        rows.sort(key=lambda r: (-(r.waiting + r.running), r.lambda_name, r.flow_key))
+        return rows[:KEYS_SHOWN]
 
     def lag_histograms(self, tasks: list[Task]) -> dict[str, tuple[list[Bucket], float | None, int]]:
         """Per lambda: the buckets, p95 and count of every first attempt's start lag in the table."""

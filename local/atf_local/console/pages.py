@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter
 from atf_core.schema import Gate, Task
-from atf_local.console.data import Bucket
+from atf_local.console.data import Bucket, KeyRow
 from atf_sdk.snapshot import QueueRow, Snapshot
 
 STYLE = """
@@ -72,8 +72,23 @@ def when(moment: datetime | None) -> str:
 # -- overview ----------------------------------------------------------------------
 
 
-def overview(snapshot: Snapshot, histograms: dict[str, tuple[list[Bucket], float | None, int]]) -> str:
-    return "".join([tasks_section(snapshot), gates_section(snapshot), lag_section(histograms)])
+def overview(
+    snapshot: Snapshot, histograms: dict[str, tuple[list[Bucket], float | None, int]], keys: list[KeyRow]
+) -> str:
+    return "".join([tasks_section(snapshot), keys_section(keys), gates_section(snapshot), lag_section(histograms)])
+
+
+def keys_section(keys: list[KeyRow]) -> str:
+    """The busiest flow-control keys; each links to its waiting tasks, to act on them."""
+    if not keys:
+        return ""
+    rows = [
+        [cell(k.lambda_name), f'<td><a href="{escape(_waiting_of(k))}">{escape(k.flow_key)}</a></td>',
+         number(k.waiting), number(k.running), number(k.finished_per_min)]
+        for k in keys
+    ]  # fmt: skip
+    headers = ["lambda", "flow key", "waiting", "running", "finished/min"]
+    return f"<section><h2>Busiest flow keys</h2>{table(headers, rows, 'keys')}</section>"
 
 
 def tasks_section(snapshot: Snapshot) -> str:
@@ -92,6 +107,10 @@ def tasks_section(snapshot: Snapshot) -> str:
 def _task_row(row: QueueRow, columns: list[str]) -> list[str]:
     counts = [number(row.counts.get(c, 0)) for c in columns]
     return [cell(row.lambda_), cell(row.priority), *counts, number(row.finished_per_min), number(row.lag_p95_ms)]
+
+
+def _waiting_of(key: KeyRow) -> str:
+    return back_to("/waiting", **{"lambda": key.lambda_name, "flow_key": key.flow_key})
 
 
 def gate_button(action: str, lambda_name: str, collection: str | None, label: str = "") -> str:

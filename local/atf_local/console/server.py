@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _overview(self, query: Form) -> None:
         data = self.server.data
         tasks = data.tasks()
-        body = pages.overview(data.snapshot(tasks), data.lag_histograms(tasks))
+        body = pages.overview(data.snapshot(tasks), data.lag_histograms(tasks), data.key_rows(tasks))
         html = self._page("Overview", body, query.get("message", ""), bool(query.get("error")))
         if query.get("refresh", "").isdigit():
             html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{int(query["refresh"])}">', 1)

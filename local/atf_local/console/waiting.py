@@ -28,7 +28,7 @@ ACTIONS: dict[str, type[TaskSelection]] = {
     "reschedule": BulkRescheduleRequest,
     "reprioritise": BulkReprioritiseRequest,
 }
-SELECTION_FIELDS = ("lambda", "collection", "status", "since", "until", "all")
+SELECTION_FIELDS = ("lambda", "collection", "flow_key", "status", "since", "until", "all")
 ACTION_FIELDS = ("run_at", "delay_seconds", "priority", "per_second", "dry_run")
 TIME_FIELDS = ("since", "until", "run_at")
 M = TypeVar("M", bound=BaseModel)
@@ -97,6 +97,8 @@ def _filter_form(config: StackConfig, form: Mapping[str, str]) -> str:
         f'<select name="lambda" aria-label="lambda">{lambdas}</select> '
         f'<input name="collection" value="{escape(form.get("collection", ""))}" placeholder="collection" '
         'aria-label="collection"> '
+        f'<input name="flow_key" value="{escape(form.get("flow_key", ""))}" placeholder="flow key" '
+        'aria-label="flow key"> '
         f'<select name="status" aria-label="status">{statuses}</select> '
         f"runs from {_time_input('since', form)} to {_time_input('until', form)} UTC "
         f'<label><input type="checkbox" name="all" value="1"{ticked}> all (no filter)</label> '
@@ -106,14 +108,14 @@ def _filter_form(config: StackConfig, form: Mapping[str, str]) -> str:
 
 def _listing(found: BulkChange | None) -> str:
     if found is None:
-        return "<p>Choose a lambda, collection, state or window (or tick all) to see the tasks it selects.</p>"
+        return "<p>Choose a lambda, collection, flow key, state or window (or tick all) to see what it selects.</p>"
     rows = [
         [f'<td><a href="/tasks/{quote(t.id)}">{escape(t.id)}</a></td>', cell(t.lambda_name), cell(t.collection),
-         cell(t.priority), cell(t.status.value), cell(when(t.next_at))]
+         cell(t.flow_key or ""), cell(t.priority), cell(t.status.value), cell(when(t.next_at))]
         for t in found.matched
     ]  # fmt: skip
     more = '<p class="muted">More match than shown: act on these, then filter again.</p>' if found.more else ""
-    headers = ["task", "lambda", "collection", "priority", "state", "runs at (UTC)"]
+    headers = ["task", "lambda", "collection", "flow key", "priority", "state", "runs at (UTC)"]
     return (table(headers, rows, "waiting") if rows else "<p>None match.</p>") + more
 
 

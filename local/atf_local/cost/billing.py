@@ -202,9 +202,15 @@ class CostMeter:
         self._local.params = params
         self._local.before = None
         if model.name in WRITES and self._reader is not None:
-            key = params.get("Key") or {Attr.ID: params["Item"][Attr.ID]}
-            found = self._reader.get_item(TableName=params["TableName"], Key=key, ConsistentRead=True)
-            self._local.before = found.get("Item")
+            self._local.before = self._read(params)
+        if model.name == TRANSACT and self._reader is not None:
+            self._local.before = [self._read(next(iter(e.values()))) for e in params["TransactItems"]]
+
+    def _read(self, write: dict[str, Any]) -> dict[str, Any] | None:
+        """The item a write (or a transaction's entry) is about, as it stands, read unmetered."""
+        assert self._reader is not None
+        key = write.get("Key") or {Attr.ID: write["Item"][Attr.ID]}
+        return self._reader.get_item(TableName=write["TableName"], Key=key, ConsistentRead=True).get("Item")
 
     def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         service = model.service_model.service_name
@@ -217,6 +223,10 @@ class CostMeter:
                 self._add(call, "sqs_requests", max(1, math.ceil(_sqs_payload(params) / (64 * KB))))
             elif model.name in WRITES and self._bill_writes:
                 item_units, index_units = self._write_cost(model.name, parsed, failed, params)
+                self._add(call, "write_units", item_units + index_units)
+                self._add(call, "index_units", index_units)
+            elif model.name == TRANSACT and self._bill_writes and not failed:
+                item_units, index_units = self._transaction_cost(params)
                 self._add(call, "write_units", item_units + index_units)
                 self._add(call, "index_units", index_units)
             elif model.name in READS:
@@ -237,8 +247,20 @@ class CostMeter:
         after = {"PutItem": params.get("Item"), "DeleteItem": None}.get(name, parsed.get("Attributes"))
         return write_units(before, after), index_write_units(before, after)
 
+    def _transaction_cost(self, params: dict[str, Any]) -> tuple[int, int]:
+        """(item units, index units) of a written transaction: each item's units twice (a transactional
+        write's price), its index's once. A cancelled one is billed nothing here (AWS bills its reads)."""
+        befores = getattr(self._local, "before", None) or [None] * len(params["TransactItems"])
+        items = index = 0
+        for entry, before in zip(params["TransactItems"], befores, strict=True):
+            after = self._read(next(iter(entry.values()))) if self._reader is not None else None
+            items += 2 * write_units(before, after)
+            index += index_write_units(before, after)
+        return items, index
+
 
 WRITES = ("UpdateItem", "PutItem", "DeleteItem")
+TRANSACT = "TransactWriteItems"
 READS = ("GetItem", "BatchGetItem", "Query")
 
 

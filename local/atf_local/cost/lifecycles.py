@@ -50,9 +50,12 @@ SCENARIOS = (
     "gated, then resumed",
     "dropped by a gate",
     "flow key with key limits",
+    "singleton flow key, replaced",
 )
 # The key limits the keyed scenario prices (each task its own key, so none waits): what a cap per key costs.
 PRICED_KEY_LIMITS = KeyLimits(max_running=1, max_starts_per_second=10)
+# A singleton key: taking it is a transaction (2 units an item); replacing a waiting holder adds its cancel.
+PRICED_SINGLETON = KeyLimits(singleton=True)
 
 
 def succeed(task: TaskContext) -> None:
@@ -82,21 +85,21 @@ class Lifecycles:
         return self.now
 
     # -- what each component does ---------------------------------------------
-    def schedule(self, collection: str, keyed: bool = False) -> list[Task]:
-        """The scenario's batch of tasks; `keyed`: each with a flow key of its own."""
+    def schedule(self, collection: str, keyed: bool = False, step: str = "schedule", **more: str) -> list[Task]:
+        """The scenario's batch of tasks; `keyed`: each with a flow key of its own; `more`: request fields."""
         payload = {"blob": "x" * max(0, self.estimate.payload_bytes - 12)}
-        request = {"lambda": self.lambda_name, "payload": payload, "collection": collection}
+        request = {"lambda": self.lambda_name, "payload": payload, "collection": collection, **more}
         scheduling = Scheduling(self.store, self.config, self.clock)
-        with self.step("schedule"):
+        with self.step(step):
             requests = [
                 ScheduleRequest.model_validate({**request, "flow_key": f"key-{i}"} if keyed else request)
                 for i in range(self.estimate.batch)
             ]
             return [scheduling.schedule(r).task for r in requests]
 
-    def limited_per_key(self) -> None:
-        """From now on, the lambda caps each flow key (PRICED_KEY_LIMITS), for every component."""
-        spec = self.config.lambdas[self.lambda_name].model_copy(update={"key_limits": PRICED_KEY_LIMITS})
+    def limited_per_key(self, limits: KeyLimits = PRICED_KEY_LIMITS) -> None:
+        """From now on, the lambda caps each flow key (`limits`), for every component."""
+        spec = self.config.lambdas[self.lambda_name].model_copy(update={"key_limits": limits})
         self.config = self.config.model_copy(update={"lambdas": {**self.config.lambdas, self.lambda_name: spec}})
         self.consumer = Consumer(self.store, self.clients.sqs, self.config, clock=self.clock)
 
@@ -257,8 +260,18 @@ def keyed(run: Lifecycles) -> None:
     run.work()
 
 
+def singleton_replaced(run: Lifecycles) -> None:
+    """Tasks on singleton keys (one each), then a second task per key replacing the first before it runs:
+    each schedule reads the key's holder (and the holder's task) and takes the key in one transaction."""
+    run.limited_per_key(PRICED_SINGLETON)
+    run.schedule("singleton", keyed=True)
+    run.schedule("singleton", keyed=True, step="replace", on_conflict="replace")
+    run.poll()
+    run.work()
+
+
 SCENARIO_RUNS: dict[str, Callable[[Lifecycles], None]] = dict(
-    zip(SCENARIOS, (happy_path, retried_twice, heartbeating, gated, dropped, keyed), strict=True)
+    zip(SCENARIOS, (happy_path, retried_twice, heartbeating, gated, dropped, keyed, singleton_replaced), strict=True)
 )
 
 

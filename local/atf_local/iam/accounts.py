@@ -207,19 +207,18 @@ def _create_operator() -> None:
     key.secret_access_key = DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
 
 
-def _put_role(iam: Any, component: str, statements: list[Statement]) -> None:
-    # AWS's trust policies name the service that assumes the role (lambda.amazonaws.com, ecs-tasks);
-    # locally the operator assumes it on the component's behalf.
-    trust = {
+def operator_trust() -> dict[str, Any]:
+    """A trust policy letting the local operator assume the role. AWS's trust policies name the service that
+    assumes the role (lambda.amazonaws.com, ecs-tasks); locally the operator assumes it on its behalf."""
+    principal = {"AWS": f"arn:aws:iam::{ACCOUNT}:user/{OPERATOR_USER}"}
+    return {
         "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Action": "sts:AssumeRole",
-                "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/{OPERATOR_USER}"},
-            }
-        ],
+        "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": principal}],
     }
+
+
+def _put_role(iam: Any, component: str, statements: list[Statement]) -> None:
+    trust = operator_trust()
     name = f"{ROLE_PREFIX}{component}"
     with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
         iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))

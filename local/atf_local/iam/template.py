@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -56,6 +57,8 @@ def _synth_env() -> dict[str, str]:
 
 def _inputs_hash(config: StackConfig) -> str:
     digest = hashlib.sha256(config.model_dump_json().encode())
+    # The synth runs in this interpreter's environment: another aws-cdk-lib (make test-lowest's) writes its own.
+    digest.update(importlib.metadata.version("aws-cdk-lib").encode())
     files = [REPO / FLAGS, *sorted(p for s in SOURCES for p in (REPO / s).rglob("*.py"))]
     for path in files:
         digest.update(str(path.relative_to(REPO)).encode())

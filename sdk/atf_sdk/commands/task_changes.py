@@ -55,6 +55,7 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "lambda_name": args.lambda_name,
         "collection": args.collection,
+        "flow_key": args.flow_key,
         "status": args.status,
         "since": args.since,
         "until": args.until,
@@ -98,9 +99,10 @@ def _summary(done: BulkChange, verb: str) -> None:
         title = f"dry run: would {verb} {len(done.matched)} waiting tasks{more}"
     else:
         title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}"
-    table = Table("id", "lambda", "collection", "priority", "status", "runs at", title=title)
+    table = Table("id", "lambda", "collection", "flow key", "priority", "status", "runs at", title=title)
     for task in done.matched[:SHOWN]:
-        table.add_row(task.id, task.lambda_name, task.collection, task.priority, task.status.value, when(task.next_at))
+        row = (task.id, task.lambda_name, task.collection, task.flow_key or "", task.priority, task.status.value)
+        table.add_row(*row, when(task.next_at))
     out = console()
     out.print(table)
     if done.skipped:
@@ -140,6 +142,7 @@ def _add_bulk(verbs: Any) -> None:
         verb = actions.add_parser(name, parents=[common()], help=text)
         verb.add_argument("--lambda", dest="lambda_name", metavar="LAMBDA")
         verb.add_argument("--collection")
+        verb.add_argument("--flow-key", help="only the tasks of this flow-control key")
         verb.add_argument("--status", action="append", choices=WAITING, help="repeat for several (default: all)")
         verb.add_argument("--since", type=moment, help="runs next at or after (RFC 3339)")
         verb.add_argument("--until", type=moment, help="runs next at or before (RFC 3339)")

@@ -179,6 +179,14 @@ class _Recorder(TaskStore):
     def get(self, task_id: str) -> Task | None:
         _unused()
 
+    def key_holder(self, lambda_name: str, flow_key: str) -> str | None:
+        _unused()
+
+    def create_holding(
+        self, task: Task, fingerprint: str, held_by: str | None, cancel: Task | None
+    ) -> CreateResult | None:
+        _unused()
+
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         _unused()
 

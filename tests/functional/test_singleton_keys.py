@@ -1,0 +1,189 @@
+"""Singleton flow keys (issue 16 §1): one task per key at a time, a new one refused or replacing the waiting
+holder, the key free again once its holder settles (moto in-process, one scheduler at a time; the race of two
+schedulers is tests/e2e/test_singleton_keys.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from atf_core import lifecycle
+from atf_core.config import LambdaSpec, StackConfig
+from atf_core.errors import Conflict, FlowKeyBusy, InputError
+from atf_core.schema import ScheduleRequest, Task, TaskStatus
+from atf_core.store.base import Change, CreateResult, TaskRef
+from atf_core.store.holders import holder_id
+from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import Scheduling, build_task, task_id_for
+from atf_sdk.transaction import task_entries
+from tests.functional.helpers import T0
+from tests.functional.test_flow_keys import keyed_config
+
+
+@pytest.fixture
+def singleton_config(config: StackConfig) -> StackConfig:
+    return keyed_config(config, singleton=True)
+
+
+class Keys:
+    def __init__(self, aws: Any, config: StackConfig) -> None:
+        self.config = config
+        self.store = DynamoTaskStore(aws.dynamodb, config)
+        self.scheduling = Scheduling(self.store, config, clock=lambda: T0)
+
+    def schedule(self, flow_key: str = "customer-1", **body: Any) -> CreateResult:
+        request = ScheduleRequest.model_validate({"lambda": "work", "flow_key": flow_key, **body})
+        return self.scheduling.schedule(request, T0)
+
+    def status(self, task: Task) -> TaskStatus:
+        found = self.store.get(task.id)
+        assert found is not None
+        return found.status
+
+    def claim(self, task: Task) -> None:
+        assert self.store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=T0, attempt=0)).applied
+
+    def succeed(self, task: Task) -> None:
+        assert self.store.transition(TaskRef.of(task), lifecycle.SUCCEED, Change(now=T0, attempt=1)).applied
+
+
+@pytest.fixture
+def keys(aws: Any, singleton_config: StackConfig) -> Keys:
+    return Keys(aws, singleton_config)
+
+
+def test_a_second_task_while_the_first_waits_is_refused_naming_the_key_and_its_holder(keys: Keys) -> None:
+    first = keys.schedule(payload={"n": 1}).task
+    with pytest.raises(FlowKeyBusy) as caught:
+        keys.schedule(payload={"n": 2}, key="second")
+    assert caught.value.status == 409 and caught.value.code == "flow_key_busy" and caught.value.field == "flow_key"
+    assert "'customer-1'" in caught.value.message and first.id in caught.value.message
+    assert keys.store.get(task_id_for("work", "second")) is None  # nothing written
+    assert keys.status(first) is TaskStatus.NEW
+
+
+def test_a_running_holder_refuses_the_new_task_too(keys: Keys) -> None:
+    first = keys.schedule().task
+    keys.claim(first)
+    with pytest.raises(FlowKeyBusy, match=f"held by task {first.id} \\(claimed\\)"):
+        keys.schedule(key="second")
+    with pytest.raises(FlowKeyBusy, match="has started: only a waiting task can be replaced"):
+        keys.schedule(key="third", on_conflict="replace")
+    assert keys.store.get(task_id_for("work", "third")) is None
+    assert keys.status(first) is TaskStatus.CLAIMED
+
+
+def test_replace_cancels_the_waiting_holder_and_takes_the_key(keys: Keys) -> None:
+    first = keys.schedule(payload={"n": 1}).task
+    second = keys.schedule(payload={"n": 2}, on_conflict="replace")
+    assert second.created and second.replaced == first.id
+    cancelled = keys.store.get(first.id)
+    assert cancelled is not None and cancelled.status is TaskStatus.CANCELLED
+    assert cancelled.reason is not None and second.task.id in cancelled.reason
+    assert keys.store.key_holder("work", "customer-1") == second.task.id
+    with pytest.raises(FlowKeyBusy, match=second.task.id):
+        keys.schedule(payload={"n": 3})
+
+
+def test_a_replace_sent_again_answers_what_it_replaced(keys: Keys) -> None:
+    """The SDK resends a request whose answer was lost: the repeat must say what the first one replaced."""
+    first = keys.schedule(payload={"n": 1}).task
+    replacing = keys.schedule(payload={"n": 2}, key="again", on_conflict="replace")
+    repeat = keys.schedule(payload={"n": 2}, key="again", on_conflict="replace")
+    assert replacing.created and not repeat.created
+    assert repeat.task.id == replacing.task.id and repeat.replaced == replacing.replaced == first.id
+    assert keys.status(first) is TaskStatus.CANCELLED
+
+
+@pytest.mark.parametrize("end", ["succeed", "cancel", "gone"])
+def test_the_key_is_free_once_its_holder_settles_or_is_gone(keys: Keys, end: str) -> None:
+    first = keys.schedule().task
+    if end == "succeed":
+        keys.claim(first)
+        keys.succeed(first)
+    elif end == "cancel":
+        keys.scheduling.cancel(first.id)
+    else:
+        keys.store._table.delete(first.id)  # its retention ran out: DynamoDB's TTL removed the item
+    second = keys.schedule()
+    assert second.created and second.replaced is None
+    assert keys.store.key_holder("work", "customer-1") == second.task.id
+
+
+def test_keys_are_apart_and_keyless_tasks_are_not_held(keys: Keys) -> None:
+    keys.schedule("customer-1")
+    assert keys.schedule("customer-2").created
+    plain = ScheduleRequest.model_validate({"lambda": "work"})
+    assert keys.scheduling.schedule(plain).created and keys.scheduling.schedule(plain).created
+
+
+def test_a_replayed_request_answers_its_task_and_a_different_one_with_its_key_conflicts(keys: Keys) -> None:
+    first = keys.schedule(key="k1", payload={"n": 1})
+    again = keys.schedule(key="k1", payload={"n": 1}, on_conflict="replace")
+    assert not again.created and again.task.id == first.task.id and again.replaced is None
+    assert keys.status(first.task) is TaskStatus.NEW  # not replaced by its own replay
+    with pytest.raises(Conflict, match="used for a different request"):
+        keys.schedule(key="k1", payload={"n": 2})
+
+
+def test_a_replace_fenced_out_by_a_claim_in_between_is_refused_and_writes_nothing(keys: Keys) -> None:
+    """The holder is claimed between the scheduler's read and its transaction: the cancel's condition fails,
+    the scheduler reads again, finds it started and refuses; the claimed task runs on, alone."""
+    first = keys.schedule().task
+    take = keys.store.create_holding
+
+    def claimed_meanwhile(*args: Any) -> CreateResult | None:
+        if keys.status(first) is TaskStatus.NEW:
+            keys.claim(first)
+        return take(*args)
+
+    keys.store.create_holding = claimed_meanwhile  # type: ignore[method-assign]
+    with pytest.raises(FlowKeyBusy, match="has started"):
+        keys.schedule(key="late", on_conflict="replace")
+    assert keys.store.get(task_id_for("work", "late")) is None
+    assert keys.status(first) is TaskStatus.CLAIMED
+    assert keys.store.key_holder("work", "customer-1") == first.id
+
+
+def test_a_holder_taken_by_another_scheduler_in_between_refuses_the_stale_write(keys: Keys) -> None:
+    """The store's transaction is fenced on the holder it read: a stale read cannot make a second holder."""
+    first = keys.schedule().task
+    keys.scheduling.cancel(first.id)
+    stale = keys.store.key_holder("work", "customer-1")
+    second = keys.schedule().task
+    request = ScheduleRequest.model_validate({"lambda": "work", "flow_key": "customer-1", "key": "late"})
+    built = build_task(keys.config, request, T0)
+    assert keys.store.create_holding(built, request.fingerprint(), stale, None) is None
+    assert keys.store.get(built.id) is None
+    assert keys.store.key_holder("work", "customer-1") == second.id
+
+
+def test_on_conflict_needs_a_singleton_key(aws: Any, config: StackConfig, keys: Keys) -> None:
+    with pytest.raises(ValidationError, match="on_conflict applies to a task with a flow_key"):
+        ScheduleRequest.model_validate({"lambda": "work", "on_conflict": "replace"})
+    with pytest.raises(ValidationError) as caught:
+        ScheduleRequest.model_validate({"lambda": "work", "flow_key": "a", "on_conflict": "bogus"})
+    assert [e["loc"] for e in caught.value.errors()] == [("on_conflict",)]
+    plain = Scheduling(DynamoTaskStore(aws.dynamodb, config), config)
+    request = ScheduleRequest.model_validate({"lambda": "work", "flow_key": "a", "on_conflict": "refuse"})
+    with pytest.raises(InputError) as refused:
+        plain.schedule(request, T0)
+    assert refused.value.field == "on_conflict" and "singleton" in refused.value.message
+
+
+def test_singleton_alone_is_a_key_limit() -> None:
+    spec = LambdaSpec.model_validate({"key_limits": {"singleton": True}})
+    assert spec.key_limits is not None and spec.key_limits.singleton and spec.key_limits.max_running is None
+
+
+def test_a_singleton_key_is_not_taken_inside_a_callers_transaction(singleton_config: StackConfig) -> None:
+    with pytest.raises(InputError) as caught:
+        task_entries(singleton_config, {"lambda": "work", "flow_key": "a"})
+    assert caught.value.field == "flow_key"
+
+
+def test_the_holder_item_is_not_a_task(keys: Keys) -> None:
+    keys.schedule()
+    assert keys.store.get(holder_id("work", "customer-1")) is None
