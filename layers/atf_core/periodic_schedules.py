@@ -51,7 +51,7 @@ class Schedules:
         self._check(spec)
         now = from_ms(to_ms(now or self._clock()))  # as stored, so what put returns is what get reads
         for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
-            raw = self._items.get(schedule_id(name))
+            raw = self._read(name)
             current = schedule_from(raw) if raw else None
             if owner is not None and current is not None and current.spec.lambda_ != owner:
                 raise Conflict(f"schedule name {name!r} is taken by another lambda", "name")
@@ -74,7 +74,7 @@ class Schedules:
 
     def get(self, name: str, owner: str | None = None) -> Schedule:
         """The schedule; with `owner` (a lambda's own route), another lambda's is not found either."""
-        return self._owned(name, self._items.get(schedule_id(name)), owner)[0]
+        return self._owned(name, self._read(name), owner)[0]
 
     def all(self) -> list[Schedule]:
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
@@ -87,14 +87,14 @@ class Schedules:
             if not self._items.delete(schedule_id(name)):
                 raise NotFound(f"no schedule {name!r}", "name")
             return
-        _, holding = self._owned(name, self._items.get(schedule_id(name)), owner)
+        _, holding = self._owned(name, self._read(name), owner)
         if not self._items.delete(schedule_id(name), holding):
             raise Conflict(f"schedule {name!r} changed while it was deleted; retry", "name")
 
     def set_paused(self, name: str, paused: bool, now: datetime | None = None, owner: str | None = None) -> Schedule:
         now = now or self._clock()
         for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
-            current, holding = self._owned(name, self._items.get(schedule_id(name)), owner)
+            current, holding = self._owned(name, self._read(name), owner)
             following = current.spec.next_after(now, current.created_at)
             updated = current.model_copy(
                 update={"paused": paused, "next_occurrence": following, "version": current.version + 1}
@@ -171,6 +171,10 @@ class Schedules:
         return task is not None and not task.status.terminal and task.status is not TaskStatus.DEAD_LETTER
 
     # -- storage -------------------------------------------------------------
+    def _read(self, name: str) -> dict[str, Any] | None:
+        """The stored schedule's item (a strongly consistent read)."""
+        return self._items.get(schedule_id(name))
+
     @staticmethod
     def _owned(name: str, raw: dict[str, Any] | None, owner: str | None) -> tuple[Schedule, dict[str, Any] | None]:
         """The stored schedule, NotFound where there is none or, with `owner`, it is another lambda's; and what a
