@@ -304,8 +304,9 @@ class Controller:
 
     def _count_key_hold(self, ref: TaskRef, hold: KeyHold) -> None:
         """Count and log a task its flow key held back, once a task and limit: rechecks every
-        LIMITED_RETRY_S would count time, not tasks. The metric is per lambda; the key is on the log line
-        only (a metric per key would be one per customer id), where the dashboard's query ranks keys."""
+        LIMITED_RETRY_S would count time, not tasks (a drop happens once: its task ends). The metric is per
+        lambda; the key is on the log line only (a metric per key would be one per customer id), where the
+        dashboard's query ranks keys."""
         metric = KEY_HOLD_METRICS[hold]
         if hold is not KeyHold.RATE_LIMIT and not self._first_time(ref.id, metric):
             return
