@@ -10,7 +10,9 @@ What IAM's simulation evaluates, and what it does not (docs/api.md, "Requests th
 entity's identity policies (inline, attached, its groups'), its permissions boundary and the account's SCPs;
 not resource policies, the real request's condition keys, or an assumed-role session's own session policy
 (API Gateway still applies those to the spanning route itself). A request is allowed only when every item's
-lambda is "allowed".
+lambda is "allowed", and not merely allowed given condition keys the simulation was not given (its result's
+MissingContextValues: refused). A caller of another account is refused without asking: IAM would simulate
+this account's user or role of the same name.
 
 An assumed role's session ARN (arn:aws:sts::A:assumed-role/ROLE/SESSION) drops the role's path, which the
 role's ARN keeps (arn:aws:iam::A:role/PATH/ROLE): iam:GetRole by name gives the real one.
@@ -40,6 +42,7 @@ FRESH_S = 60.0
 IamClient = Any
 _ASSUMED_ROLE = re.compile(r"^arn:(?P<partition>[^:]+):sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/[^/]+$")
 _ENTITY = re.compile(r"^arn:[^:]+:iam::\d{12}:(user|role)/.+$")
+MISSING_CONTEXT = "missingContext"  # allowed only given condition keys the simulation lacks: refused
 
 
 class ItemAccess:
@@ -60,6 +63,7 @@ class ItemAccess:
         wanted = sorted(set(resources))
         if caller_arn is None:
             raise AccessDenied("the request carries no caller identity to check each lambda against")
+        _same_account(caller_arn, wanted)
         now = self._clock()
         with self._lock:
             unknown = [r for r in wanted if now - self._allowed.get((caller_arn, r), -float("inf")) >= self._fresh_s]
@@ -98,9 +102,9 @@ class ItemAccess:
             answer = self._ask(lambda: self._iam.simulate_principal_policy(**asked))
             for result in answer["EvaluationResults"]:
                 for each in result.get("ResourceSpecificResults") or []:
-                    found[each["EvalResourceName"]] = each["EvalResourceDecision"]
+                    found[each["EvalResourceName"]] = _decision(each["EvalResourceDecision"], each)
                 if not result.get("ResourceSpecificResults") and "EvalResourceName" in result:
-                    found[result["EvalResourceName"]] = result["EvalDecision"]
+                    found[result["EvalResourceName"]] = _decision(result["EvalDecision"], result)
             if not answer.get("IsTruncated"):
                 return found
             asked["Marker"] = answer["Marker"]
@@ -115,3 +119,22 @@ class ItemAccess:
             raise Unavailable(f"IAM could not check the caller's permission on each lambda ({code})") from None
         except BotoCoreError as error:
             raise Unavailable(f"IAM could not be reached to check each lambda ({type(error).__name__})") from None
+
+
+def _decision(decision: str, result: dict[str, Any]) -> str:
+    """IAM's decision, but an "allowed" that holds only given context keys the simulation was not given (a
+    policy conditioned on aws:SourceIp, a tag, ...) is not taken as allowed: refusing is the safe side."""
+    if decision == ALLOWED and result.get("MissingContextValues"):
+        return MISSING_CONTEXT
+    return decision
+
+
+def _same_account(caller_arn: str, resources: list[str]) -> None:
+    """A caller of another account (an API resource policy can let one in) would be simulated as this
+    account's user or role of the same name: refused before asking IAM."""
+    caller_account = caller_arn.split(":")[4] if caller_arn.count(":") >= 5 else ""
+    for resource in resources:
+        if resource.split(":")[4] != caller_account:
+            raise AccessDenied(
+                f"{caller_arn} is not of the API's account: its lambdas are checked only for callers of the account"
+            )

@@ -39,6 +39,8 @@ def create_singleton(store: TaskStore, task: Task, fingerprint: str, on_conflict
         return store.create(task, fingerprint)  # its idempotency key's task: refused, that task answers
     for _ in range(ATTEMPTS):
         held_by = store.key_holder(task.lambda_, task.flow_key)
+        if held_by == task.id:  # a resent request whose first try took the key after the check above
+            return store.create(task, fingerprint)  # refused: the task answers (with what it replaced)
         holder = store.get(held_by) if held_by is not None else None
         busy = holder is not None and not holder.status.settled
         if holder is not None and busy:

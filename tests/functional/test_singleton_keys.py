@@ -106,6 +106,33 @@ def test_replace_cancels_the_waiting_holder_and_takes_the_key(keys: Keys) -> Non
         keys.schedule(payload={"n": 3})
 
 
+class LateFirstLook(DynamoTaskStore):
+    """The resent request's first look for its own task misses it: the first try commits just after."""
+
+    def __init__(self, *args: Any, late_for: str) -> None:
+        super().__init__(*args)
+        self.late_for: str | None = late_for
+
+    def get(self, task_id: str) -> Task | None:
+        if task_id == self.late_for:
+            self.late_for = None
+            return None
+        return super().get(task_id)
+
+
+@pytest.mark.parametrize("on_conflict", ["refuse", "replace"])
+def test_a_resent_request_racing_its_first_try_answers_that_try(aws: Any, keys: Keys, on_conflict: str) -> None:
+    """Not refused as busy by its own task, nor a transaction that would cancel the task it creates."""
+    older = keys.schedule(payload={"n": 1}).task if on_conflict == "replace" else None
+    body = {"flow_key": "customer-1", "payload": {"n": 2}, "key": "resent", "on_conflict": on_conflict}
+    first = keys.schedule(**body)
+    late = LateFirstLook(aws.dynamodb, keys.config, late_for=first.task.id)
+    resent = ScheduleRequest.model_validate({"lambda": "work", **body})
+    again = Scheduling(late, keys.config, clock=lambda: T0).schedule(resent, T0)
+    assert (again.created, again.task.id, again.replaced) == (False, first.task.id, older.id if older else None)
+    assert keys.status(first.task) is TaskStatus.NEW and keys.store.key_holder("work", "customer-1") == first.task.id
+
+
 def test_a_replace_sent_again_answers_what_it_replaced(keys: Keys) -> None:
     """The SDK resends a request whose answer was lost: the repeat must say what the first one replaced."""
     first = keys.schedule(payload={"n": 1}).task

@@ -145,3 +145,21 @@ def test_allowed_decisions_are_kept_a_while_refusals_never(iam: tuple[Any, Stubb
     assert access.refused(USER, [A]) == {A: "implicitDeny"}
     _expect(stubber, "arn:aws:iam::123456789012:user/other", {A: "implicitDeny"})  # per caller
     assert access.refused("arn:aws:iam::123456789012:user/other", [A]) == {A: "implicitDeny"}
+
+
+@pytest.mark.parametrize(
+    "caller", ["arn:aws:sts::999999999999:assumed-role/deployer/x", "arn:aws:iam::999999999999:user/team"]
+)
+def test_a_caller_of_another_account_is_refused_without_asking(iam: tuple[Any, Stubber], caller: str) -> None:
+    """Not judged by this account's role or user of the same name."""
+    client, _ = iam
+    with pytest.raises(AccessDenied, match="not of the API's account"):
+        ItemAccess(client).refused(caller, [A])
+
+
+def test_allowed_only_given_context_the_simulation_lacks_is_refused(iam: tuple[Any, Stubber]) -> None:
+    client, stubber = iam
+    answer = _answer({A: "allowed", B: "allowed"})
+    answer["EvaluationResults"][0]["ResourceSpecificResults"][1]["MissingContextValues"] = ["aws:SourceIp"]
+    stubber.add_response("simulate_principal_policy", answer)
+    assert ItemAccess(client).refused(USER, [A, B]) == {B: "missingContext"}
