@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from atf_core import lifecycle, singleton, tracing
+from atf_core import debounce, lifecycle, singleton, tracing
 from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
@@ -66,8 +66,11 @@ class Scheduling:
         with tracing.span("atf schedule", "SERVER", attributes, parent=request.traceparent) as span:
             task = build_task(self._config, request, now or self._clock())
             span.set(tracing.TASK_ID, task.id)
+            debounced = debounce.of(self._config, request)
             if singleton.applies(self._config, request):
                 result = singleton.create_singleton(self._store, task, request.fingerprint(), request.on_conflict)
+            elif debounced is not None:
+                result = debounce.schedule(self._store, task, request.fingerprint(), debounced)
             else:
                 result = self._store.create(task, request.fingerprint())
             if result.conflict:

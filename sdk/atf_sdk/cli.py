@@ -146,7 +146,7 @@ def _schedule(args: argparse.Namespace) -> int:
     elif args.json:
         json_out(task)
     else:
-        verb = "scheduled" if task.created else "already scheduled"
+        verb = "scheduled" if task.created else "merged into" if task.debounced else "already scheduled"
         console().print(f"{verb} [bold]{task.id}[/] ({task.status.value}), runs at {when(task.run_at)}")
         if task.replaced is not None:
             console().print(f"replaced {task.replaced} (cancelled) as its flow key's holder")
