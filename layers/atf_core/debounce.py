@@ -4,7 +4,8 @@ never later than a maximum delay (a lambda's key_limits.debounce).
 The key's pending task is named by its holder item (store.holders, as for singleton keys). A request finds it
 still waiting (new or sent to its queue, never claimed: attempt 0) and merges into it: the payload becomes the
 request's, and the run time becomes min(now + quiet, burst's first task + max delay) (never earlier than it
-was). That is an amend (lifecycle.AMEND) fenced by the attempt read, so a task claimed meanwhile refuses it;
+was). That is an amend (lifecycle.AMEND) fenced by the attempt read, so a task claimed meanwhile refuses it
+(and by the entry read, so a merge that landed meanwhile makes this one read again: run times only move later);
 a later run time makes a message the consumer already sent stale (the claim refuses it, and the consumer sends
 the task again from its new entry), so the burst runs once, with the payload of the last merge. Otherwise the
 request starts a new burst: a task due at max(its time, now + quiet) takes the key, on the condition that the
@@ -18,8 +19,9 @@ from datetime import datetime, timedelta
 from atf_core import lifecycle
 from atf_core.amend import Amendment, new_entry
 from atf_core.config import Debounce, StackConfig
+from atf_core.definitions import Attr
 from atf_core.errors import FlowKeyBusy, NotFound
-from atf_core.schema import ScheduleRequest, Task, TaskStatus, encode_payload
+from atf_core.schema import ScheduleRequest, Task, TaskStatus, encode_payload, to_ms
 from atf_core.store.base import Change, CreateResult, MergeRecord, TaskRef, TaskStore
 
 # Reads and tries again when the key's pending task changed between its read and the write; past this, the key
@@ -76,12 +78,15 @@ def merged_run_at(pending: Task, debounce: Debounce, now: datetime) -> datetime:
 def _merge(store: TaskStore, pending: Task, task: Task, fingerprint: str, debounce: Debounce) -> CreateResult | None:
     run_at = merged_run_at(pending, debounce, task.created_at)
     amendment = Amendment(run_at=run_at, payload=task.payload)
+    entry = pending.next_at or pending.scheduled_at
     change = Change(
         now=task.created_at,
         attempt=pending.attempt,
         next_at=new_entry(pending, amendment, task.created_at),
         payload=encode_payload(task.payload),
         scheduled_at=run_at,
+        # fenced on the entry read too: a merge that landed meanwhile is not undone by this one's older time
+        observed={Attr.INDEX_SK: to_ms(entry)},
     )
     transition = lifecycle.AMEND
     if task.key is None:
