@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from atf_core.aws import make_clients
-from atf_core.schema import ScheduleRequest, TaskStatus
+from atf_core.schema import ScheduleRequest, TaskStatus, to_ms
 from atf_core.store.base import CreateResult
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
@@ -117,6 +117,7 @@ def test_schedulers_racing_on_one_key_leave_one_pending_task_with_the_last_write
         [task] = store.get_many([results[0].task.id])
         assert task.status is TaskStatus.NEW and store.key_holder("debounced", flow_key) == task.id
         # the last write wins: each answer shows the task as its write left it, the last one the latest run time
-        latest = max(r.task.scheduled_at for r in results)
-        assert task.scheduled_at == latest
-        assert task.payload in [r.task.payload for r in results if r.task.scheduled_at == latest]
+        # (to the millisecond, as stored: the creator's answer holds its task as built)
+        latest = max(to_ms(r.task.scheduled_at) for r in results)
+        assert to_ms(task.scheduled_at) == latest
+        assert task.payload in [r.task.payload for r in results if to_ms(r.task.scheduled_at) == latest]

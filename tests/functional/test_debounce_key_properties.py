@@ -141,7 +141,7 @@ class Run:
             assert len(waiting) <= 1, f"key {flow_key} has two waiting tasks: {waiting}"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 def test_each_burst_runs_exactly_once_with_its_last_payload(
     aws: Any, config: StackConfig, steps: list[tuple[str, Any]]
