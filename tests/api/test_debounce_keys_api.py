@@ -85,6 +85,8 @@ def test_the_cli_shows_a_merge(atf: Any) -> None:
     assert code == 0 and json.loads(out)["debounced"] is True and json.loads(out)["id"] == first
     code, out, _ = atf("schedule", "debounced", "--flow-key", flow_key)
     assert code == 0 and f"merged into {first}" in out
+    code, out, _ = atf("stats", "debounced")
+    assert code == 0 and "a burst runs once, 300 s after its last task, at most 600 s after its first" in out
 
 
 RACES = 8  # timing matters: the race runs this often

@@ -1,4 +1,5 @@
 """The holder of a singleton flow key: one item per (lambda, flow key) naming the task that took the key last.
+(A debounced key's pending task is named by the same item, taken the same way: atf_core.debounce.)
 
 The holder is self-healing: it is never released. A key is held while the task it names is not settled
 (atf_core.singleton); a task that ends, whatever ends it (success, failure, cancel, drop, expiry, a dead letter,
