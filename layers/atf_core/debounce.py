@@ -17,10 +17,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from atf_core import lifecycle
-from atf_core.amend import Amendment, new_entry
+from atf_core.amend import ONE_MS, Amendment, new_entry
 from atf_core.config import Debounce, StackConfig
 from atf_core.definitions import Attr
-from atf_core.errors import FlowKeyBusy, NotFound
+from atf_core.errors import FlowKeyBusy, InputError, NotFound
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, encode_payload, to_ms
 from atf_core.store.base import Change, CreateResult, MergeRecord, TaskRef, TaskStore
 
@@ -28,6 +28,7 @@ from atf_core.store.base import Change, CreateResult, MergeRecord, TaskRef, Task
 # is contended and the caller is told so (a 409 it may retry).
 ATTEMPTS = 6
 WAITING = frozenset({TaskStatus.NEW, TaskStatus.ENQUEUED})
+AMENDED = lifecycle.AMEND.target
 
 
 def of(config: StackConfig, request: ScheduleRequest) -> Debounce | None:
@@ -36,10 +37,18 @@ def of(config: StackConfig, request: ScheduleRequest) -> Debounce | None:
     return limits.debounce if request.flow_key is not None and limits is not None else None
 
 
+def first_due(debounce: Debounce, due: datetime, now: datetime, expire_at: datetime | None) -> datetime:
+    """A burst's first task is due once the key has been quiet for quiet_seconds, or later if asked; an
+    expire_at before then is refused (build_task asks, so a batch checks every item before writing)."""
+    due = max(due, now + timedelta(seconds=debounce.quiet_seconds))
+    if expire_at is not None and expire_at <= due:
+        raise InputError("expire_at must be after the debounced run time (now + quiet_seconds)", "expire_at")
+    return due
+
+
 def first_run(task: Task, debounce: Debounce) -> Task:
-    """A burst's first task: due once the key has been quiet for quiet_seconds, or later if asked."""
-    quiet = task.created_at + timedelta(seconds=debounce.quiet_seconds)
-    return task.model_copy(update={"scheduled_at": max(task.scheduled_at, quiet)})
+    due = first_due(debounce, task.scheduled_at, task.created_at, task.expire_at)
+    return task.model_copy(update={"scheduled_at": due})
 
 
 def schedule(store: TaskStore, task: Task, fingerprint: str, debounce: Debounce) -> CreateResult:
@@ -70,8 +79,12 @@ def waiting(task: Task) -> bool:
 
 
 def merged_run_at(pending: Task, debounce: Debounce, now: datetime) -> datetime:
+    """min(now + quiet, first + max delay), never earlier than it was, nor at or past the task's expire_at
+    (a merge must not make the burst expire instead of running)."""
     quiet = now + timedelta(seconds=debounce.quiet_seconds)
     latest = pending.created_at + timedelta(seconds=debounce.max_delay_seconds)
+    if pending.expire_at is not None:
+        latest = min(latest, pending.expire_at - ONE_MS)
     return max(pending.next_at or pending.scheduled_at, min(quiet, latest))
 
 
@@ -95,7 +108,8 @@ def _merge(store: TaskStore, pending: Task, task: Task, fingerprint: str, deboun
     else:
         record = MergeRecord(task.id, fingerprint, pending.id)
         written = store.merge(TaskRef.of(pending), transition, change, record)
-        merged = pending.model_copy(update={"payload": task.payload, "scheduled_at": run_at}) if written else None
+        written_as = {"payload": task.payload, "scheduled_at": run_at, "next_at": change.next_at, "status": AMENDED}
+        merged = pending.model_copy(update=written_as) if written else None
     return None if merged is None else CreateResult(task=merged, created=False, debounced=True)
 
 

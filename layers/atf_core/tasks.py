@@ -36,6 +36,9 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     if request.expire_at is not None and request.expire_at <= max(due, now):
         raise InputError("expire_at must be after the task's run time (and after now)", "expire_at")
     singleton.applies(config, request)  # on_conflict only where the lambda makes the flow key a singleton
+    debounced = debounce.of(config, request)
+    if debounced is not None:
+        debounce.first_due(debounced, due, now, request.expire_at)  # refuses an expire_at the burst would pass
     return Task(
         id=task_id_for(request.lambda_, request.key),
         lambda_=request.lambda_,

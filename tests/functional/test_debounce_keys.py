@@ -158,3 +158,15 @@ def test_on_conflict_has_no_use_on_a_debounced_lambda(keys: Keys) -> None:
     with pytest.raises(InputError) as caught:
         keys.schedule(0, on_conflict="replace")
     assert caught.value.field == "on_conflict"
+
+
+def test_a_merge_never_moves_the_run_time_past_the_tasks_expire_at(keys: Keys) -> None:
+    first = keys.schedule(0, expire_at=at(14).isoformat()).task
+    assert keys.schedule(8).task.scheduled_at == at(14) - timedelta(milliseconds=1)
+    assert keys.stored(first).scheduled_at == at(14) - timedelta(milliseconds=1)
+
+
+def test_an_expire_at_before_the_quiet_period_ends_is_refused_naming_it(keys: Keys) -> None:
+    with pytest.raises(InputError) as caught:
+        keys.schedule(0, expire_at=at(QUIET - 1).isoformat())
+    assert caught.value.field == "expire_at"
