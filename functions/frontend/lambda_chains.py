@@ -14,7 +14,7 @@ from atf_core.api import LinkRetry
 from atf_core.chains import ChainSpec, ChainView
 from functions.frontend.chains import create
 from functions.frontend.openapi_doc import error_responses, ok
-from functions.frontend.ownership import owned_chain, same_lambda
+from functions.frontend.ownership import same_lambda
 from functions.frontend.params import ChainId, LambdaName, LinkName
 from functions.frontend.services import services
 
@@ -42,8 +42,7 @@ def create_lambda_chain(lambda_name: LambdaName, spec: Annotated[ChainSpec, Body
     responses={**ok(200, "The chain", ChainView), **error_responses(400)},
 )
 def get_lambda_chain(lambda_name: LambdaName, chain_id: ChainId) -> ChainView:
-    owned_chain(lambda_name, chain_id)
-    return services().chains.get(chain_id)
+    return services().chains.get(chain_id, lambda_name=lambda_name)
 
 
 @router.delete(
@@ -52,8 +51,7 @@ def get_lambda_chain(lambda_name: LambdaName, chain_id: ChainId) -> ChainView:
     responses={**ok(200, "The chain after cancelling", ChainView), **error_responses(400)},
 )
 def cancel_lambda_chain(lambda_name: LambdaName, chain_id: ChainId) -> ChainView:
-    owned_chain(lambda_name, chain_id)
-    return services().chains.cancel(chain_id)
+    return services().chains.cancel(chain_id, lambda_name=lambda_name)
 
 
 @router.post(
@@ -64,5 +62,4 @@ def cancel_lambda_chain(lambda_name: LambdaName, chain_id: ChainId) -> ChainView
 def retry_lambda_link(
     lambda_name: LambdaName, chain_id: ChainId, link: LinkName, retry: Annotated[LinkRetry | None, Body()] = None
 ) -> ChainView:
-    owned_chain(lambda_name, chain_id)
-    return services().chains.retry(chain_id, link, retry.budget if retry else None)
+    return services().chains.retry(chain_id, link, retry.budget if retry else None, lambda_name=lambda_name)

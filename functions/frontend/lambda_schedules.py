@@ -13,7 +13,7 @@ from atf_core.access import scoped
 from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
 from atf_core.recurrence import Schedule, ScheduleSpec
 from functions.frontend.openapi_doc import error_responses, ok
-from functions.frontend.ownership import owned_schedule, same_lambda
+from functions.frontend.ownership import same_lambda
 from functions.frontend.params import LambdaName, ScheduleName
 from functions.frontend.schedules import listed, viewed
 from functions.frontend.services import services
@@ -48,7 +48,7 @@ def list_lambda_schedules(lambda_name: LambdaName) -> ScheduleList:
 def get_lambda_schedule(
     lambda_name: LambdaName, name: ScheduleName, upcoming: Annotated[int, Query(ge=0, le=MAX_UPCOMING)] = 5
 ) -> ScheduleView:
-    return viewed(owned_schedule(lambda_name, name), upcoming)
+    return viewed(services().schedules.get(name, owner=lambda_name), upcoming)
 
 
 @router.delete(
@@ -57,8 +57,7 @@ def get_lambda_schedule(
     responses={204: {"description": "Deleted"}, **error_responses(400)},
 )
 def delete_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Response[None]:
-    owned_schedule(lambda_name, name)
-    services().schedules.delete(name)
+    services().schedules.delete(name, owner=lambda_name)
     return Response(status_code=204)
 
 
@@ -68,8 +67,7 @@ def delete_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Respo
     responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
 )
 def pause_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedule:
-    owned_schedule(lambda_name, name)
-    return services().schedules.set_paused(name, True)
+    return services().schedules.set_paused(name, True, owner=lambda_name)
 
 
 @router.post(
@@ -78,5 +76,4 @@ def pause_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedu
     responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
 )
 def resume_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedule:
-    owned_schedule(lambda_name, name)
-    return services().schedules.set_paused(name, False)
+    return services().schedules.set_paused(name, False, owner=lambda_name)

@@ -5,7 +5,8 @@ the first lambda IAM does not allow.
 IAM let the caller call the spanning route for a grant of its kind on at least one lambda
 (atf_core.access.grant_patterns); here each item must pass as the same request to its scoped twin
 (/v1/lambdas/{item's lambda}/...) would have passed API Gateway. The twin's ARN is built from the request
-context: arn:aws:execute-api:{region}:{account}:{api id}/{stage}/{METHOD}/{twin's path}.
+context: arn:{partition}:execute-api:{region}:{account}:{api id}/{stage}/{METHOD}/{twin's path}, the
+partition the caller's own ARN names (IAM authenticated it in the API's account, so in its partition).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ def require_each(route: Route, event: APIGatewayProxyEvent, lambdas: Sequence[tu
     known = [(field, name) for field, name in lambdas if name in found.config.lambdas]
     twin = route.twin()
     context = event.request_context
-    base = f"arn:aws:execute-api:{_region()}:{context.account_id}:{context.api_id}/{context.stage}/{twin.method}"
-    arns = {name: base + twin.build(lambda_name=name) for _, name in known}
     caller = context.identity.user_arn
+    api = f"{context.account_id}:{context.api_id}/{context.stage}/{twin.method}"
+    base = f"arn:{partition_of(caller)}:execute-api:{_region()}:{api}"
+    arns = {name: base + twin.build(lambda_name=name) for _, name in known}
     refused = found.item_access.refused(caller, arns.values())
     for field, name in known:
         if arns[name] in refused:
@@ -39,6 +41,12 @@ def require_each(route: Route, event: APIGatewayProxyEvent, lambdas: Sequence[tu
                 f" ({route.kind} on lambda {name!r}, {refused[arns[name]]})",
                 field,
             )
+
+
+def partition_of(caller_arn: str | None) -> str:
+    """aws, aws-cn or aws-us-gov: the second field of the caller's ARN."""
+    fields = (caller_arn or "").split(":")
+    return fields[1] if len(fields) > 2 and fields[0] == "arn" and fields[1] else "aws"
 
 
 def _region() -> str:

@@ -12,7 +12,8 @@ run writes each task with its own conditional write (lifecycle.CANCEL, or AMEND 
 so a task claimed between the read and the write is left as it is and reported as skipped. A rate
 spreads the real run out: rescheduled or reprioritised tasks run at most per_second a second (as a
 redrive's), cancellations are written at most per_second a second. A real run stops writing after
-RUN_BUDGET_S (its answer lists only the tasks it reached, with `more`): call it again for the rest.
+RUN_BUDGET_S, though never before its first write (its answer lists only the tasks it reached, with
+`more`): call it again for the rest.
 """
 
 from __future__ import annotations
@@ -240,8 +241,10 @@ def _gap(i: int, per_second: float | None) -> timedelta:
 
 
 def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:
-    """Past the run's budget: the answer lists only the first `reached` tasks, and says there are more."""
-    if time.monotonic() - began <= RUN_BUDGET_S:
+    """Past the run's budget: the answer lists only the first `reached` tasks, and says there are more. Never
+    before the first write: reads slower than the budget (a loaded table, a wide selection) would otherwise
+    leave every call with nothing done, and calling again would never get through the selection."""
+    if reached == 0 or time.monotonic() - began <= RUN_BUDGET_S:
         return False
     result.matched, result.more = result.matched[:reached], True
     return True

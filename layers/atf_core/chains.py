@@ -157,12 +157,9 @@ class Chains:
             self._store.create(task, f"chain:{chain.id}")
         return self._view(chain)
 
-    def get(self, chain_id: str) -> ChainView:
-        return self._view(self._load(chain_id))
-
-    def lambdas_of(self, chain_id: str) -> frozenset[str]:
-        """The lambdas the chain's links run (NotFound for no such chain)."""
-        return frozenset(link.lambda_ for link in self._load(chain_id).spec.links)
+    def get(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
+        """The chain; with `lambda_name` (a lambda's own route), one with a link of another lambda is not found."""
+        return self._view(self._load(chain_id, lambda_name))
 
     def advance(self, chain_id: str, now: datetime | None = None) -> int:
         """Release every waiting link whose parents have all succeeded; returns how many."""
@@ -180,9 +177,9 @@ class Chains:
         self._reindex(chain, view if not released else self._view(chain), now)
         return released
 
-    def cancel(self, chain_id: str) -> ChainView:
+    def cancel(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
         """Cancel every link that has not started; running links finish."""
-        chain = self._load(chain_id)
+        chain = self._load(chain_id, lambda_name)
         now = self._clock()
         for link in self._view(chain).links:
             if lifecycle.CANCEL.allows(link.status):
@@ -190,9 +187,11 @@ class Chains:
                 self._store.transition(self._ref(chain, link.name), lifecycle.CANCEL, change)
         return self._view(chain)
 
-    def retry(self, chain_id: str, link_name: str, budget: int | None = None) -> ChainView:
+    def retry(
+        self, chain_id: str, link_name: str, budget: int | None = None, lambda_name: str | None = None
+    ) -> ChainView:
         """Send a failed (dead-letter) link back to run, with a fresh attempt budget."""
-        chain = self._load(chain_id)
+        chain = self._load(chain_id, lambda_name)
         link = next((lk for lk in self._view(chain).links if lk.name == link_name), None)
         if link is None:
             raise NotFound(f"chain {chain_id} has no link {link_name!r}", "link")
@@ -246,11 +245,14 @@ class Chains:
         priority = link.priority or self._config.lambdas[link.lambda_].default_priority
         return TaskRef(chain.task_id(link_name), link.lambda_, priority)
 
-    def _load(self, chain_id: str) -> StoredChain:
+    def _load(self, chain_id: str, lambda_name: str | None = None) -> StoredChain:
+        """The stored chain; with `lambda_name`, a chain is that lambda's when every link runs it (a chain
+        spanning lambdas is an all-lambdas one): another is answered as none, so a scoped caller learns nothing.
+        A chain's links never change lambda, so the check needs no condition in later writes."""
         raw = self._items.get(_chain_item(chain_id))
-        if raw is None:
+        spec = ChainSpec.model_validate_json(raw["cspec"]) if raw is not None else None
+        if raw is None or spec is None or (lambda_name is not None and _lambdas(spec) != {lambda_name}):
             raise NotFound(f"no chain {chain_id!r}", "id")
-        spec = ChainSpec.model_validate_json(raw["cspec"])
         return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)))
 
     def _reindex(self, chain: StoredChain, view: ChainView, now: datetime) -> None:
@@ -288,3 +290,8 @@ def _status(links: list[LinkView]) -> ChainStatus:
     if TaskStatus.CANCELLED in statuses and not statuses & {TaskStatus.CLAIMED, TaskStatus.PROCESSING}:
         return ChainStatus.CANCELLED
     return ChainStatus.RUNNING
+
+
+def _lambdas(spec: ChainSpec) -> frozenset[str]:
+    """The lambdas a chain's links run."""
+    return frozenset(link.lambda_ for link in spec.links)

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 
-from atf_core import lifecycle
+from atf_core import lifecycle, singleton
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.errors import InputError
+from atf_core.errors import FlowKeyBusy, InputError
 from atf_core.lifecycle import Assoc
 from atf_core.schema import from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
@@ -47,6 +47,7 @@ class DeadLetter:
     priority: str
     error_type: str | None
     died_at: datetime
+    flow_key: str | None = None
 
 
 @dataclass
@@ -58,6 +59,9 @@ class BulkResult:
     changed: int = 0
     first_at: datetime | None = None
     last_at: datetime | None = None
+    # Redrive: dead letters left as they are because another task holds their singleton flow key meanwhile
+    # (redriving them would run two at once); redrive them again once it settles.
+    key_busy: list[str] = field(default_factory=list)
 
 
 class DeadLetters:
@@ -93,9 +97,18 @@ class DeadLetters:
             if dry_run:
                 continue
             change = Change(now=now, next_at=start, max_attempts=attempts, reason=f"redriven at {now.isoformat()}")
-            if self._store.transition(_ref(dead), lifecycle.REDRIVE, change).applied:
-                result.changed += 1
+            try:
+                result.changed += int(self._redrive(dead, change))
+            except FlowKeyBusy:
+                result.key_busy.append(dead.id)
         return result
+
+    def _redrive(self, dead: DeadLetter, change: Change) -> bool:
+        """Back to new; a singleton key's dead letter takes its key again (FlowKeyBusy where another holds it)."""
+        limits = self._config.lambda_named(dead.lambda_name).key_limits
+        if dead.flow_key is not None and limits is not None and limits.singleton:
+            return singleton.redrive(self._store, _ref(dead), change)
+        return self._store.transition(_ref(dead), lifecycle.REDRIVE, change).applied
 
     def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
         matched = self.matching(selection)
@@ -129,8 +142,10 @@ def _dead_letter(entry: DueEntry) -> DeadLetter:
         priority=entry.priority,
         error_type=entry.error_type,
         died_at=from_ms(entry.next_ms),
+        flow_key=entry.flow_key,
     )
 
 
 def _ref(dead: DeadLetter) -> TaskRef:
-    return TaskRef(dead.id, dead.lambda_name, dead.priority)
+    """With its flow key: a keyed task's entries stay in its key's shard (codec.shard_of)."""
+    return TaskRef(dead.id, dead.lambda_name, dead.priority, dead.flow_key)

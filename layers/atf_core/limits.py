@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from atf_core.config import KeyLimits, Limits, OverRate, StackConfig
 from atf_core.store.counters import Counters
+from atf_core.telemetry import Metric
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,31 @@ class Grant:
     slots: tuple[str, ...]
 
 
+class KeyHold(StrEnum):
+    """Which of a flow key's limits refused a start: what the controller counts and logs (per lambda)."""
+
+    MAX_RUNNING = "max_running"  # the key runs its max_running already: the task waits
+    THROTTLE = "throttle"  # over the key's max_starts_per_second: the task waits
+    RATE_LIMIT = "rate_limit"  # over it, in rate_limit mode: the task ends dropped
+
+
+# What a task its flow key held back counts in, by the limit that held it: per lambda and priority, never
+# per key. The controller counts them (a drop in Dropped too); the dashboard draws them.
+KEY_HOLD_METRICS = {
+    KeyHold.MAX_RUNNING: Metric.KEY_WAITED,
+    KeyHold.THROTTLE: Metric.KEY_THROTTLED,
+    KeyHold.RATE_LIMIT: Metric.KEY_RATE_LIMITED,
+}
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """Not now: ask again later, or (`drop`) never: the task ends dropped with `reason`."""
+    """Not now: ask again later, or (`drop`) never: the task ends dropped with `reason`. `key_hold` says
+    which limit of the task's flow key refused it; None when a lambda's or collection's did."""
 
     reason: str
     drop: bool = False
+    key_hold: KeyHold | None = None
 
 
 # Idle counters of a key stay this long past their last lease or window before DynamoDB's TTL removes them.
@@ -73,15 +94,19 @@ class Limiter:
         """A grant to start this task now, or a refusal: wait and ask again, or (a key's rate limit) drop it."""
         taken: list[str] = []
         for scope, limits in self.scopes(lambda_name, collection, flow_key):
+            keyed = isinstance(limits, KeyLimits)
             if limits.max_running and not self._take_slot(scope, task_id, limits.max_running):
                 self._give_back(taken, task_id)
-                return Refusal(f"{_named(scope)} runs {limits.max_running} at most")
+                hold = KeyHold.MAX_RUNNING if keyed else None
+                return Refusal(f"{_named(scope)} runs {limits.max_running} at most", key_hold=hold)
             if limits.max_running:
                 taken.append(scope)
             if limits.max_starts_per_second and not self._take_token(scope, limits.max_starts_per_second):
                 self._give_back(taken, task_id)
                 drop = isinstance(limits, KeyLimits) and limits.over_rate is OverRate.RATE_LIMIT
-                return Refusal(f"over the rate of {_named(scope)} ({limits.max_starts_per_second:g} starts/s)", drop)
+                hold = (KeyHold.RATE_LIMIT if drop else KeyHold.THROTTLE) if keyed else None
+                reason = f"over the rate of {_named(scope)} ({limits.max_starts_per_second:g} starts/s)"
+                return Refusal(reason, drop, hold)
         return Grant(task_id, tuple(taken))
 
     def grant_for(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant:

@@ -51,7 +51,7 @@ class Schedules:
         self._check(spec)
         now = from_ms(to_ms(now or self._clock()))  # as stored, so what put returns is what get reads
         for _ in range(SAVE_TRIES):  # a consumer firing it meanwhile bumps its version: read again
-            raw = self._items.get(schedule_id(name))
+            raw = self._read(name)
             current = schedule_from(raw) if raw else None
             if owner is not None and current is not None and current.spec.lambda_ != owner:
                 raise Conflict(f"schedule name {name!r} is taken by another lambda", "name")
@@ -72,29 +72,34 @@ class Schedules:
                 return schedule
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
-    def get(self, name: str) -> Schedule:
-        found = self._find(name)
-        if found is None:
-            raise NotFound(f"no schedule {name!r}", "name")
-        return found
+    def get(self, name: str, owner: str | None = None) -> Schedule:
+        """The schedule; with `owner` (a lambda's own route), another lambda's is not found either."""
+        return self._owned(name, self._read(name), owner)[0]
 
     def all(self) -> list[Schedule]:
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
         return [schedule_from(raw) for raw in (self._items.get(i) for i in ids) if raw]
 
-    def delete(self, name: str) -> None:
-        if not self._items.delete(schedule_id(name)):
-            raise NotFound(f"no schedule {name!r}", "name")
+    def delete(self, name: str, owner: str | None = None) -> None:
+        """Delete it; with `owner`, only while the stored spec is still that lambda's one read (in the delete:
+        a schedule of that name made again by another lambda meanwhile is not deleted)."""
+        if owner is None:
+            if not self._items.delete(schedule_id(name)):
+                raise NotFound(f"no schedule {name!r}", "name")
+            return
+        _, holding = self._owned(name, self._read(name), owner)
+        if not self._items.delete(schedule_id(name), holding):
+            raise Conflict(f"schedule {name!r} changed while it was deleted; retry", "name")
 
-    def set_paused(self, name: str, paused: bool, now: datetime | None = None) -> Schedule:
+    def set_paused(self, name: str, paused: bool, now: datetime | None = None, owner: str | None = None) -> Schedule:
         now = now or self._clock()
         for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
-            current = self.get(name)
+            current, holding = self._owned(name, self._read(name), owner)
             following = current.spec.next_after(now, current.created_at)
             updated = current.model_copy(
                 update={"paused": paused, "next_occurrence": following, "version": current.version + 1}
             )
-            if self._save(updated, current.version):
+            if self._save(updated, current.version, holding):
                 return updated
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
@@ -166,9 +171,18 @@ class Schedules:
         return task is not None and not task.status.terminal and task.status is not TaskStatus.DEAD_LETTER
 
     # -- storage -------------------------------------------------------------
-    def _find(self, name: str) -> Schedule | None:
-        raw = self._items.get(schedule_id(name))
-        return schedule_from(raw) if raw else None
+    def _read(self, name: str) -> dict[str, Any] | None:
+        """The stored schedule's item (a strongly consistent read)."""
+        return self._items.get(schedule_id(name))
+
+    @staticmethod
+    def _owned(name: str, raw: dict[str, Any] | None, owner: str | None) -> tuple[Schedule, dict[str, Any] | None]:
+        """The stored schedule, NotFound where there is none or, with `owner`, it is another lambda's; and what a
+        write made on the owner's behalf conditions on (the spec read, which names the lambda)."""
+        schedule = schedule_from(raw) if raw else None
+        if schedule is None or (owner is not None and schedule.spec.lambda_ != owner):
+            raise NotFound(f"no schedule {name!r}", "name")
+        return schedule, ({SPEC_FIELD: raw[SPEC_FIELD]} if raw and owner is not None else None)
 
     def _save(self, schedule: Schedule, version: int | None, holding: dict[str, Any] | None = None) -> bool:
         fields, index = schedule_fields(schedule)

@@ -14,7 +14,7 @@ from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.errors import FlowKeyBusy, InputError
 from atf_core.schema import OnConflict, ScheduleRequest, Task
-from atf_core.store.base import CreateResult, TaskStore
+from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
 
 # Reads and tries again when the key changed hands between its read and its transaction; past this, the key
 # is contended and the caller is told so (a 409 it may retry).
@@ -49,6 +49,26 @@ def create_singleton(store: TaskStore, task: Task, fingerprint: str, on_conflict
     raise FlowKeyBusy(
         f"flow key {task.flow_key!r} changed hands {ATTEMPTS} times while scheduling: try again", "flow_key"
     )
+
+
+def redrive(store: TaskStore, task: TaskRef, change: Change) -> bool:
+    """Send a dead letter of a singleton key back to new as the key's holder again: whether it was sent back
+    (False: it is no longer a dead letter). FlowKeyBusy where another task took the key meanwhile and has not
+    settled: redriving it would run two at once."""
+    assert task.flow_key is not None
+    for _ in range(ATTEMPTS):
+        held_by = store.key_holder(task.lambda_name, task.flow_key)
+        holder = store.get(held_by) if held_by not in (None, task.id) else None
+        if holder is not None and not holder.status.settled:
+            raise FlowKeyBusy(
+                f"flow key {task.flow_key!r} of lambda {task.lambda_name!r} is held by task {holder.id} "
+                f"({holder.status.value}): task {task.id} stays a dead letter",
+                "flow_key",
+            )
+        applied = store.redrive_holding(task, change, held_by)
+        if applied is not None:
+            return applied
+    raise FlowKeyBusy(f"flow key {task.flow_key!r} changed hands {ATTEMPTS} times while redriving", "flow_key")
 
 
 def _check_replaceable(task: Task, holder: Task, on_conflict: OnConflict | None) -> None:

@@ -49,6 +49,10 @@ class Metric:
     EXHAUSTED = "Exhausted"  # consumer: the last attempt was lost (executor died)
     EXPIRED = "Expired"  # consumer: expire_at passed before the task started
     LIMITED = "Limited"  # controller: a rate or concurrency limit held a task back
+    # controller, per lambda (never per key: a dimension per flow key would be a metric per customer id):
+    KEY_WAITED = "KeyWaited"  # a task waited for a running slot of its flow key (max_running)
+    KEY_THROTTLED = "KeyThrottled"  # a task waited over its flow key's max_starts_per_second (throttle)
+    KEY_RATE_LIMITED = "KeyRateLimited"  # of the drops, tasks over their flow key's rate (rate_limit)
     START_LAG_MS = "StartLagMs"  # claim time minus scheduled time, first attempts
     EXECUTION_MS = "ExecutionMs"  # the callback's run time
     CONSUMER_LOOP_SECONDS = "ConsumerLoopSeconds"
@@ -72,6 +76,20 @@ def percentile(values: Iterable[Number], fraction: float) -> Number:
         raise ValueError("no values to take a percentile of")
     rank = math.ceil(round(fraction * len(ordered), 9))  # rounded first: 0.07 * 100 is 7.000000000000001
     return ordered[max(1, rank) - 1]
+
+
+class LogLine:
+    """Messages of the worker hosts' log lines that the dashboard's Logs Insights queries look for."""
+
+    TASK_STARTED = "task started"  # executor: an attempt's callback began (the task's keys on the line)
+    HELD_BACK = "task held back by its flow key"  # controller: once a task and limit, with HELD_BY
+
+
+class LogKey:
+    """Keys of those lines (besides Powertools' own) the queries read."""
+
+    FLOW_KEY = "flow_key"
+    HELD_BY = "held_by"  # a limits.KeyHold value: max_running, throttle or rate_limit
 
 
 class Dimension:

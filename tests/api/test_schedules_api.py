@@ -13,9 +13,9 @@ import pytest
 from atf_core.aws import make_clients
 from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic_schedules import Schedules
-from atf_core.recurrence import CatchUp, Overlap, Schedule, ScheduleSpec
+from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
 from atf_core.schema import TaskStatus, to_ms
-from atf_core.store.items import ItemStore
+from atf_core.store.items import ItemStore, schedule_from
 from atf_core.tasks import task_id_for
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
@@ -77,15 +77,16 @@ def test_a_pause_is_not_lost_to_a_consumer_firing_the_schedule_meanwhile(
         store, ItemStore(make_clients(stack.endpoint).dynamodb, stack.config.table_name), stack.config
     )
     schedules.put(sched := name(), ScheduleSpec.model_validate({"lambda": "chore", "every_seconds": 60}))
-    read = schedules._find
+    read = schedules._read
 
-    def read_then_fire(schedule_name: str) -> Schedule | None:
-        found = read(schedule_name)
+    def read_then_fire(schedule_name: str) -> dict[str, Any] | None:
+        raw = read(schedule_name)
+        found = schedule_from(raw) if raw else None
         if found is not None and found.fired == 0:  # a consumer saves its firing right after this read
             assert schedules._save(found.model_copy(update={"fired": 1}), found.version)
-        return found
+        return raw
 
-    monkeypatch.setattr(schedules, "_find", read_then_fire)
+    monkeypatch.setattr(schedules, "_read", read_then_fire)
     schedules.set_paused(sched, True)
     stored = schedules.get(sched)
     assert stored.paused and stored.fired == 1, "both writes landed"

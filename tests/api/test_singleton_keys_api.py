@@ -19,8 +19,10 @@ from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_local.stack import LocalStack
 from atf_sdk.async_client import AsyncAtfClient
+from atf_sdk.cli import main
 from atf_sdk.client import AtfClient
 from tests.api import test_async_client, test_cli
+from tests.api.states import kill
 
 # fixtures of the CLI's and the async client's tests
 atf, aclient, anyio_backend = test_cli.atf, test_async_client.aclient, test_async_client.anyio_backend
@@ -149,3 +151,28 @@ def test_schedulers_racing_on_one_key_leave_exactly_one_holder(
             cancelled = {t.id for t in tasks if t.status is TaskStatus.CANCELLED}
             assert cancelled == {r.replaced for r in accepted if r.replaced}
             assert len(cancelled) == len(accepted) - 1
+
+
+def test_a_redrive_leaves_a_dead_letter_whose_key_another_task_holds(
+    client: AtfClient, store: DynamoTaskStore, stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the SDK and the CLI: redriving it would run two tasks of one singleton key at once."""
+    flow_key = fresh_key()
+    dead = kill(store, client.schedule("single", flow_key=flow_key).id, error_type="KeyBusyCase")
+    successor = client.schedule("single", flow_key=flow_key, delay_seconds=600)  # a dead letter frees the key
+    done = client.redrive("single", error_type="KeyBusyCase")
+    assert (done.changed, done.key_busy) == (0, [dead.id])
+    assert client.get(dead.id).status is TaskStatus.DEAD_LETTER
+    redrive = ["dead-letters", "redrive", "--api-url", stack.api_url, "single", "--error-type", "KeyBusyCase", "-y"]
+    code, out = _cli(redrive, capsys)
+    assert code == 0 and "1 left dead" in out and dead.id in out
+    client.cancel(successor.id)  # it settles: the key is free again
+    code, out = _cli([*redrive, "--json"], capsys)
+    assert code == 0 and (json.loads(out)["changed"], json.loads(out)["key_busy"]) == (1, [])
+    assert client.get(dead.id).status is TaskStatus.NEW
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    return int(exited.value.code or 0), capsys.readouterr().out

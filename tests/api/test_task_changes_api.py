@@ -350,10 +350,16 @@ async def test_the_async_client_changes_tasks_too(stack: Any, store: DynamoTaskS
 def test_a_real_run_out_of_time_answers_with_what_it_reached_and_more(
     client: AtfClient, store: DynamoTaskStore, stack: Any, batch: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Out of time from the start (reads slower than the budget): each call still writes one task, so
+    calling again gets through the selection."""
     from atf_core import bulk
 
     monkeypatch.setattr(bulk, "RUN_BUDGET_S", 0.0)
     changes = bulk.BulkChanges(store, stack.config)
-    done = changes.cancel(bulk.task_filter(collection=batch["collection"]), dry_run=False)
-    assert (done.matched, done.changed, done.more) == ([], 0, True)
-    assert [t.status for t in _states(client, batch["waiting"])] == [S.NEW] * 3, "nothing it did not list"
+    selection = bulk.task_filter(collection=batch["collection"])
+    for n, task_id in enumerate(batch["waiting"]):
+        done = changes.cancel(selection, dry_run=False)
+        assert ([t.id for t in done.matched], done.changed, done.more) == ([task_id], 1, n < 2)
+        after = [t.status for t in _states(client, batch["waiting"])]
+        assert after == [S.CANCELLED] * (n + 1) + [S.NEW] * (2 - n), "nothing it did not list"
+    assert changes.cancel(selection, dry_run=False).matched == []

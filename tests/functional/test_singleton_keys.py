@@ -4,6 +4,7 @@ schedulers is tests/e2e/test_singleton_keys.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,15 +12,20 @@ from pydantic import ValidationError
 
 from atf_core import lifecycle
 from atf_core.config import LambdaSpec, StackConfig
+from atf_core.deadletters import BulkResult, DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, FlowKeyBusy, InputError
+from atf_core.lifecycle import Assoc
 from atf_core.schema import ScheduleRequest, Task, TaskStatus
 from atf_core.store.base import Change, CreateResult, TaskRef
+from atf_core.store.codec import index_partition, shard_of
 from atf_core.store.holders import holder_id
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling, build_task, task_id_for
 from atf_sdk.transaction import task_entries
 from tests.functional.helpers import T0
 from tests.functional.test_flow_keys import keyed_config
+
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -47,6 +53,19 @@ class Keys:
 
     def succeed(self, task: Task) -> None:
         assert self.store.transition(TaskRef.of(task), lifecycle.SUCCEED, Change(now=T0, attempt=1)).applied
+
+    def succeed_after_claim(self, task: Task) -> None:
+        self.claim(task)
+        self.succeed(task)
+
+    def dead_letter(self, task: Task) -> None:
+        """Claimed, then failed for good: a dead letter, which frees the key."""
+        self.claim(task)
+        change = Change(now=T0, attempt=1, next_at=T0)
+        assert self.store.transition(TaskRef.of(task), lifecycle.FAIL_TO_DEAD_LETTER, change).applied
+
+    def redrive(self) -> BulkResult:
+        return DeadLetters(self.store, self.config, clock=lambda: T0).redrive(DeadLetterFilter("work"), dry_run=False)
 
 
 @pytest.fixture
@@ -187,3 +206,43 @@ def test_a_singleton_key_is_not_taken_inside_a_callers_transaction(singleton_con
 def test_the_holder_item_is_not_a_task(keys: Keys) -> None:
     keys.schedule()
     assert keys.store.get(holder_id("work", "customer-1")) is None
+
+
+def test_a_redriven_dead_letter_takes_its_key_again(keys: Keys) -> None:
+    dead = keys.schedule().task
+    keys.dead_letter(dead)
+    done = keys.redrive()
+    assert (done.changed, done.key_busy) == (1, [])
+    assert keys.status(dead) is TaskStatus.NEW and keys.store.key_holder("work", "customer-1") == dead.id
+    with pytest.raises(FlowKeyBusy, match=dead.id):
+        keys.schedule(payload={"n": 2})
+
+
+def test_a_dead_letter_whose_key_another_task_took_stays_dead_and_is_named(keys: Keys) -> None:
+    """Redriving it would run two tasks of one singleton key at once."""
+    dead = keys.schedule().task
+    keys.dead_letter(dead)
+    successor = keys.schedule(payload={"n": 2}).task  # the key was free: the dead letter had settled
+    done = keys.redrive()
+    assert (done.changed, done.key_busy) == (0, [dead.id])
+    assert keys.status(dead) is TaskStatus.DEAD_LETTER
+    assert keys.store.key_holder("work", "customer-1") == successor.id
+    keys.succeed_after_claim(successor)
+    assert keys.redrive().changed == 1 and keys.store.key_holder("work", "customer-1") == dead.id
+
+
+def test_a_redriven_keyed_task_returns_to_its_keys_shard(keys: Keys) -> None:
+    """Its entries stay where a selection by flow key and the fair share look for them."""
+    shards = keys.config.shards_of("work")
+    assert shards > 1
+    key = next(
+        k
+        for k in map(str, range(100))
+        if shard_of(task_id_for("work", k), shards) != shard_of("", shards, "customer-1")
+    )
+    dead = keys.schedule(key=key).task  # its id's shard is not its flow key's: a redrive by id would move it
+    keys.dead_letter(dead)
+    keys.redrive()
+    shard = shard_of(dead.id, shards, "customer-1")
+    entries = keys.store.entries(index_partition(Assoc.NEW, "work", dead.priority, shard), T0 - HOUR, T0 + HOUR)
+    assert [e.id for e in entries] == [dead.id]

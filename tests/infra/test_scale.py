@@ -1,5 +1,5 @@
-"""An environment of 100 lambdas, each with limits: it synthesizes within CloudFormation's, ECS's,
-Lambda's and CloudWatch's limits, and every function and host reads the whole configuration."""
+"""An environment of 100 lambdas, each with limits (its flow keys' too): it synthesizes within CloudFormation's,
+ECS's, Lambda's and CloudWatch's limits, and every function and host reads the whole configuration."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ MAX_TASK_DEFINITION_BYTES = 65_536
 MAX_ALARMS_PER_WIDGET = 100
 MAX_LINES_PER_GRAPH = 100
 MAX_WIDGETS = 500
+# CloudWatch Logs Insights: log groups one query reads.
+MAX_LOG_GROUPS_PER_QUERY = 50
 
 
 def many_lambdas(count: int = LAMBDAS) -> EnvironmentSettings:
@@ -37,6 +39,7 @@ def many_lambdas(count: int = LAMBDAS) -> EnvironmentSettings:
             "default_priority": "normal",
             "limits": limits,
             "collection_limits": {f"tenant-{c}": {"max_running": 5} for c in range(3)},
+            "key_limits": {"max_running": 2, "max_starts_per_second": 5},
         }
         for i in range(count)
     }
@@ -102,6 +105,9 @@ def test_the_dashboard_splits_what_one_widget_cannot_hold(big: Synthesized) -> N
     shown = {line[-1]["label"] for widget in depth for line in widget["properties"]["metrics"]}
     names = {q["Properties"]["QueueName"] for q in big.resources("AWS::SQS::Queue").values()}
     assert shown == {name for name in names if not name.endswith("-dlq")}
+    logs = [w for w in widgets if w["type"] == "log"]  # the flow keys' queries: 50 log groups each at most
+    assert all(w["properties"]["query"].count("SOURCE '") <= MAX_LOG_GROUPS_PER_QUERY for w in logs)
+    assert sum(w["properties"]["query"].count("SOURCE '") for w in logs) == 2 * LAMBDAS  # two queries a group
 
 
 def test_no_role_policy_outgrows_iams_limits(big: Synthesized) -> None:

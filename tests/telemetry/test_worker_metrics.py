@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,10 +17,9 @@ from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
-from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer
+from atf_core.telemetry import WORKER_SERVICE, LogKey, LogLine, Metric, MetricBuffer
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
-from atf_sdk.worker.observe import setup_logging
 from atf_sdk.worker.registry import Fatal, Retry, TaskContext
 from tests.telemetry.emf import named
 
@@ -33,19 +31,11 @@ def store(aws: Any, config: StackConfig) -> DynamoTaskStore:
     return DynamoTaskStore(aws.dynamodb, config)
 
 
-@pytest.fixture
-def log_lines() -> Iterator[Callable[[], list[dict[str, Any]]]]:
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    stream = io.StringIO()
-    setup_logging(stream=stream)
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.handlers, root.level = saved[0], saved[1]
-
-
-def claimed(store: DynamoTaskStore, config: StackConfig, lambda_name: str, lag_s: float = 0.0) -> Task:
+def claimed(
+    store: DynamoTaskStore, config: StackConfig, lambda_name: str, lag_s: float = 0.0, flow_key: str | None = None
+) -> Task:
     """A task as a controller hands it to an executor: enqueued, then claimed lag_s after its time."""
-    request = ScheduleRequest.model_validate({"lambda": lambda_name, "priority": "normal"})
+    request = ScheduleRequest.model_validate({"lambda": lambda_name, "priority": "normal", "flow_key": flow_key})
     task = Scheduling(store, config).schedule(request, utcnow() - timedelta(seconds=lag_s)).task
     now = utcnow()
     enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
@@ -128,3 +118,17 @@ def test_every_line_logged_while_a_task_runs_carries_its_id_and_attempt(
         assert line["service"] == WORKER_SERVICE
     assert during[-1]["outcome"] == "retriable_failure"
     assert "task_id" not in after and after["message"] == "after the task"
+
+
+def test_a_keyed_tasks_lines_carry_its_flow_key_and_a_keyless_ones_none(
+    store: DynamoTaskStore, config: StackConfig, log_lines: Callable[[], list[dict[str, Any]]]
+) -> None:
+    keyed, keyless = claimed(store, config, "work", flow_key="customer-42"), claimed(store, config, "work")
+    run(store, config, keyed, lambda task: callback_log.info("keyed"))
+    run(store, config, keyless, lambda task: callback_log.info("keyless"))
+    lines = log_lines()
+    started = [line for line in lines if line["message"] == LogLine.TASK_STARTED]
+    assert [line.get(LogKey.FLOW_KEY) for line in started] == ["customer-42", None]
+    by_message = {line["message"]: line for line in lines}
+    assert by_message["keyed"][LogKey.FLOW_KEY] == "customer-42"
+    assert LogKey.FLOW_KEY not in by_message["keyless"]  # no key left over from the task before, no null

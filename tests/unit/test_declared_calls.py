@@ -125,6 +125,9 @@ def _nothing(w: World) -> None:
     return None
 
 
+REDRIVE = Change(T0, next_at=T0, max_attempts=3)
+
+
 def _task(w: World) -> Task:
     return w.task()
 
@@ -167,6 +170,9 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
                 MergeRecord("merged-request", "f", task.id),
             ),
         )
+    ],
+    (DynamoTaskStore, "redrive_holding"): [
+        (_task, lambda w, task: w.tasks.redrive_holding(TaskRef(task.id, "work", task.priority, "k"), REDRIVE, None))
     ],
     (DynamoTaskStore, "get_many"): [(_task, lambda w, task: w.tasks.get_many([task.id, "absent"]))],
     (DynamoTaskStore, "transition"): [

@@ -14,6 +14,12 @@ Each worker service has a graph of its backlog, the tasks the consumer sees comi
 (the look-ahead its scaling acts on, constructs/scaling.py) and its running tasks. CloudWatch
 shows at most 100 alarms in an alarm-status widget and 100 lines in a graph, so
 with many lambdas the dashboard has several of each.
+
+Flow keys (a customer id: millions of values) are never a metric dimension, which would bill a metric per
+key. The tasks flow keys held back are metrics per lambda, drawn for the whole environment by Metrics
+Insights queries (a line per lambda, a fixed size however many lambdas there are), and Logs Insights queries
+over the worker services' log groups (at most 50 a query) rank the keys themselves, from the flow_key on the
+hosts' log lines.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from atf_cdk.constructs.queues import TaskQueue
 from atf_cdk.constructs.scaling import CONTAINER_INSIGHTS, ServiceView
 from atf_cdk.constructs.table import TaskTable
 from atf_cdk.constructs.workers import WORKER_SERVICE
-from atf_core.config import StackConfig
+from atf_core.config import LambdaSpec, StackConfig
 from atf_core.definitions import QueueSpec, queue_specs
-from atf_core.telemetry import CONSUMER_SERVICE, NAMESPACE, Dimension, Metric
+from atf_core.limits import KEY_HOLD_METRICS, KeyHold
+from atf_core.telemetry import CONSUMER_SERVICE, NAMESPACE, Dimension, LogKey, LogLine, Metric
 
 T = TypeVar("T")
 PERIOD = Duration.minutes(1)
@@ -51,6 +58,22 @@ TASK_METRICS = {
 LAG_PERCENTILES = ("p50", "p95", "p99")
 ALARMS_PER_WIDGET = 100
 LINES_PER_GRAPH = 100
+# Logs Insights reads at most 50 log groups in a query; the keys are ranked on the worker hosts' lines.
+LOG_GROUPS_PER_QUERY = 50
+TOP_KEYS = 20
+TOP_LAMBDAS = 10
+BUSIEST_KEYS_QUERY = (
+    f'filter message = "{LogLine.TASK_STARTED}" and ispresent({LogKey.FLOW_KEY})',
+    f"stats count(*) as started by {LogKey.FLOW_KEY}, lambda",
+    "sort started desc",
+    f"limit {TOP_KEYS}",
+)
+HELD_KEYS_QUERY = (
+    f'filter message = "{LogLine.HELD_BACK}"',
+    f"stats count(*) as tasks by {LogKey.FLOW_KEY}, lambda, {LogKey.HELD_BY}",
+    "sort tasks desc",
+    f"limit {TOP_KEYS}",
+)
 
 
 def search(metrics: tuple[str, ...], statistic: str, **dimensions: str) -> str:
@@ -219,6 +242,10 @@ class Observability(Construct):
             self.dashboard.add_widgets(cw.AlarmStatusWidget(title=title, alarms=alarms, width=24, height=3))  # type: ignore[arg-type]
         for name in config.lambdas:
             self.dashboard.add_widgets(self._tasks_widget(name), self._start_lag_widget(name))
+        if any(holds_back(spec) for spec in config.lambdas.values()):
+            self.dashboard.add_widgets(*(_key_holds_widget(hold, metric) for hold, metric in KEY_HOLD_METRICS.items()))
+        for number, part in enumerate(_chunks(services, LOG_GROUPS_PER_QUERY)):
+            self.dashboard.add_widgets(*_flow_key_queries([view.log_group_name for view in part], number))
         for number in range(0, len(services), 2):
             self.dashboard.add_widgets(*(self._service_widget(view) for view in services[number : number + 2]))
         for number, part in enumerate(_chunks(queues, LINES_PER_GRAPH)):
@@ -319,6 +346,45 @@ class Observability(Construct):
                 width=8,
             ),
         ]
+
+
+def holds_back(spec: LambdaSpec) -> bool:
+    """Whether the lambda's flow keys can hold a task back (a singleton-only key refuses at scheduling)."""
+    limits = spec.key_limits
+    return limits is not None and bool(limits.max_running or limits.max_starts_per_second)
+
+
+def held_back_query(metric: str) -> str:
+    """Metrics Insights: the metric summed per lambda (over priorities and emitters), the busiest lambdas."""
+    by = f'"{Dimension.LAMBDA}"'
+    return f'SELECT SUM({metric}) FROM "{NAMESPACE}" GROUP BY {by} ORDER BY SUM() DESC LIMIT {TOP_LAMBDAS}'
+
+
+def _key_holds_widget(hold: KeyHold, metric: str) -> cw.GraphWidget:
+    """Tasks the flow keys held back, a line per lambda: one query for the whole environment, not a widget or a
+    metric per lambda, let alone per key (CloudWatch bills each metric; a key dimension would be one per customer
+    id). Titled as the logs' held_by says it, so the ranking of keys below reads alike."""
+    return cw.GraphWidget(
+        title=f"Tasks held back by their flow key: {hold} ({metric} per minute, by lambda)",
+        left=[cw.MathExpression(expression=held_back_query(metric), period=PERIOD, using_metrics={})],
+        width=8,
+    )
+
+
+def _flow_key_queries(log_groups: list[str], number: int) -> list[cw.IWidget]:
+    """The busiest flow keys and those held back most, over the dashboard's time range, from the worker
+    hosts' log lines: the keys are on the lines, never in a metric's dimensions."""
+    suffix = "" if number == 0 else f" ({number + 1})"
+    return [
+        cw.LogQueryWidget(
+            title=f"Busiest flow keys: tasks started{suffix}", log_group_names=log_groups,
+            query_lines=list(BUSIEST_KEYS_QUERY), view=cw.LogQueryVisualizationType.TABLE, width=12,
+        ),
+        cw.LogQueryWidget(
+            title=f"Flow keys holding tasks back most{suffix}", log_group_names=log_groups,
+            query_lines=list(HELD_KEYS_QUERY), view=cw.LogQueryVisualizationType.TABLE, width=12,
+        ),
+    ]  # fmt: skip
 
 
 def _queue_metric(metric: str, queue_name: str, statistic: str) -> cw.Metric:

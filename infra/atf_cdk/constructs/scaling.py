@@ -94,10 +94,21 @@ class ServiceView:
     split: dict[str, int] = field(default_factory=dict)
 
     @property
+    def log_group_name(self) -> str:
+        return worker_log_group_name(self.service_name)
+
+    @property
     def scaled_queues(self) -> list[tuple[str, int]]:
         """(queue, weight) pairs the backlog reads: one a priority, weighted by its parts."""
         parts = {f"{first}-{part}" for first, count in self.split.items() for part in range(1, count)}
         return [(name, self.split.get(name, 1)) for name in self.queue_names if name not in parts]
+
+
+def worker_log_group_name(service_name: str) -> str:
+    """The log group of a worker service's hosts (ECS's own naming, /ecs/<task family>). Named rather than
+    generated so that the dashboard's Logs Insights queries, in the environment's stack, name it with no
+    reference into the service's nested stack."""
+    return f"/ecs/{service_name}"
 
 
 class Backlog:

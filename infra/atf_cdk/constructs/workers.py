@@ -35,7 +35,7 @@ from constructs import Construct
 from atf_cdk.account import WORKER_REPOSITORY
 from atf_cdk.builders import log_group
 from atf_cdk.constructs.queues import TaskQueues
-from atf_cdk.constructs.scaling import BacklogScaling, ServiceView
+from atf_cdk.constructs.scaling import BacklogScaling, ServiceView, worker_log_group_name
 from atf_cdk.constructs.table import TaskTable
 from atf_cdk.nag import acknowledge
 from atf_cdk.options import NetworkSettings
@@ -275,7 +275,10 @@ class WorkerFleet(Construct):
                 operating_system_family=ecs.OperatingSystemFamily.LINUX,
             ),
         )
-        logs = log_group(self, "Logs", key=props.log_key, days=props.log_retention_days, retain=props.retain_logs)
+        logs = log_group(
+            self, "Logs", name=worker_log_group_name(self.service_name), key=props.log_key,
+            days=props.log_retention_days, retain=props.retain_logs,
+        )  # fmt: skip
         image = service.image or NO_IMAGE
         task_definition.add_container(
             "Worker",

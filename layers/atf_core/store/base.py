@@ -114,6 +114,13 @@ class TaskStore(ABC):
         transaction; False when either condition failed (nothing written)."""
 
     @abstractmethod
+    def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:
+        """Redrive a dead letter (its TaskRef with its flow key) as that singleton key's holder again, where the
+        key is still held by `held_by` (a settled task, the task itself, or None: nobody). True when redriven,
+        False when the task is no longer a dead letter, None when the key changed hands meanwhile: nothing
+        written either way but True."""
+
+    @abstractmethod
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         """The tasks that exist, in no particular order; `consistent=False` reads at half price
         and may return a state up to about a second old."""

@@ -16,6 +16,7 @@ from typing import Any
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
+from atf_core.lifecycle import Transition
 from atf_core.schema import Task
 from atf_core.store import codec
 from atf_core.store.base import Change, TaskRef
@@ -24,6 +25,7 @@ from atf_core.store.update import TransitionUpdate
 
 HOLDER = "t"  # the holder item's attribute: the id of the task that took the key
 CONDITION_FAILED = "ConditionalCheckFailed"
+Reasons = list[dict[str, Any]] | None  # a transaction's answer: None when written, else each entry's reason
 
 
 def holder_id(lambda_name: str, flow_key: str) -> str:
@@ -38,33 +40,51 @@ def read_holder(table: Table, lambda_name: str, flow_key: str) -> str | None:
 
 def take_key(
     table: Table, config: StackConfig, create: dict[str, Any], task: Task, held_by: str | None, cancel: Task | None
-) -> list[dict[str, Any]] | None:
+) -> Reasons:
     """Create the task (`create`: its PutItem) as the key's holder in one transaction; None when written, else
     DynamoDB's reasons in entry order: the create, the holder, then the cancel if any."""
     assert task.flow_key is not None
-    holder = {Attr.ID: {"S": holder_id(task.lambda_, task.flow_key)}, HOLDER: {"S": task.id}}
-    if held_by is None:
-        claim = put_request(table.name, holder, "attribute_not_exists(#id)", {"#id": Attr.ID})
-    else:
-        claim = put_request(table.name, holder, "#t = :held", {"#t": HOLDER}, {":held": {"S": held_by}})
+    claim = _claim(table, TaskRef.of(task), task.flow_key, held_by)
     entries: list[dict[str, Any]] = [{"Put": create}, {"Put": claim}]
     if cancel is not None:
         # on the task's own item, so a repeat of the request (its idempotency key) says what it replaced too
         create = {**create, "Item": {**create["Item"], Attr.REPLACED: {"S": cancel.id}}}
         entries[0] = {"Put": create}
         reason = f"replaced by task {task.id} (singleton flow key {task.flow_key!r})"
-        update = TransitionUpdate(config, TaskRef.of(cancel), lifecycle.CANCEL, Change(task.created_at, reason=reason))
-        built = update.build()
-        entries.append(
-            {
-                "Update": {
-                    "TableName": table.name,
-                    "Key": {Attr.ID: {"S": cancel.id}},
-                    "UpdateExpression": built.expression,
-                    "ConditionExpression": built.condition,
-                    "ExpressionAttributeNames": built.names,
-                    "ExpressionAttributeValues": built.values,
-                }
-            }
-        )
+        change = Change(task.created_at, reason=reason)
+        entries.append(transition_entry(table, config, TaskRef.of(cancel), lifecycle.CANCEL, change))
     return table.transact(entries)
+
+
+def redrive_as_holder(table: Table, config: StackConfig, task: TaskRef, change: Change, held_by: str | None) -> Reasons:
+    """Send a dead letter of a singleton key back to new as its key's holder again, in one transaction: the
+    redrive, and the holder rewritten on the condition that it still names `held_by` (settled, or the task
+    itself). None when written, else DynamoDB's reasons in entry order: the redrive, then the holder."""
+    assert task.flow_key is not None
+    redrive = transition_entry(table, config, task, lifecycle.REDRIVE, change)
+    return table.transact([redrive, {"Put": _claim(table, task, task.flow_key, held_by)}])
+
+
+def _claim(table: Table, task: TaskRef, flow_key: str, held_by: str | None) -> dict[str, Any]:
+    """The holder item naming the task, written only where it still names `held_by` (None: where none is)."""
+    holder = {Attr.ID: {"S": holder_id(task.lambda_name, flow_key)}, HOLDER: {"S": task.id}}
+    if held_by is None:
+        return put_request(table.name, holder, "attribute_not_exists(#id)", {"#id": Attr.ID})
+    return put_request(table.name, holder, "#t = :held", {"#t": HOLDER}, {":held": {"S": held_by}})
+
+
+def transition_entry(
+    table: Table, config: StackConfig, task: TaskRef, transition: Transition, change: Change
+) -> dict[str, Any]:
+    """A lifecycle transition as a TransactWriteItems Update entry, on the same condition as on its own."""
+    built = TransitionUpdate(config, task, transition, change).build()
+    return {
+        "Update": {
+            "TableName": table.name,
+            "Key": {Attr.ID: {"S": task.id}},
+            "UpdateExpression": built.expression,
+            "ConditionExpression": built.condition,
+            "ExpressionAttributeNames": built.names,
+            "ExpressionAttributeValues": built.values,
+        }
+    }

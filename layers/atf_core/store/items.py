@@ -74,8 +74,15 @@ class ItemStore:
         return {raw[Attr.ID]: raw for raw in raws}
 
     @calls("dynamodb:DeleteItem")
-    def delete(self, item_id: str) -> bool:
-        return self._table.delete(item_id) is not None
+    def delete(self, item_id: str, holding: dict[str, Any] | None = None) -> bool:
+        """Delete an item; with `holding`, only while it holds each of those fields with that value (decided in
+        the delete itself). Whether an item was deleted."""
+        if not holding:
+            return self._table.delete(item_id) is not None
+        names = {f"#h{n}": name for n, name in enumerate(holding)}
+        values = {f":h{n}": codec.to_attr(value) for n, value in enumerate(holding.values())}
+        condition = " AND ".join(f"#h{n} = :h{n}" for n in range(len(holding)))
+        return self._table.delete_if(item_id, condition, names, values)
 
     @calls(IndexStore.ids)
     def partition(self, name: str, up_to_ms: int) -> Iterator[str]:

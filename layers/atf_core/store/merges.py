@@ -15,10 +15,9 @@ from typing import Any
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Transition
-from atf_core.store import codec
+from atf_core.store import codec, holders
 from atf_core.store.base import Change, MergeRecord, TaskRef
 from atf_core.store.table import Table, put_request
-from atf_core.store.update import TransitionUpdate
 
 MERGED_INTO = "mi"  # the record's attribute: the id of the task the request was merged into
 
@@ -34,18 +33,10 @@ def merge(
     table: Table, config: StackConfig, task: TaskRef, transition: Transition, change: Change, record: MergeRecord
 ) -> bool:
     """The transition's update and the record's put in one transaction; False: a condition failed."""
-    built = TransitionUpdate(config, task, transition, change).build()
-    update = {
-        "TableName": table.name,
-        "Key": {Attr.ID: {"S": task.id}},
-        "UpdateExpression": built.expression,
-        "ConditionExpression": built.condition,
-        "ExpressionAttributeNames": built.names,
-        "ExpressionAttributeValues": built.values,
-    }
+    update = holders.transition_entry(table, config, task, transition, change)
     item = _record_item(config, record, change.now)
     put = put_request(table.name, item, "attribute_not_exists(#id)", {"#id": Attr.ID})
-    return table.transact([{"Update": update}, {"Put": put}]) is None
+    return table.transact([update, {"Put": put}]) is None
 
 
 def _record_item(config: StackConfig, record: MergeRecord, now: datetime) -> dict[str, Any]:

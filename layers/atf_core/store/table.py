@@ -105,6 +105,12 @@ class Table:
         reply = self._db.delete_item(TableName=self.name, Key=_key(item_id), ReturnValues="ALL_OLD")
         return reply.get("Attributes") or None
 
+    def delete_if(self, item_id: str, condition: str, names: dict[str, str], values: dict[str, Any]) -> bool:
+        """Delete an item only where the condition holds (a missing item fails it): whether it was deleted."""
+        request: dict[str, Any] = {"TableName": self.name, "Key": _key(item_id)}
+        _placeholders(request, condition, names, values, False)
+        return _conditional(self._db.delete_item, request).applied
+
     # -- many items -------------------------------------------------------------
     def batch_get(self, item_ids: Iterable[str], consistent: bool, fields: tuple[str, ...] = ()) -> Iterator[Item]:
         """The items that exist among these ids, in no particular order (only `fields`, if given)."""

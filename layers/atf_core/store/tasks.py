@@ -65,6 +65,15 @@ class DynamoTaskStore(TaskStore):
     def merge(self, task: TaskRef, transition: Transition, change: Change, record: MergeRecord) -> bool:
         return merges.merge(self._table, self._config, task, transition, change, record)
 
+    @calls("dynamodb:PutItem", "dynamodb:UpdateItem")
+    def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:
+        reasons = holders.redrive_as_holder(self._table, self._config, task, change, held_by)
+        if reasons is None:
+            return True
+        if reasons and reasons[0].get("Code") == holders.CONDITION_FAILED:  # no longer a dead letter
+            return False
+        return None
+
     @calls("dynamodb:BatchGetItem")
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         return [codec.item_to_task(item) for item in self._table.batch_get(task_ids, consistent)]

@@ -256,7 +256,8 @@ def redrive_message(result: BulkResult) -> str:
     verb = "would redrive" if result.dry_run else "redrove"
     count = len(result.matched) if result.dry_run else result.changed
     span = f" ({when(result.first_at)} to {when(result.last_at)} UTC)" if result.first_at and count else ""
-    return f"{verb.capitalize()} {count} of {len(result.matched)} matching dead letters{span}."
+    busy = f" {len(result.key_busy)} left: another task holds their singleton flow key." if result.key_busy else ""
+    return f"{verb.capitalize()} {count} of {len(result.matched)} matching dead letters{span}.{busy}"
 
 
 def back_to(path: str, **params: str) -> str:

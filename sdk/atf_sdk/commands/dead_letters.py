@@ -98,6 +98,13 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
     else:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
+    if done.key_busy:
+        console().print(f"{len(done.key_busy)} left dead, another task holding their singleton flow key: {_ids(done)}")
+
+
+def _ids(done: BulkResult) -> str:
+    more = f" and {len(done.key_busy) - SHOWN} more" if len(done.key_busy) > SHOWN else ""
+    return ", ".join(done.key_busy[:SHOWN]) + more
 
 
 def _table(letters: list[DeadLetter], title: str) -> None:

@@ -193,6 +193,9 @@ class _Recorder(TaskStore):
     def merge(self, task: TaskRef, transition: Transition, change: Change, record: MergeRecord) -> bool:
         _unused()
 
+    def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:
+        _unused()
+
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         _unused()
 

@@ -30,12 +30,12 @@ from atf_core.calls import calls
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.gating import GateView, hand_back
-from atf_core.limits import Grant, Limiter, Refusal
+from atf_core.limits import KEY_HOLD_METRICS, Grant, KeyHold, Limiter, Refusal
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.counters import Counters
-from atf_core.telemetry import WORKER_SERVICE, Metric, MetricBuffer, queue
+from atf_core.telemetry import WORKER_SERVICE, LogKey, LogLine, Metric, MetricBuffer, queue
 from atf_sdk.worker.buffers import Buffered, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.health import ReceiverStatus
@@ -123,7 +123,7 @@ class Controller:
         self._gates_read = 0.0
         self._gate_lock = threading.Lock()
         self.metrics = metrics or MetricBuffer(service=WORKER_SERVICE)
-        self._limited: set[str] = set()  # tasks a limit holds back, counted once each
+        self._limited: set[tuple[str, str]] = set()  # (task, metric): tasks a limit holds back, counted once each
 
     @calls(QueueDirectory.url)
     def queue_url(self, lambda_name: str, priority: str, part: int = 0) -> str:
@@ -248,7 +248,7 @@ class Controller:
             log.exception("claim of %s failed", message.task_id)
             return None
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
-        self._limited.discard(message.task_id)
+        self._forget_holds(message.task_id)
         if outcome.applied and outcome.task is not None:
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
             _trace_claim(outcome.task, started_ns)
@@ -268,10 +268,14 @@ class Controller:
         if isinstance(answer, Grant):
             return answer
         if answer.drop:
-            self._drop(ref, answer.reason, now)
+            if self._drop(ref, answer.reason, now) and answer.key_hold is not None:
+                self._count_key_hold(ref, answer.key_hold)
             self._delete(item)
+            self._forget_holds(message.task_id)
             return False
         self._count_limited(lambda_name, item)
+        if answer.key_hold is not None:
+            self._count_key_hold(ref, answer.key_hold)
         if message.flow_key is None or not self._defer(lambda_name, item, ref, now):
             self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
         return False
@@ -294,12 +298,34 @@ class Controller:
         return True
 
     def _count_limited(self, lambda_name: str, item: Buffered) -> None:
-        if item.message.task_id not in self._limited:
-            if len(self._limited) > 10_000:  # messages handed back on drain are never claimed here
-                self._limited.clear()
-            self._limited.add(item.message.task_id)
+        if self._first_time(item.message.task_id, Metric.LIMITED):
             priority = self._config.lambdas[lambda_name].priorities[item.rank]
             self.metrics.count(Metric.LIMITED, 1, queue(lambda_name, priority))
+
+    def _count_key_hold(self, ref: TaskRef, hold: KeyHold) -> None:
+        """Count and log a task its flow key held back, once a task and limit: rechecks every
+        LIMITED_RETRY_S would count time, not tasks (a drop happens once: its task ends). The metric is per
+        lambda; the key is on the log line only (a metric per key would be one per customer id), where the
+        dashboard's query ranks keys."""
+        metric = KEY_HOLD_METRICS[hold]
+        if hold is not KeyHold.RATE_LIMIT and not self._first_time(ref.id, metric):
+            return
+        self.metrics.count(metric, 1, queue(ref.lambda_name, ref.priority))
+        keys = {"task_id": ref.id, "lambda": ref.lambda_name, "priority": ref.priority}
+        log.info(LogLine.HELD_BACK, extra={**keys, LogKey.FLOW_KEY: ref.flow_key, LogKey.HELD_BY: hold.value})
+
+    def _first_time(self, task_id: str, metric: str) -> bool:
+        """Whether this task was not counted in this metric yet (until it is claimed, or ends)."""
+        if (task_id, metric) in self._limited:
+            return False
+        if len(self._limited) > 10_000:  # messages handed back on drain are never claimed here
+            self._limited.clear()
+        self._limited.add((task_id, metric))
+        return True
+
+    def _forget_holds(self, task_id: str) -> None:
+        for metric in (Metric.LIMITED, *KEY_HOLD_METRICS.values()):
+            self._limited.discard((task_id, metric))
 
     def _expire_if_due(self, ref: TaskRef, task: Task | None, now: datetime) -> None:
         """A claim refused because the task expired while it waited: end it as expired."""
@@ -315,11 +341,13 @@ class Controller:
         else:
             hand_back(self._store, self._config, ref, message.attempt, now)
 
-    def _drop(self, ref: TaskRef, reason: str, now: datetime) -> None:
-        """End a task not yet started as dropped (a gate's drop, a flow key's rate limit), with the reason."""
+    def _drop(self, ref: TaskRef, reason: str, now: datetime) -> bool:
+        """End a task not yet started as dropped (a gate's drop, a flow key's rate limit), with the reason;
+        True if this call ended it."""
         outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
         if outcome.applied:
             self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
+        return outcome.applied
 
     @calls(DeleteBatcher._send)  # in the batcher's thread, ten at a time
     def _delete(self, item: Buffered) -> None:

@@ -35,7 +35,7 @@ from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.counters import Counters
 from atf_core.store.items import ItemStore
 from atf_core.store.tasks import DynamoTaskStore
-from atf_core.telemetry import Metric, MetricBuffer, queue, watch_throttles
+from atf_core.telemetry import LogLine, Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.async_callbacks import completed
 from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
@@ -190,7 +190,7 @@ class TaskRunner:
         if task.attempt == 1 and task.claimed_at is not None:
             lag_ms = max(0.0, (task.claimed_at - task.scheduled_at).total_seconds() * 1000)
             self.metrics.observe(Metric.START_LAG_MS, lag_ms, "Milliseconds", dimensions)
-        log.info("task started")
+        log.info(LogLine.TASK_STARTED)
 
     def _call(self, task: Task) -> Any:
         started = time.monotonic()

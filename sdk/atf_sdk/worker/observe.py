@@ -2,8 +2,8 @@
 
 Logs: every line, the framework's and the callbacks' own (any stdlib logger),
 is one JSON object in Powertools' format on stdout, and while a task runs the
-thread running it adds the task's id, attempt, lambda, priority and
-collection to each of its lines (Powertools' thread-local keys).
+thread running it adds the task's id, attempt, lambda, priority,
+collection and flow key (if it has one) to each of its lines (Powertools' thread-local keys).
 
 An exception no code caught, in any thread, is logged the same way (one JSON
 line with its traceback), never printed raw to stderr.
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from atf_core.schema import Task
-from atf_core.telemetry import FLUSH_EVERY_S, WORKER_SERVICE, MetricBuffer
+from atf_core.telemetry import FLUSH_EVERY_S, WORKER_SERVICE, LogKey, MetricBuffer
 from atf_sdk.extras import needs_extra
 
 try:
@@ -38,7 +38,7 @@ except ModuleNotFoundError as missing:  # atf-sdk installed without its worker e
     raise needs_extra(missing, "a worker host (atf_sdk.worker)") from None
 
 SERVICE_ENV = constants.SERVICE_NAME_ENV
-TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection")
+TASK_KEYS = ("task_id", "attempt", "lambda", "priority", "collection", LogKey.FLOW_KEY)
 _formatter = LambdaPowertoolsFormatter()
 
 
@@ -94,9 +94,11 @@ def route_metrics(mode: str, stream: TextIO | None = None) -> str:
 @contextmanager
 def task_context(task: Task) -> Iterator[None]:
     """The task's keys on every line this thread logs until the block ends."""
+    # A keyless task's lines carry no flow_key at all, rather than a null.
+    flow_key = {LogKey.FLOW_KEY: task.flow_key} if task.flow_key is not None else {}
     _formatter.thread_safe_append_keys(
         task_id=task.id, attempt=task.attempt, collection=task.collection, priority=task.priority,
-        **{"lambda": task.lambda_},
+        **{"lambda": task.lambda_}, **flow_key,
     )  # fmt: skip
     try:
         yield
