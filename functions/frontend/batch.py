@@ -30,7 +30,13 @@ def scheduled(result: CreateResult) -> ScheduledTask:
     task = result.task
     run_at = from_ms(to_ms(task.scheduled_at))  # as stored, so a replay answers the same time
     return ScheduledTask(
-        id=task.id, status=task.status, run_at=run_at, key=task.key, created=result.created, replaced=result.replaced
+        id=task.id,
+        status=task.status,
+        run_at=run_at,
+        key=task.key,
+        created=result.created,
+        replaced=result.replaced,
+        debounced=result.debounced,
     )
 
 

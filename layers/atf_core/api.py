@@ -62,6 +62,11 @@ class ScheduledTask(BaseModel):
         description="The task this one replaced as its singleton flow key's holder (on_conflict=replace): "
         "cancelled in the same write.",
     )
+    debounced: bool = Field(
+        default=False,
+        description="Merged into its debounced flow key's waiting task (this id), which runs once with the last "
+        "payload of the burst: no task was created for this request.",
+    )
 
 
 class BatchRequest(BaseModel):

@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from atf_core import sizing
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
@@ -36,6 +36,9 @@ MOST_SHARDS = 1024
 MOST_QUEUE_PARTS = 16
 PRIORITY_PATTERN = r"^[a-z][a-z0-9_-]{0,19}$"
 SQS_QUEUE_NAME_MAX = 80
+# A debounced burst's quiet period and maximum delay: a day at most (a task is scheduled at most a year ahead,
+# but a burst held longer than a day is a schedule, not a debounce).
+MOST_DEBOUNCE_S = 86_400
 
 
 class Limits(BaseModel):
@@ -54,6 +57,26 @@ class OverRate(StrEnum):
     RATE_LIMIT = "rate_limit"  # it ends dropped, with the reason
 
 
+class Debounce(BaseModel):
+    """A burst of tasks with one flow key runs once, with the last payload, once the key has been quiet for
+    quiet_seconds, and never later than max_delay_seconds after the burst's first task (atf_core.debounce)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    quiet_seconds: float = Field(gt=0, le=MOST_DEBOUNCE_S, description="How long the key must be quiet.")
+    max_delay_seconds: float = Field(
+        gt=0, le=MOST_DEBOUNCE_S, description="The latest a burst runs, after its first task (>= quiet_seconds)."
+    )
+
+    @field_validator("max_delay_seconds")
+    @classmethod
+    def _not_below_quiet(cls, value: float, info: ValidationInfo) -> float:
+        quiet = info.data.get("quiet_seconds")
+        if quiet is not None and value < quiet:
+            raise ValueError(f"max_delay_seconds must be at least quiet_seconds ({quiet})")
+        return value
+
+
 class KeyLimits(Limits):
     """Caps per flow-control key (a task's flow_key), each key apart, across all worker hosts."""
 
@@ -66,11 +89,24 @@ class KeyLimits(Limits):
         description="One task per key at a time: while a task with the key waits or runs, a new one is refused "
         "(flow_key_busy) or, if its request says on_conflict=replace, replaces the waiting one.",
     )
+    debounce: Debounce | None = Field(
+        default=None,
+        description="A burst of tasks with one key runs once, with the last payload, after a quiet period and "
+        "never later than a maximum delay. Not with singleton (which refuses or replaces where this merges).",
+    )
+
+    @field_validator("debounce")
+    @classmethod
+    def _not_with_singleton(cls, value: Debounce | None, info: ValidationInfo) -> Debounce | None:
+        if value is not None and info.data.get("singleton"):
+            raise ValueError("debounce merges a key's burst where singleton refuses or replaces: choose one")
+        return value
 
     @model_validator(mode="after")
     def _caps_something(self) -> KeyLimits:
-        if self.max_running is None and self.max_starts_per_second is None and not self.singleton:
-            raise ValueError("key_limits needs max_running, max_starts_per_second or singleton")
+        caps = (self.max_running, self.max_starts_per_second, self.debounce)
+        if all(cap is None for cap in caps) and not self.singleton:
+            raise ValueError("key_limits needs max_running, max_starts_per_second, singleton or debounce")
         return self
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from atf_core import lifecycle, singleton, tracing
+from atf_core import debounce, lifecycle, singleton, tracing
 from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
@@ -36,6 +36,9 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     if request.expire_at is not None and request.expire_at <= max(due, now):
         raise InputError("expire_at must be after the task's run time (and after now)", "expire_at")
     singleton.applies(config, request)  # on_conflict only where the lambda makes the flow key a singleton
+    debounced = debounce.of(config, request)
+    if debounced is not None:
+        debounce.first_due(debounced, due, now, request.expire_at)  # refuses an expire_at the burst would pass
     return Task(
         id=task_id_for(request.lambda_, request.key),
         lambda_=request.lambda_,
@@ -66,8 +69,11 @@ class Scheduling:
         with tracing.span("atf schedule", "SERVER", attributes, parent=request.traceparent) as span:
             task = build_task(self._config, request, now or self._clock())
             span.set(tracing.TASK_ID, task.id)
+            debounced = debounce.of(self._config, request)
             if singleton.applies(self._config, request):
                 result = singleton.create_singleton(self._store, task, request.fingerprint(), request.on_conflict)
+            elif debounced is not None:
+                result = debounce.schedule(self._store, task, request.fingerprint(), debounced)
             else:
                 result = self._store.create(task, request.fingerprint())
             if result.conflict:

@@ -146,7 +146,7 @@ def _schedule(args: argparse.Namespace) -> int:
     elif args.json:
         json_out(task)
     else:
-        verb = "scheduled" if task.created else "already scheduled"
+        verb = "scheduled" if task.created else "merged into" if task.debounced else "already scheduled"
         console().print(f"{verb} [bold]{task.id}[/] ({task.status.value}), runs at {when(task.run_at)}")
         if task.replaced is not None:
             console().print(f"replaced {task.replaced} (cancelled) as its flow key's holder")
@@ -400,6 +400,12 @@ def _print_beyond(stats: LambdaStats) -> None:
         caps.append(f"{limits.max_running} running" if limits.max_running else "")
         if any(caps):
             out.print(f"limits ({scope}): " + ", at most ".join(c for c in caps if c))
+    debounce = stats.key_limits.debounce if stats.key_limits is not None else None
+    if debounce is not None:
+        out.print(
+            f"debounce (each flow key): a burst runs once, {debounce.quiet_seconds:g} s after its last task, "
+            f"at most {debounce.max_delay_seconds:g} s after its first"
+        )
 
 
 def _print_keys(stats: LambdaStats) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from atf_core import singleton, tracing
+from atf_core import debounce, singleton, tracing
 from atf_core.config import StackConfig
 from atf_core.errors import InputError
 from atf_core.schema import ScheduleRequest, Task, utcnow
@@ -81,6 +81,10 @@ def task_entries(
         task = build_task(config, scheduled, now or utcnow())
         if singleton.applies(config, scheduled):
             raise InputError("a singleton flow key is taken through the API, not inside your transaction", "flow_key")
+        if debounce.of(config, scheduled) is not None:
+            raise InputError(
+                "a debounced flow key is scheduled through the API, not inside your transaction", "flow_key"
+            )
         span.set(tracing.TASK_ID, task.id)
         fingerprint = scheduled.fingerprint()
         put = create_request(config, task, fingerprint)

@@ -47,6 +47,13 @@ API_CONFIG = {
             "max_attempts": 3,
             "key_limits": {"singleton": True},
         },
+        # key_limits.debounce: tests/api/test_debounce_keys_api.py (no test runs its tasks: they wait 5 minutes)
+        "debounced": {
+            "priorities": ["normal"],
+            "default_priority": "normal",
+            "max_attempts": 3,
+            "key_limits": {"debounce": {"quiet_seconds": 300, "max_delay_seconds": 600}},
+        },
         # test_tracing's own: it runs a consumer and a controller in this process, on this lambda alone
         "traced": {"priorities": ["normal"], "default_priority": "normal", "max_attempts": 3, "shards": 1},
         # dead letters (on by default), schedules and limits without a worker: the tests move its tasks

@@ -85,3 +85,29 @@ def test_a_transaction_bills_each_item_twice_and_its_index_once(aws, config: Sta
     # Then taking costs 2x(task) + 1 (index add) + 2x(holder) = 5, replacing 5 + 2x(cancel) + 1 (index removal)
     assert (taken, meter.snapshot().write_units - taken) == (5, 8)
     assert meter.bill.calls["dynamodb.TransactWriteItems"] == 2
+
+
+def test_a_debounced_merge_bills_one_amend_and_with_a_key_a_transaction(aws, config: StackConfig) -> None:  # type: ignore[no-untyped-def]
+    # Given a debounced flow key and every call metered
+    limits = KeyLimits.model_validate({"debounce": {"quiet_seconds": 5, "max_delay_seconds": 60}})
+    spec = config.lambdas["work"].model_copy(update={"key_limits": limits})
+    config = config.model_copy(update={"lambdas": {**config.lambdas, "work": spec}})
+    metered = make_clients(endpoint_url=None)
+    meter = CostMeter(reader=aws.dynamodb)
+    meter.attach(metered.dynamodb)
+    scheduling = Scheduling(DynamoTaskStore(metered.dynamodb, config), config)
+    body = {"lambda": "work", "flow_key": "a"}
+    scheduling.schedule(ScheduleRequest.model_validate(body), T0)
+    # When a request is merged into the waiting task, then one with an idempotency key
+    before = meter.snapshot()
+    scheduling.schedule(ScheduleRequest.model_validate({**body, "payload": {"n": 2}}), T0 + timedelta(seconds=1))
+    merged = meter.snapshot()
+    keyed = {**body, "payload": {"n": 3}, "key": "k"}
+    scheduling.schedule(ScheduleRequest.model_validate(keyed), T0 + timedelta(seconds=2))
+    # Then a merge is 1 (the task's update) + 2 (its entry moves), after two consistent reads (holder, task);
+    # with a key, a transaction: 2x(task) + 2 (entry) + 2x(record) = 6, after two more reads (the key's id)
+    assert merged.write_units - before.write_units == 3
+    assert meter.bill.write_units - merged.write_units == 6
+    assert merged.calls["dynamodb.GetItem"] - before.calls.get("dynamodb.GetItem", 0) == 2
+    assert meter.bill.calls["dynamodb.GetItem"] - merged.calls["dynamodb.GetItem"] == 4
+    assert meter.bill.calls["dynamodb.TransactWriteItems"] == 2  # the first task's, and the keyed merge

@@ -84,7 +84,9 @@ def test_bad_key_limits_are_refused_naming_the_field(limits: dict[str, Any], fie
 
 
 def test_key_limits_that_cap_nothing_are_refused() -> None:
-    with pytest.raises(ValidationError, match="key_limits needs max_running, max_starts_per_second or singleton"):
+    with pytest.raises(
+        ValidationError, match="key_limits needs max_running, max_starts_per_second, singleton or debounce"
+    ):
         LambdaSpec.model_validate({"key_limits": {"over_rate": "rate_limit"}})
 
 

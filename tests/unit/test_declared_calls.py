@@ -25,7 +25,7 @@ from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, to_ms
-from atf_core.store.base import Change, TaskRef
+from atf_core.store.base import Change, MergeRecord, TaskRef
 from atf_core.store.codec import index_partition, shard_of
 from atf_core.store.counters import Counters
 from atf_core.store.index import IndexStore
@@ -158,6 +158,18 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
     (DynamoTaskStore, "create_holding"): [
         (_nothing, lambda w, _: w.tasks.create_holding(w.built(flow_key="k"), "f", None, None)),
         (_task, lambda w, task: w.tasks.create_holding(w.built(flow_key="k"), "f", None, task)),
+    ],
+    (DynamoTaskStore, "merge_record"): [(_task, lambda w, task: w.tasks.merge_record(task.id))],
+    (DynamoTaskStore, "merge"): [
+        (
+            _task,
+            lambda w, task: w.tasks.merge(
+                TaskRef.of(task),
+                lifecycle.AMEND,
+                Change(now=T0, attempt=0, next_at=T0),
+                MergeRecord("merged-request", "f", task.id),
+            ),
+        )
     ],
     (DynamoTaskStore, "redrive_holding"): [
         (_task, lambda w, task: w.tasks.redrive_holding(TaskRef(task.id, "work", task.priority, "k"), REDRIVE, None))

@@ -32,6 +32,17 @@ class CreateResult:
     created: bool
     conflict: bool = False  # same idempotency key, different request
     replaced: str | None = None  # the task it replaced as its singleton flow key's holder (cancelled)
+    debounced: bool = False  # merged into its debounced flow key's waiting task (`task`), which runs instead
+
+
+@dataclass(frozen=True)
+class MergeRecord:
+    """A debounced request with an idempotency key, merged into another task: the key's record (an item at the
+    id the key names), so that a repeat of the request answers with the task it was merged into."""
+
+    id: str
+    fingerprint: str
+    task_id: str
 
 
 @dataclass
@@ -92,6 +103,15 @@ class TaskStore(ABC):
         """Create the task as its flow key's holder, where the key is still held by `held_by` (None: by nobody),
         cancelling `cancel` (the holder it replaces) in the same transaction. None: the key or that task
         changed meanwhile, nothing written; a refused result: the task's id (idempotency key) was taken."""
+
+    @abstractmethod
+    def merge_record(self, record_id: str) -> MergeRecord | None:
+        """The record of a request merged into another task by debounce, if that is what the id names."""
+
+    @abstractmethod
+    def merge(self, task: TaskRef, transition: Transition, change: Change, record: MergeRecord) -> bool:
+        """Apply the transition (fenced as it says) and write the record where no item has its id, in one
+        transaction; False when either condition failed (nothing written)."""
 
     @abstractmethod
     def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:

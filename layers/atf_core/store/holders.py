@@ -1,4 +1,5 @@
 """The holder of a singleton flow key: one item per (lambda, flow key) naming the task that took the key last.
+(A debounced key's pending task is named by the same item, taken the same way: atf_core.debounce.)
 
 The holder is self-healing: it is never released. A key is held while the task it names is not settled
 (atf_core.singleton); a task that ends, whatever ends it (success, failure, cancel, drop, expiry, a dead letter,
@@ -51,7 +52,7 @@ def take_key(
         entries[0] = {"Put": create}
         reason = f"replaced by task {task.id} (singleton flow key {task.flow_key!r})"
         change = Change(task.created_at, reason=reason)
-        entries.append(_transition_entry(table, config, TaskRef.of(cancel), lifecycle.CANCEL, change))
+        entries.append(transition_entry(table, config, TaskRef.of(cancel), lifecycle.CANCEL, change))
     return table.transact(entries)
 
 
@@ -60,7 +61,7 @@ def redrive_as_holder(table: Table, config: StackConfig, task: TaskRef, change: 
     redrive, and the holder rewritten on the condition that it still names `held_by` (settled, or the task
     itself). None when written, else DynamoDB's reasons in entry order: the redrive, then the holder."""
     assert task.flow_key is not None
-    redrive = _transition_entry(table, config, task, lifecycle.REDRIVE, change)
+    redrive = transition_entry(table, config, task, lifecycle.REDRIVE, change)
     return table.transact([redrive, {"Put": _claim(table, task, task.flow_key, held_by)}])
 
 
@@ -72,7 +73,7 @@ def _claim(table: Table, task: TaskRef, flow_key: str, held_by: str | None) -> d
     return put_request(table.name, holder, "#t = :held", {"#t": HOLDER}, {":held": {"S": held_by}})
 
 
-def _transition_entry(
+def transition_entry(
     table: Table, config: StackConfig, task: TaskRef, transition: Transition, change: Change
 ) -> dict[str, Any]:
     """A lifecycle transition as a TransactWriteItems Update entry, on the same condition as on its own."""

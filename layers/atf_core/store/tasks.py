@@ -11,8 +11,8 @@ from atf_core.config import StackConfig
 from atf_core.definitions import GATES_ITEM_ID, Attr
 from atf_core.lifecycle import Assoc, Transition
 from atf_core.schema import Gate, Task, TaskStatus
-from atf_core.store import codec, holders
-from atf_core.store.base import Change, CreateResult, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store import codec, holders, merges
+from atf_core.store.base import Change, CreateResult, DueEntry, MergeRecord, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import Item
 from atf_core.store.index import IndexStore
 from atf_core.store.table import Table, put_request
@@ -56,6 +56,14 @@ class DynamoTaskStore(TaskStore):
         if reasons and reasons[0].get("Code") == holders.CONDITION_FAILED:  # the task's own create: its id is taken
             return create_refused(task.id, reasons[0].get("Item"), fingerprint)
         return None
+
+    @calls("dynamodb:GetItem")
+    def merge_record(self, record_id: str) -> MergeRecord | None:
+        return merges.read_record(self._table, record_id)
+
+    @calls("dynamodb:PutItem", "dynamodb:UpdateItem")
+    def merge(self, task: TaskRef, transition: Transition, change: Change, record: MergeRecord) -> bool:
+        return merges.merge(self._table, self._config, task, transition, change, record)
 
     @calls("dynamodb:PutItem", "dynamodb:UpdateItem")
     def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:

@@ -51,11 +51,14 @@ SCENARIOS = (
     "dropped by a gate",
     "flow key with key limits",
     "singleton flow key, replaced",
+    "debounced flow key, merged",
 )
 # The key limits the keyed scenario prices (each task its own key, so none waits): what a cap per key costs.
 PRICED_KEY_LIMITS = KeyLimits(max_running=1, max_starts_per_second=10)
 # A singleton key: taking it is a transaction (2 units an item); replacing a waiting holder adds its cancel.
 PRICED_SINGLETON = KeyLimits(singleton=True)
+# A debounced key: the first task takes the key as a singleton's does; each later one of the burst is an amend.
+PRICED_DEBOUNCE = KeyLimits.model_validate({"debounce": {"quiet_seconds": 1, "max_delay_seconds": 10}})
 
 
 def succeed(task: TaskContext) -> None:
@@ -270,8 +273,24 @@ def singleton_replaced(run: Lifecycles) -> None:
     run.work()
 
 
+def debounced_merged(run: Lifecycles) -> None:
+    """Tasks on debounced keys (one each), then a second request per key merged into the first before it runs:
+    each merge reads the key's holder and its task and amends the task (payload and run time) in one write."""
+    run.limited_per_key(PRICED_DEBOUNCE)
+    run.schedule("debounced", keyed=True)
+    run.advance(0.5)  # the merge moves the run time (and the index entry) half a second later
+    run.schedule("debounced", keyed=True, step="merge")
+    run.advance(0.5)
+    run.poll()  # a second after the merge: the quiet period is over
+    run.work()
+
+
 SCENARIO_RUNS: dict[str, Callable[[Lifecycles], None]] = dict(
-    zip(SCENARIOS, (happy_path, retried_twice, heartbeating, gated, dropped, keyed, singleton_replaced), strict=True)
+    zip(
+        SCENARIOS,
+        (happy_path, retried_twice, heartbeating, gated, dropped, keyed, singleton_replaced, debounced_merged),
+        strict=True,
+    )
 )
 
 

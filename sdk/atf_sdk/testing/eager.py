@@ -24,7 +24,7 @@ from atf_core.config import LambdaSpec, StackConfig
 from atf_core.errors import InputError
 from atf_core.lifecycle import Transition
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
-from atf_core.store.base import Change, CreateResult, DueEntry, TaskRef, TaskStore
+from atf_core.store.base import Change, CreateResult, DueEntry, MergeRecord, TaskRef, TaskStore
 from atf_core.store.base import Outcome as Written
 from atf_core.tasks import build_task
 from atf_sdk.operations import checked
@@ -185,6 +185,12 @@ class _Recorder(TaskStore):
     def create_holding(
         self, task: Task, fingerprint: str, held_by: str | None, cancel: Task | None
     ) -> CreateResult | None:
+        _unused()
+
+    def merge_record(self, record_id: str) -> MergeRecord | None:
+        _unused()
+
+    def merge(self, task: TaskRef, transition: Transition, change: Change, record: MergeRecord) -> bool:
         _unused()
 
     def redrive_holding(self, task: TaskRef, change: Change, held_by: str | None) -> bool | None:
