@@ -60,7 +60,7 @@ def redrive(store: TaskStore, task: TaskRef, change: Change) -> bool:
     assert task.flow_key is not None
     for _ in range(ATTEMPTS):
         held_by = store.key_holder(task.lambda_name, task.flow_key)
-        holder = store.get(held_by) if held_by not in (None, task.id) else None
+        holder = store.get(held_by) if held_by is not None and held_by != task.id else None
         if holder is not None and not holder.status.settled:
             raise FlowKeyBusy(
                 f"flow key {task.flow_key!r} of lambda {task.lambda_name!r} is held by task {holder.id} "
