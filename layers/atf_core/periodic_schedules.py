@@ -89,6 +89,7 @@ class Schedules:
             return
         _, holding = self._owned(name, self._read(name), owner)
         if not self._items.delete(schedule_id(name), holding):
+            self._owned(name, self._read(name), owner)  # gone, or another lambda's now: not found
             raise Conflict(f"schedule {name!r} changed while it was deleted; retry", "name")
 
     def set_paused(self, name: str, paused: bool, now: datetime | None = None, owner: str | None = None) -> Schedule:

@@ -79,9 +79,27 @@ def _taken_meanwhile(aws: Any, config: StackConfig) -> tuple[Schedules, Schedule
 
 def test_a_delete_does_not_take_a_schedule_made_again_for_another_lambda(aws: Any, config: StackConfig) -> None:
     plain, interleaved = _taken_meanwhile(aws, config)
-    with pytest.raises(Conflict, match="changed while it was deleted"):
+    with pytest.raises(NotFound, match="no schedule 'nightly'"):
         interleaved.delete("nightly", owner="work")
     assert plain.get("nightly").spec.lambda_ == "sleepy"
+
+
+def test_two_deletes_at_once_the_second_finds_nothing(aws: Any, config: StackConfig) -> None:
+    plain = Schedules(DynamoTaskStore(aws.dynamodb, config), ItemStore(aws.dynamodb, config.table_name), config)
+    plain.put("nightly", _spec("work"))
+    items = Interleaved(aws.dynamodb, config.table_name, meanwhile=lambda: plain.delete("nightly", owner="work"))
+    with pytest.raises(NotFound, match="no schedule 'nightly'"):
+        Schedules(DynamoTaskStore(aws.dynamodb, config), items, config).delete("nightly", owner="work")
+
+
+def test_a_delete_of_ones_own_schedule_changed_meanwhile_asks_to_retry(aws: Any, config: StackConfig) -> None:
+    plain = Schedules(DynamoTaskStore(aws.dynamodb, config), ItemStore(aws.dynamodb, config.table_name), config)
+    plain.put("nightly", _spec("work"))
+    every_minute = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 60})
+    items = Interleaved(aws.dynamodb, config.table_name, meanwhile=lambda: plain.put("nightly", every_minute))
+    with pytest.raises(Conflict, match="changed while it was deleted"):
+        Schedules(DynamoTaskStore(aws.dynamodb, config), items, config).delete("nightly", owner="work")
+    assert plain.get("nightly").spec.every_seconds == 60
 
 
 @pytest.mark.parametrize("paused", [True, False])
