@@ -72,7 +72,7 @@ def _redrive(args: argparse.Namespace) -> int:
         json_out(done)
         return 0
     _summary(done, "redrive", "redriven")
-    if done.matched and done.first_at and done.last_at:
+    if (done.changed or done.dry_run) and done.matched and done.first_at and done.last_at:
         console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
     return 0
 
