@@ -110,3 +110,31 @@ def test_without_the_peer_the_goal_is_not_measured() -> None:
     text = render(results)
     assert "| steady throughput vs Celery 5 on the same SQS | >= each pool's | not measured |" in text
     assert "Side by side" not in text
+
+
+def _with_fairness(flooded_p95: float, late: bool = False) -> dict[str, object]:
+    results = json.loads((REPO / "bench" / "results" / "results.json").read_text())
+
+    def round_(p50: float, p95: float, late: bool) -> dict[str, object]:
+        lag = {"n": 200, "not_started": 0, "p50": p50, "p95": p95, "max": p95 + 100}
+        return {"lead_s": 90.0, "scheduled_late": late, "scheduled_per_s": 70.0, "others_lag_ms": lag,
+                "a_done": 5000, "a_tasks_per_s": 30.0}  # fmt: skip
+
+    alone, flooded = round_(2000.0, 4000.0, False), round_(3000.0, flooded_p95, late)
+    ratio = {"p50": 1.5, "p95": flooded_p95 / 4000.0}
+    results["fairness"] = {"flood": 5000, "keys": 10, "per_key": 20, "shards": 8, "alone": alone,
+                           "flooded": flooded, "others_lag_ratio": ratio}  # fmt: skip
+    return results
+
+
+def test_the_report_checks_fairness_against_the_2x_goal_and_voids_a_late_schedule() -> None:
+    from bench.report import render
+
+    met = render(_with_fairness(6000.0))
+    assert "| keys B..K's start-lag p95 beside a flood / alone | <= 2 | yes |" in met
+    assert "| ratio (goal: within 2x) | 1.50x | 1.50x | | |" in met and "Void" not in met
+    missed = render(_with_fairness(12000.0))
+    assert "| keys B..K's start-lag p95 beside a flood / alone | <= 2 | **no** |" in missed
+    void = render(_with_fairness(6000.0, late=True))
+    assert "| keys B..K's start-lag p95 beside a flood / alone | <= 2 | not measured |" in void
+    assert "**Void:** some tasks of beside A's flood were scheduled after their run time." in void

@@ -3,7 +3,7 @@ acting on them and the consumer's round-robin across keys (moto in-process, a co
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from atf_core.limits import IDLE_KEEP_S, Grant, Limiter, Refusal, key_scope
 from atf_core.queues import TaskMessage
 from atf_core.schema import ScheduleRequest, TaskStatus, to_ms
 from atf_core.store.base import DueEntry
+from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
 from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
 from atf_sdk.worker.buffers import Buffered
@@ -180,6 +181,8 @@ def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(aws: Any, 
     world = World(aws, keyed)
     world.now = datetime.now(UTC)
     controller = controller_for(aws, keyed)
+    # Both claims in one rate window: on the wall clock they straddled a second's edge now and then.
+    controller._limiter._clock = lambda: 1_000.5
     first, second = world.schedule(flow_key="A"), world.schedule(flow_key="A")
     world.consumer.poll()
     messages = {m.task_id: m for m in world.drain()}
@@ -271,6 +274,64 @@ def test_the_consumer_takes_shards_in_turn_so_a_keys_backlog_does_not_hold_back_
         world.consumer.poll()
         sent = [m.task_id for m in world.drain()]
         assert other.id in sent and len(sent) <= 10
+
+
+def sharing_a_shard_with(key: str, shards: int, count: int) -> list[str]:
+    """Keys whose tasks land in the same index shard as `key`'s."""
+    target = shard_of("", shards, key)
+    return [k for k in (f"key-{i}" for i in range(1000)) if shard_of("", shards, k) == target][:count]
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+def test_keys_behind_a_flood_in_its_own_shard_get_their_turns(aws: Any, config: StackConfig, shards: int) -> None:
+    # Given a key's flood of 200 due tasks, and three keys sharing its shard whose tasks are due after it
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": shards}))  # a window of 40
+    world.now = T
+    flood = [world.schedule(flow_key="A") for _ in range(200)]
+    world.advance(1)
+    behind = {world.schedule(flow_key=k).id for k in sharing_a_shard_with("A", shards, 3)}
+    # When the consumer polls once
+    world.consumer.poll()
+    sent = [m.task_id for m in world.drain()]
+    # Then the three are among its ten messages, and the flood has its turn too
+    assert behind <= set(sent) and len(sent) == 10
+    assert len(set(sent) & {t.id for t in flood}) >= 2
+    # And nothing is sent twice over the next polls
+    for _ in range(5):
+        world.advance(1)
+        world.consumer.poll()
+        sent += [m.task_id for m in world.drain()]
+    assert len(sent) == len(set(sent))
+
+
+def test_a_collections_flood_without_keys_leaves_room_for_another_collection(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10}))
+    world.now = T
+    for _ in range(200):
+        world.schedule(collection="flood")
+    world.advance(1)
+    late = world.schedule(collection="trickle")
+    world.consumer.poll()
+    assert late.id in {m.task_id for m in world.drain()}
+
+
+def test_a_due_read_leaves_out_the_flows_it_is_told_to(aws: Any, config: StackConfig) -> None:
+    world = World(aws, config.model_copy(update={"shards": 1}))
+    world.now = T
+    made = {
+        "A": world.schedule(flow_key="A"),
+        "A in x": world.schedule(flow_key="A", collection="x"),
+        "B": world.schedule(flow_key="B"),
+        "none": world.schedule(),
+        "none in x": world.schedule(collection="x"),
+        "B in x": world.schedule(flow_key="B", collection="x"),
+    }
+    partition = raw_item(world.store, made["none"].id)[Attr.INDEX_PK]
+    skip = [("default", "A"), ("x", None)]
+    left = {e.id for e in world.store.due(partition, T + timedelta(seconds=5), skip_flows=skip)}
+    assert left == {made[name].id for name in ("B", "none", "B in x")}
+    both = {e.id for e in world.store.due(partition, T + timedelta(seconds=5), ["x"], skip)}
+    assert both == {made[name].id for name in ("B", "none")}
 
 
 def test_a_keyed_message_carries_its_key_as_the_message_group(aws: Any, config: StackConfig) -> None:

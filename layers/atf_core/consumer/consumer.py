@@ -16,7 +16,7 @@ import functools
 import itertools
 import logging
 import random
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -49,7 +49,7 @@ from atf_core.gating import GateView
 from atf_core.lifecycle import Assoc
 from atf_core.queues import QueueDirectory, TaskMessage
 from atf_core.schema import Task, TaskStatus, utcnow
-from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
+from atf_core.store.base import Change, DueEntry, Flow, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class Consumer:
         room = min(self._budget.available(queue), self._config.enqueue_per_poll)
         if room == 0:
             return False
-        due = fair_share(self._due_entries(poll, queue), window=min(4 * room, 2000))
+        due = self._fair_due(poll, queue, window=min(4 * room, 2000))
         # Each batch of ten goes out as soon as its writes are done: the first tasks of a
         # long poll do not wait for the last ones to be recorded. A send per I/O
         # thread is under way while the next batches are decided; each is recorded here.
@@ -179,13 +179,30 @@ class Consumer:
         random.shuffle(shards)  # no shard always first when the budget runs out
         return [index_partition(a, lambda_name, priority, s) for s in shards for a in (Assoc.STARTED, Assoc.NEW)]
 
-    def _due_entries(self, poll: Poll, queue: QueueKey) -> Iterator[DueEntry]:
+    def _fair_due(self, poll: Poll, queue: QueueKey, window: int) -> Iterator[DueEntry]:
+        """The first `window` due entries in turn by flow, then the rest in order. Where a few flows fill
+        that window, the entries of the others behind them are read too (a query leaving the few out) and
+        take their turns: a key's backlog ahead of them in its shard cannot hold them back."""
+        entries = self._due_entries(poll, queue)
+        head = list(itertools.islice(entries, window))
+        behind: list[DueEntry] = []
+        if crowding := crowding_flows(head, window):
+            ahead = {entry.id for entry in head}
+            others = self._due_entries(poll, queue, skip_flows=crowding)
+            behind = list(itertools.islice((e for e in others if e.id not in ahead), window))
+        yield from fair_share(iter(head + behind), window=len(head) + len(behind))
+        taken = {entry.id for entry in behind}
+        yield from (entry for entry in entries if entry.id not in taken)
+
+    def _due_entries(self, poll: Poll, queue: QueueKey, skip_flows: Sequence[Flow] = ()) -> Iterator[DueEntry]:
         """Due entries this consumer has no reason to skip, oldest first per shard, the shards in turn."""
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
         # out in partition order all the same, and are looked at here.
-        reads = (functools.partial(_started, self._store.due(p, up_to, skip)) for p in self._partitions(*queue))
+        reads = (
+            functools.partial(_started, self._store.due(p, up_to, skip, skip_flows)) for p in self._partitions(*queue)
+        )
         for entry in _in_turn(list(self._overlap.ordered(reads, ahead=self._overlap.threads))):
             poll.seen.add((entry.id, entry.next_ms))
             if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
@@ -349,12 +366,21 @@ def fair_share(entries: Iterator[DueEntry], window: int) -> Iterator[DueEntry]:
     """Take the first `window` due entries round-robin by collection and flow key, so one collection's
     or one key's flood cannot starve another's tasks; then the rest in order."""
     head = list(itertools.islice(entries, window))
-    by_flow: dict[tuple[str, str | None], deque[DueEntry]] = defaultdict(deque)
+    by_flow: dict[Flow, deque[DueEntry]] = defaultdict(deque)
     for entry in head:
-        by_flow[(entry.collection, entry.flow_key)].append(entry)
+        by_flow[entry.flow].append(entry)
     while by_flow:
         for flow in list(by_flow):
             yield by_flow[flow].popleft()
             if not by_flow[flow]:
                 del by_flow[flow]
     yield from entries
+
+
+def crowding_flows(head: Sequence[DueEntry], window: int) -> list[Flow]:
+    """The flows holding at least an eighth each of a full window (at most eight): others' entries may
+    wait behind theirs. None where the window was not filled, since then every due entry is in it."""
+    if len(head) < window:
+        return []
+    counts = Counter(entry.flow for entry in head)
+    return [flow for flow, count in counts.most_common(8) if count * 8 >= window]

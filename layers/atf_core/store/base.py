@@ -11,6 +11,9 @@ from datetime import datetime
 from atf_core.lifecycle import Transition
 from atf_core.schema import Gate, Task, TaskError
 
+# A fairness flow: a collection and a flow key (None for tasks without one).
+Flow = tuple[str, str | None]
+
 
 @dataclass(frozen=True)
 class DueEntry:
@@ -24,6 +27,11 @@ class DueEntry:
     expire_ms: int | None = None
     error_type: str | None = None
     flow_key: str | None = None
+
+    @property
+    def flow(self) -> Flow:
+        """What fairness takes turns between: its collection and its flow key."""
+        return (self.collection, self.flow_key)
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,10 @@ class TaskStore(ABC):
     def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome: ...
 
     @abstractmethod
-    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]: ...
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), skip_flows: Iterable[Flow] = ()
+    ) -> Iterator[DueEntry]:
+        """Due entries, oldest first, but for those of the collections and the flows to skip."""
 
     @abstractmethod
     def entries(

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from atf_core.calls import calls
 from atf_core.definitions import Attr
 from atf_core.schema import to_ms
 from atf_core.store import codec
-from atf_core.store.base import DueEntry
+from atf_core.store.base import DueEntry, Flow
 from atf_core.store.table import Expression, Table
 
 if TYPE_CHECKING:
@@ -29,12 +29,11 @@ class IndexStore:
         self._page_size = page_size
 
     @calls("dynamodb:Query")
-    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
-        """Entries due by `up_to`, oldest first, but for those of the collections to skip."""
-        skipped = sorted(set(skip_collections))
-        names = [f":c{i}" for i in range(len(skipped))]
-        values = {n: {"S": c} for n, c in zip(names, skipped, strict=True)}
-        filter = Expression(f"NOT #c IN ({', '.join(names)})", {"#c": Attr.COLLECTION}, values) if skipped else None
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), skip_flows: Iterable[Flow] = ()
+    ) -> Iterator[DueEntry]:
+        """Entries due by `up_to`, oldest first, but for those of the collections and the flows to skip."""
+        filter = _skipping(sorted(set(skip_collections)), sorted(set(skip_flows), key=str))
         for page in self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=self._page_size):
             # (An item that left the index as the query read it comes back without its key on moto's server.)
             yield from (codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item)
@@ -75,3 +74,29 @@ class IndexStore:
         """The oldest `limit` entries of a partition (up to `high`), and whether it holds more."""
         page = next(self._table.query_index(partition, high=high, limit=limit))
         return [codec.due_entry(item) for item in page.get("Items", [])], "LastEvaluatedKey" in page
+
+
+def _skipping(collections: list[str], flows: list[Flow]) -> Expression | None:
+    """A filter leaving out the entries of some collections, and of some flows: a keyed flow by its key
+    (in any collection), a flow without a key by its collection among the entries without one."""
+    keys = sorted({key for _, key in flows if key is not None})
+    unkeyed = sorted({collection for collection, key in flows if key is None})
+    values: dict[str, Any] = {}
+
+    def placeholders(prefix: str, strings: list[str]) -> str:
+        names = [f":{prefix}{i}" for i in range(len(strings))]
+        values.update({n: {"S": v} for n, v in zip(names, strings, strict=True)})
+        return ", ".join(names)
+
+    terms = []
+    if collections:
+        terms.append(f"NOT #c IN ({placeholders('c', collections)})")
+    if keys:
+        terms.append(f"NOT #k IN ({placeholders('k', keys)})")
+    if unkeyed:
+        terms.append(f"NOT (#c IN ({placeholders('u', unkeyed)}) AND attribute_not_exists(#k))")
+    if not terms:
+        return None
+    names = {"#c": Attr.COLLECTION, "#k": Attr.FLOW_KEY}
+    text = " AND ".join(terms)
+    return Expression(text, {n: a for n, a in names.items() if n in text}, values)
