@@ -290,8 +290,18 @@ def test_keys_behind_a_flood_in_its_own_shard_get_their_turns(aws: Any, config: 
     flood = [world.schedule(flow_key="A") for _ in range(200)]
     world.advance(1)
     behind = {world.schedule(flow_key=k).id for k in sharing_a_shard_with("A", shards, 3)}
+    reads: list[tuple[str, list[Any]]] = []
+    due = world.store.due
+
+    def recorded(partition: str, *args: Any) -> Any:
+        reads.append((partition, list(args[2]) if len(args) > 2 else []))
+        return due(partition, *args)
+
+    world.store.due = recorded  # type: ignore[method-assign, assignment]
     # When the consumer polls once
     world.consumer.poll()
+    # (the second read, leaving A out, asked only the partition the first did not read to its end)
+    assert [p for p, skipped in reads if skipped] == [raw_item(world.store, flood[0].id)[Attr.INDEX_PK]]
     sent = [m.task_id for m in world.drain()]
     # Then the three are among its ten messages, and the flood has its turn too
     assert behind <= set(sent) and len(sent) == 10

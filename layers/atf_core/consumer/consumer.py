@@ -181,29 +181,39 @@ class Consumer:
 
     def _fair_due(self, poll: Poll, queue: QueueKey, window: int) -> Iterator[DueEntry]:
         """The first `window` due entries in turn by flow, then the rest in order. Where a few flows fill
-        that window, the entries of the others behind them are read too (a query leaving the few out) and
-        take their turns: a key's backlog ahead of them in its shard cannot hold them back."""
-        entries = self._due_entries(poll, queue)
+        that window, the partitions it did not read to the end are read again leaving those flows out,
+        and the entries found behind them take their turns too: a key's backlog ahead of another key's
+        tasks in its shard cannot hold them back."""
+        partitions, ended = self._partitions(*queue), set[str]()
+        entries = self._due_entries(poll, queue, partitions, ended=ended)
         head = list(itertools.islice(entries, window))
         behind: list[DueEntry] = []
         if crowding := crowding_flows(head, window):
             ahead = {entry.id for entry in head}
-            others = self._due_entries(poll, queue, skip_flows=crowding)
+            cut_short = [p for p in partitions if p not in ended]
+            others = self._due_entries(poll, queue, cut_short, skip_flows=crowding)
             behind = list(itertools.islice((e for e in others if e.id not in ahead), window))
         yield from fair_share(iter(head + behind), window=len(head) + len(behind))
         taken = {entry.id for entry in behind}
         yield from (entry for entry in entries if entry.id not in taken)
 
-    def _due_entries(self, poll: Poll, queue: QueueKey, skip_flows: Sequence[Flow] = ()) -> Iterator[DueEntry]:
-        """Due entries this consumer has no reason to skip, oldest first per shard, the shards in turn."""
+    def _due_entries(
+        self,
+        poll: Poll,
+        queue: QueueKey,
+        partitions: Sequence[str],
+        skip_flows: Sequence[Flow] = (),
+        ended: set[str] | None = None,
+    ) -> Iterator[DueEntry]:
+        """Due entries this consumer has no reason to skip, oldest first per partition, the partitions in
+        turn; those read to the end are added to `ended`."""
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
         # out in partition order all the same, and are looked at here.
-        reads = (
-            functools.partial(_started, self._store.due(p, up_to, skip, skip_flows)) for p in self._partitions(*queue)
-        )
-        for entry in _in_turn(list(self._overlap.ordered(reads, ahead=self._overlap.threads))):
+        reads = (functools.partial(_started, self._store.due(p, up_to, skip, skip_flows)) for p in partitions)
+        started = dict(zip(partitions, self._overlap.ordered(reads, ahead=self._overlap.threads), strict=True))
+        for entry in _in_turn(started, set() if ended is None else ended):
             poll.seen.add((entry.id, entry.next_ms))
             if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
                 yield entry
@@ -344,16 +354,19 @@ class Consumer:
         self._last_gates = gates
 
 
-def _in_turn(partitions: list[Iterator[DueEntry]]) -> Iterator[DueEntry]:
+def _in_turn(partitions: dict[str, Iterator[DueEntry]], ended: set[str]) -> Iterator[DueEntry]:
     """One entry of each partition in turn, oldest first within each: a keyed task's entry is in its key's
-    shard (codec.shard_of), so one key's backlog in one shard cannot hold back the heads of the others."""
-    live = deque(partitions)
+    shard (codec.shard_of), so one key's backlog in one shard cannot hold back the heads of the others.
+    A partition read to its end is added to `ended`."""
+    live = deque(partitions.items())
     while live:
-        entries = live.popleft()
+        name, entries = live.popleft()
         entry = next(entries, None)
-        if entry is not None:
+        if entry is None:
+            ended.add(name)
+        else:
             yield entry
-            live.append(entries)
+            live.append((name, entries))
 
 
 def _started(entries: Iterator[DueEntry]) -> Iterator[DueEntry]:
