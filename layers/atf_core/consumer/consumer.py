@@ -391,9 +391,11 @@ def fair_share(entries: Iterator[DueEntry], window: int) -> Iterator[DueEntry]:
 
 
 def crowding_flows(head: Sequence[DueEntry], window: int) -> list[Flow]:
-    """The flows holding at least an eighth each of a full window (at most eight): others' entries may
-    wait behind theirs. None where the window was not filled, since then every due entry is in it."""
+    """The keyed flows holding at least an eighth each of a full window (at most eight): other keys' entries
+    may wait behind theirs in their shard. None where the window was not filled, since then every due
+    entry is in it. A flood without a key is spread over every shard by task id, so the window already
+    takes from each shard in turn: reading past it would read the whole backlog, every poll."""
     if len(head) < window:
         return []
-    counts = Counter(entry.flow for entry in head)
+    counts = Counter(entry.flow for entry in head if entry.flow_key is not None)
     return [flow for flow, count in counts.most_common(8) if count * 8 >= window]
