@@ -89,12 +89,14 @@ class DeadLetters:
         matched = self.matching(selection)
         result = BulkResult(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
-        now = self._clock()
+        now, keys_taken = self._clock(), set[str]()
         for i, dead in enumerate(matched):
             start = now + timedelta(seconds=i / per_second) if per_second else now
             result.first_at = result.first_at or start
             result.last_at = start
             if dry_run:
+                if self._would_find_busy(dead, keys_taken):
+                    result.key_busy.append(dead.id)
                 continue
             change = Change(now=now, next_at=start, max_attempts=attempts, reason=f"redriven at {now.isoformat()}")
             try:
@@ -103,12 +105,24 @@ class DeadLetters:
                 result.key_busy.append(dead.id)
         return result
 
+    def _singleton(self, dead: DeadLetter) -> bool:
+        limits = self._config.lambda_named(dead.lambda_name).key_limits
+        return dead.flow_key is not None and limits is not None and limits.singleton
+
     def _redrive(self, dead: DeadLetter, change: Change) -> bool:
         """Back to new; a singleton key's dead letter takes its key again (FlowKeyBusy where another holds it)."""
-        limits = self._config.lambda_named(dead.lambda_name).key_limits
-        if dead.flow_key is not None and limits is not None and limits.singleton:
+        if self._singleton(dead):
             return singleton.redrive(self._store, _ref(dead), change)
         return self._store.transition(_ref(dead), lifecycle.REDRIVE, change).applied
+
+    def _would_find_busy(self, dead: DeadLetter, keys_taken: set[str]) -> bool:
+        """A dry run's prediction of FlowKeyBusy: another unsettled task holds the key now, or an earlier
+        dead letter of this redrive would have taken it back."""
+        if not self._singleton(dead) or dead.flow_key is None:
+            return False
+        busy = dead.flow_key in keys_taken or singleton.busy_holder(self._store, _ref(dead))[1] is not None
+        keys_taken.add(dead.flow_key)
+        return busy
 
     def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
         matched = self.matching(selection)

@@ -59,9 +59,8 @@ def redrive(store: TaskStore, task: TaskRef, change: Change) -> bool:
     settled: redriving it would run two at once."""
     assert task.flow_key is not None
     for _ in range(ATTEMPTS):
-        held_by = store.key_holder(task.lambda_name, task.flow_key)
-        holder = store.get(held_by) if held_by is not None and held_by != task.id else None
-        if holder is not None and not holder.status.settled:
+        held_by, holder = busy_holder(store, task)
+        if holder is not None:
             raise FlowKeyBusy(
                 f"flow key {task.flow_key!r} of lambda {task.lambda_name!r} is held by task {holder.id} "
                 f"({holder.status.value}): task {task.id} stays a dead letter",
@@ -71,6 +70,14 @@ def redrive(store: TaskStore, task: TaskRef, change: Change) -> bool:
         if applied is not None:
             return applied
     raise FlowKeyBusy(f"flow key {task.flow_key!r} changed hands {ATTEMPTS} times while redriving", "flow_key")
+
+
+def busy_holder(store: TaskStore, task: TaskRef) -> tuple[str | None, Task | None]:
+    """The id the key's holder names, and that task where another one holds the key unsettled (else None)."""
+    assert task.flow_key is not None
+    held_by = store.key_holder(task.lambda_name, task.flow_key)
+    holder = store.get(held_by) if held_by is not None and held_by != task.id else None
+    return held_by, holder if holder is not None and not holder.status.settled else None
 
 
 def _check_replaceable(task: Task, holder: Task, on_conflict: OnConflict | None) -> None:

@@ -160,10 +160,14 @@ def test_a_redrive_leaves_a_dead_letter_whose_key_another_task_holds(
     flow_key = fresh_key()
     dead = kill(store, client.schedule("single", flow_key=flow_key).id, error_type="KeyBusyCase")
     successor = client.schedule("single", flow_key=flow_key, delay_seconds=600)  # a dead letter frees the key
+    looked = client.redrive("single", error_type="KeyBusyCase", dry_run=True)  # a dry run says so beforehand
+    assert (looked.dry_run, looked.changed, looked.key_busy) == (True, 0, [dead.id])
     done = client.redrive("single", error_type="KeyBusyCase")
     assert (done.changed, done.key_busy) == (0, [dead.id])
     assert client.get(dead.id).status is TaskStatus.DEAD_LETTER
     redrive = ["dead-letters", "redrive", "--api-url", stack.api_url, "single", "--error-type", "KeyBusyCase", "-y"]
+    code, out = _cli([*redrive, "--dry-run"], capsys)
+    assert code == 0 and "1 would stay dead" in out and dead.id in out
     code, out = _cli(redrive, capsys)
     assert code == 0 and "1 left dead" in out and dead.id in out
     client.cancel(successor.id)  # it settles: the key is free again

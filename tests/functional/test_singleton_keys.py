@@ -258,6 +258,23 @@ def test_a_dead_letter_whose_key_another_task_took_stays_dead_and_is_named(keys:
     assert keys.redrive().changed == 1 and keys.store.key_holder("work", "customer-1") == dead.id
 
 
+def test_a_dry_run_redrive_names_the_dead_letters_a_real_one_would_leave_dead(keys: Keys) -> None:
+    # Given two dead letters of one key, and a dead letter of another key that a new task took meanwhile
+    first = keys.schedule().task
+    keys.dead_letter(first)
+    second = keys.schedule(payload={"n": 2}).task
+    keys.dead_letter(second)
+    other = keys.schedule(flow_key="customer-2").task
+    keys.dead_letter(other)
+    keys.schedule(flow_key="customer-2", payload={"n": 3})
+    # When a dry run looks, then a real run redrives
+    dry = DeadLetters(keys.store, keys.config, clock=lambda: T0).redrive(DeadLetterFilter("work"), dry_run=True)
+    real = keys.redrive()
+    # Then the dry run named what the real run left dead: one of customer-1's two, and customer-2's
+    assert dry.changed == 0 and len(dry.key_busy) == 2 and other.id in dry.key_busy
+    assert sorted(dry.key_busy) == sorted(real.key_busy) and real.changed == 1
+
+
 def test_a_redriven_keyed_task_returns_to_its_keys_shard(keys: Keys) -> None:
     """Its entries stay where a selection by flow key and the fair share look for them."""
     shards = keys.config.shards_of("work")

@@ -99,7 +99,8 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
     if done.key_busy:
-        console().print(f"{len(done.key_busy)} left dead, another task holding their singleton flow key: {_ids(done)}")
+        left = "would stay dead" if done.dry_run else "left dead"
+        console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")
 
 
 def _ids(done: BulkResult) -> str:
