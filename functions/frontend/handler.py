@@ -21,7 +21,7 @@ from atf_core.access import route
 from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
 from atf_core.schema import Gate, ScheduleRequest, Task
 from atf_core.stats import LambdaStats
-from atf_core.telemetry import NAMESPACE
+from atf_core.telemetry import metrics_namespace
 from functions.frontend import (
     chains,
     dead_letters,
@@ -42,7 +42,7 @@ from functions.frontend.submit import schedule_batch_of, schedule_one
 # Reads and refused requests emit no metric; Powertools would warn about each of them.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-frontend")
-metrics = Metrics(namespace=NAMESPACE, service="frontend")
+metrics = Metrics(namespace=metrics_namespace(), service="frontend")
 tracer = Tracer(service="atf-frontend")
 app = APIGatewayRestResolver(enable_validation=True)
 errors.install(app, logger)

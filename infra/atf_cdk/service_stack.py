@@ -73,6 +73,7 @@ class ServiceStack(NestedStack):
                 queues=[q for q in self.queues.queues if q.spec.lambda_name == name],
                 objective_ms=env.objective_ms,
                 topic=env.topic,
+                namespace=env.config.metrics_namespace,
             )
             for name in service.lambdas
         ]

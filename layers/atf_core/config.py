@@ -21,6 +21,7 @@ from atf_core import sizing
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
 from atf_core.errors import UnknownLambda
 from atf_core.schema import NAME_PATTERN, TimeoutSeconds
+from atf_core.telemetry import namespace_of
 
 CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
@@ -311,6 +312,11 @@ class StackConfig(BaseModel):
             return self.max_in_flight_per_queue
         needed = sizing.in_flight_for(spec.rate, self.lookahead, self.poll_interval) / self.queue_parts_of(lambda_name)
         return max(self.max_in_flight_per_queue, math.ceil(needed))
+
+    @property
+    def metrics_namespace(self) -> str:
+        """Where this environment's processes emit their metrics and its dashboard and alarms read them."""
+        return namespace_of(self.name)
 
     @property
     def planned_rate(self) -> float:

@@ -13,6 +13,7 @@ percentiles from them).
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import defaultdict
@@ -21,6 +22,8 @@ from typing import Any, TypeVar
 
 from atf_core.aws import THROTTLING_CODES
 
+# The metric namespace outside a deployment (the local stack, tests); a deployed environment's is
+# namespace_of(its name), so two environments in one account keep their metrics and dashboards apart.
 NAMESPACE = "ATF"
 # The worker hosts' `service` dimension when POWERTOOLS_SERVICE_NAME is unset; the CDK app sets the same
 # value (atf_infra.constructs.workers), and its start-lag alarms name it.
@@ -105,12 +108,22 @@ def queue(lambda_name: str, priority: str) -> dict[str, str]:
     return {Dimension.LAMBDA: lambda_name, Dimension.PRIORITY: priority}
 
 
+def namespace_of(environment: str) -> str:
+    """A deployed environment's metric namespace (its StackConfig.name)."""
+    return f"{NAMESPACE}/{environment}"
+
+
+def metrics_namespace() -> str:
+    """The namespace this process emits into: what its deployment set (METRICS_NAMESPACE_ENV), else NAMESPACE."""
+    return os.environ.get(METRICS_NAMESPACE_ENV) or NAMESPACE
+
+
 class MetricBuffer:
     """Thread-safe: count() and observe() from any thread, flush() from one."""
 
-    def __init__(self, service: str, namespace: str = NAMESPACE, flush_every_s: float = FLUSH_EVERY_S) -> None:
+    def __init__(self, service: str, namespace: str | None = None, flush_every_s: float = FLUSH_EVERY_S) -> None:
         self.service = service
-        self.namespace = namespace
+        self.namespace = namespace or metrics_namespace()
         self.flush_every_s = flush_every_s
         self._lock = threading.Lock()
         self._counts: dict[Dimensions, dict[str, float]] = defaultdict(lambda: defaultdict(float))

@@ -77,8 +77,11 @@ class CloudWatchRates:
 
     FINISHED = (Metric.SUCCEEDED, Metric.RETRIABLE_FAILURES, Metric.FATAL_FAILURES)
 
-    def __init__(self, cloudwatch: Any, window_min: int = 5, service: str = WORKER_SERVICE) -> None:
+    def __init__(
+        self, cloudwatch: Any, window_min: int = 5, service: str = WORKER_SERVICE, namespace: str = NAMESPACE
+    ) -> None:
         self._cw = cloudwatch
+        self._namespace = namespace  # a deployed environment's: StackConfig.metrics_namespace
         self._window = window_min
         self._service = service
 
@@ -107,7 +110,7 @@ class CloudWatchRates:
             "Id": query_id,
             "MetricStat": {
                 "Metric": {
-                    "Namespace": NAMESPACE,
+                    "Namespace": self._namespace,
                     "MetricName": metric,
                     "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
                 },

@@ -201,18 +201,21 @@ def _source(args: argparse.Namespace) -> Source:
     if args.cloudwatch:
         import boto3
 
-        rates = CloudWatchRates(boto3.client("cloudwatch", region_name=client.region))
-    return ApiSource(client, args.lambdas or _lambdas(args.config), rates)
+        # The environment's own metrics: each deployed environment emits into a namespace of its name.
+        namespace = _stack(args.config, "--cloudwatch reads the environment's metrics").metrics_namespace
+        rates = CloudWatchRates(boto3.client("cloudwatch", region_name=client.region), namespace=namespace)
+    return ApiSource(
+        client, args.lambdas or list(_stack(args.config, "name the lambdas (--lambda NAME, repeatable)").lambdas), rates
+    )
 
 
-def _lambdas(config_path: str | None) -> list[str]:
+def _stack(config_path: str | None, why: str) -> StackConfig:
     from pathlib import Path
 
     try:
-        config = StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
+        return StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
     except RuntimeError:
-        raise SystemExit("atf top: name the lambdas (--lambda NAME, repeatable) or the stack (--config)") from None
-    return list(config.lambdas)
+        raise SystemExit(f"atf top: {why}, or the stack (--config)") from None
 
 
 def main(argv: list[str] | None = None) -> None:

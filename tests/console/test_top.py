@@ -223,7 +223,7 @@ def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
     cloudwatch = RecordingCloudWatch(
         {("Succeeded", "high"): [40.0], ("FatalFailures", "high"): [10.0], ("StartLagMs", "high"): [900.0]}
     )
-    rates = CloudWatchRates(cloudwatch, window_min=5).rates([("work", "high"), ("work", "low")])
+    rates = CloudWatchRates(cloudwatch, window_min=5, namespace="ATF/prod").rates([("work", "high"), ("work", "low")])
     assert rates.finished_per_min == {("work", "high"): 10.0, ("work", "low"): 0.0}
     assert rates.lag_p95_ms == {("work", "high"): 900.0}
     lag_queries = [
@@ -232,4 +232,4 @@ def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
     assert {q["Stat"] for q in lag_queries} == {"p95"}
     dims = {d["Name"]: d["Value"] for d in lag_queries[0]["Metric"]["Dimensions"]}
     assert dims == {"lambda": "work", "priority": "high", "service": WORKER_SERVICE}
-    assert all(q["Metric"]["Namespace"] == "ATF" for q in lag_queries)
+    assert all(q["Metric"]["Namespace"] == "ATF/prod" for q in lag_queries)  # the environment's own

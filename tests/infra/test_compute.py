@@ -54,7 +54,7 @@ def test_functions_run_the_handlers_on_the_core_layer_with_the_environment_confi
         env = props["Environment"]["Variables"]
         assert CONFIG_ENV not in env and env[CONFIG_FILE_ENV] == CONFIG_FILE
         assert function_config(synth, name, monkeypatch) == synth.settings.config
-        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ATF"
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == f"ATF/{synth.settings.config.name}"
         assert env["POWERTOOLS_SERVICE_NAME"] == f"atf-{name}"
 
 

@@ -41,8 +41,9 @@ def test_a_graph_per_key_limit_draws_the_metric_the_controller_counts_per_lambda
     assert set(KEY_HOLD_METRICS.values()) == {Metric.KEY_WAITED, Metric.KEY_THROTTLED, Metric.KEY_RATE_LIMITED}
     for hold, metric in KEY_HOLD_METRICS.items():
         (title,) = [t for t in drawn if f": {hold} ({metric} " in t]
-        assert drawn[title] == held_back_query(metric)
-        assert drawn[title].startswith(f'SELECT SUM({metric}) FROM "ATF" GROUP BY "{Dimension.LAMBDA}"')
+        namespace = keyed.settings.config.metrics_namespace
+        assert drawn[title] == held_back_query(namespace, metric)
+        assert drawn[title].startswith(f'SELECT SUM({metric}) FROM "{namespace}" GROUP BY "{Dimension.LAMBDA}"')
 
 
 def test_no_graph_reads_a_flow_key(keyed: Synthesized) -> None:

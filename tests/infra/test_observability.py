@@ -36,18 +36,20 @@ def test_start_lag_alarm_per_lambda_and_priority_at_the_objective(synth: Synthes
             assert props["ExtendedStatistic"] == "p95"
             assert props["Threshold"] == synth.settings.start_lag_objective_ms == 5000
             assert props["ComparisonOperator"] == "GreaterThanThreshold"
-            assert props["Namespace"] == "ATF"
-            assert {dims["service"]} == _worker_service_names(synth) == {WORKER_SERVICE}
+            # what the worker hosts emit into: this environment's namespace, not every environment's
+            assert {props["Namespace"]} == _worker_env(synth, "POWERTOOLS_METRICS_NAMESPACE")
+            assert props["Namespace"] == f"ATF/{synth.settings.config.name}"
+            assert {dims["service"]} == _worker_env(synth, "POWERTOOLS_SERVICE_NAME") == {WORKER_SERVICE}
     assert found == expected
 
 
-def _worker_service_names(synth: Synthesized) -> set[str]:
-    """What the worker hosts' Powertools will put in the `service` dimension."""
-    names = set()
+def _worker_env(synth: Synthesized, variable: str) -> set[str]:
+    """A variable of the worker hosts' environment, as their Powertools reads it (service, namespace)."""
+    values = set()
     for task in synth.resources("AWS::ECS::TaskDefinition").values():
         (container,) = task["Properties"]["ContainerDefinitions"]
-        names |= {e["Value"] for e in container["Environment"] if e["Name"] == "POWERTOOLS_SERVICE_NAME"}
-    return names
+        values |= {e["Value"] for e in container["Environment"] if e["Name"] == variable}
+    return values
 
 
 def test_dead_letter_alarm_per_dead_letter_queue(synth: Synthesized) -> None:
@@ -84,7 +86,8 @@ def test_housekeeping_that_keeps_failing_alarms_and_shows_on_the_dashboard(synth
         "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": Metric.HOUSEKEEPING_FAILURES}}
     )
     (alarm,) = [a["Properties"] for a in alarms.values()]
-    assert (alarm["Namespace"], alarm["Statistic"], alarm["Period"]) == ("ATF", "Sum", 300)
+    namespace = f"ATF/{synth.settings.config.name}"
+    assert (alarm["Namespace"], alarm["Statistic"], alarm["Period"]) == (namespace, "Sum", 300)
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "consumer"}]
     assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (0, 3, 3)
     assert alarm["TreatMissingData"] == "notBreaching"

@@ -134,7 +134,7 @@ def test_from_zero_steps_double_up_to_the_maximum() -> None:
 
 
 def test_a_service_on_more_queues_than_an_alarm_can_read_is_refused() -> None:
-    view = ServiceView("big", "s", "c", ["a", "b", "c"], [f"q{i}" for i in range(6)], 1)
+    view = ServiceView("big", "s", "c", ["a", "b", "c"], [f"q{i}" for i in range(6)], 1, "ATF/test")
     backlog = Backlog(view)
     with pytest.raises(ValueError, match="CloudWatch alarms take 10"):
         backlog.with_metric("running", backlog.metrics["due0"])
@@ -143,7 +143,7 @@ def test_a_service_on_more_queues_than_an_alarm_can_read_is_refused() -> None:
 def test_a_split_priority_scales_on_its_first_queue_times_its_parts() -> None:
     # one lambda, three priorities each split over four queues: 12 queues, two metrics each, would be 24
     names = [f"q-{p}" if part == 0 else f"q-{p}-{part}" for p in ("high", "normal", "low") for part in range(4)]
-    view = ServiceView("hot", "s", "c", ["hot"], names, 1, split={"q-high": 4, "q-normal": 4, "q-low": 4})
+    view = ServiceView("hot", "s", "c", ["hot"], names, 1, "ATF/test", split={"q-high": 4, "q-normal": 4, "q-low": 4})
     assert view.scaled_queues == [("q-high", 4), ("q-normal", 4), ("q-low", 4)]
     backlog = Backlog(view)
     assert len(backlog.with_metric("running", backlog.metrics["due0"])) == 8  # under the alarm's 10

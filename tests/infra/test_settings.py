@@ -13,6 +13,7 @@ from atf_cdk.settings import EnvironmentSettings, WorkerSettings, available_envi
 from aws_cdk import Duration
 from pydantic import ValidationError
 
+from atf_core.config import StackConfig
 from tests.infra.conftest import ROOT
 
 
@@ -97,10 +98,11 @@ def test_log_retention_rounds_down_to_what_cloudwatch_accepts() -> None:
 def test_functions_name_their_configuration_file_instead_of_carrying_it() -> None:
     from atf_cdk.constructs.function import CONFIG_FILE, function_environment
 
-    assert function_environment("consumer") == {
+    config = StackConfig.model_validate({"name": "staging", "lambdas": {"work": {}}})
+    assert function_environment("consumer", config) == {
         "ATF_CONFIG_FILE": CONFIG_FILE,
         "POWERTOOLS_SERVICE_NAME": "atf-consumer",
-        "POWERTOOLS_METRICS_NAMESPACE": "ATF",
+        "POWERTOOLS_METRICS_NAMESPACE": "ATF/staging",  # two environments in one account keep their metrics apart
     }
 
 

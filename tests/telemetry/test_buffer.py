@@ -42,6 +42,18 @@ def test_one_document_per_dimension_set_counts_summed_timings_kept(capsys: pytes
     assert capsys.readouterr().out == ""
 
 
+def test_a_deployed_process_emits_into_its_environments_namespace(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CDK app sets POWERTOOLS_METRICS_NAMESPACE to the environment's (StackConfig.metrics_namespace)."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ATF/staging")
+    buffer = MetricBuffer(service=WORKER_SERVICE)
+    buffer.count(Metric.STARTED, 1, queue("work", "high"))
+    assert buffer.flush() == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ATF/staging"
+
+
 def test_more_than_99_values_split_into_documents_emf_accepts(capsys: pytest.CaptureFixture[str]) -> None:
     buffer = MetricBuffer(service="consumer")
     for i in range(250):

@@ -25,7 +25,7 @@ from atf_cdk.constructs.layer import ARCHITECTURE, RUNTIME
 from atf_cdk.nag import acknowledge
 from atf_cdk.sources import functions_source
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
-from atf_core.telemetry import METRICS_NAMESPACE_ENV, NAMESPACE, SERVICE_NAME_ENV
+from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
 
 FUNCTIONS_SOURCE = functions_source()
 # Beside the `functions` package at the root of the code, where Lambda sets LAMBDA_TASK_ROOT.
@@ -76,11 +76,11 @@ def function_code(name: str, config: StackConfig, source: Path = FUNCTIONS_SOURC
 ENVIRONMENT_LIMIT_BYTES = 4096
 
 
-def function_environment(name: str) -> dict[str, str]:
+def function_environment(name: str, config: StackConfig) -> dict[str, str]:
     environment = {
         CONFIG_FILE_ENV: CONFIG_FILE,
         SERVICE_NAME_ENV: f"atf-{name}",
-        METRICS_NAMESPACE_ENV: NAMESPACE,
+        METRICS_NAMESPACE_ENV: config.metrics_namespace,
     }
     size = sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
     if size > ENVIRONMENT_LIMIT_BYTES:
@@ -138,7 +138,7 @@ class AtfFunction(Construct):
             reserved_concurrent_executions=props.reserved_concurrency,
             max_event_age=props.max_event_age,
             retry_attempts=props.retry_attempts,
-            environment=function_environment(props.name),
+            environment=function_environment(props.name, props.config),
         )
         self._acknowledge()
 

@@ -44,7 +44,7 @@ from atf_cdk.constructs.workers import WORKER_SERVICE
 from atf_core.config import LambdaSpec, StackConfig
 from atf_core.definitions import QueueSpec, queue_specs
 from atf_core.limits import KEY_HOLD_METRICS, KeyHold
-from atf_core.telemetry import CONSUMER_SERVICE, NAMESPACE, Dimension, LogKey, LogLine, Metric
+from atf_core.telemetry import CONSUMER_SERVICE, Dimension, LogKey, LogLine, Metric
 
 T = TypeVar("T")
 PERIOD = Duration.minutes(1)
@@ -76,29 +76,32 @@ HELD_KEYS_QUERY = (
 )
 
 
-def search(metrics: tuple[str, ...], statistic: str, **dimensions: str) -> str:
+def search(namespace: str, metrics: tuple[str, ...], statistic: str, **dimensions: str) -> str:
     names = " OR ".join(f'MetricName="{m}"' for m in metrics)
-    terms = " ".join([f'Namespace="{NAMESPACE}"', f"({names})", *(f'{k}="{v}"' for k, v in dimensions.items())])
+    terms = " ".join([f'Namespace="{namespace}"', f"({names})", *(f'{k}="{v}"' for k, v in dimensions.items())])
     return f"SEARCH('{terms}', '{statistic}', {int(PERIOD.to_seconds())})"
 
 
-def summed(label: str, metrics: tuple[str, ...], **dimensions: str) -> cw.MathExpression:
+def summed(namespace: str, label: str, metrics: tuple[str, ...], **dimensions: str) -> cw.MathExpression:
     """One line: the sum of every series of these metrics (across priorities and emitters)."""
     return cw.MathExpression(
-        expression=f"SUM({search(metrics, 'Sum', **dimensions)})", label=label, period=PERIOD, using_metrics={}
+        expression=f"SUM({search(namespace, metrics, 'Sum', **dimensions)})",
+        label=label,
+        period=PERIOD,
+        using_metrics={},
     )
 
 
-def searched(label: str, metric: str, statistic: str, **dimensions: str) -> cw.MathExpression:
+def searched(namespace: str, label: str, metric: str, statistic: str, **dimensions: str) -> cw.MathExpression:
     """A line per series found (per priority, for a lambda's metrics)."""
     return cw.MathExpression(
-        expression=search((metric,), statistic, **dimensions), label=label, period=PERIOD, using_metrics={}
+        expression=search(namespace, (metric,), statistic, **dimensions), label=label, period=PERIOD, using_metrics={}
     )
 
 
-def start_lag_metric(lambda_name: str, priority: str) -> cw.Metric:
+def start_lag_metric(namespace: str, lambda_name: str, priority: str) -> cw.Metric:
     return cw.Metric(
-        namespace=NAMESPACE,
+        namespace=namespace,
         metric_name=Metric.START_LAG_MS,
         dimensions_map={Dimension.LAMBDA: lambda_name, Dimension.PRIORITY: priority, "service": WORKER_SERVICE},
         statistic="p95",
@@ -118,9 +121,10 @@ class LambdaAlarms(Construct):
 
     def __init__(
         self, scope: Construct, id: str, *, lambda_name: str, priorities: list[str], queues: list[TaskQueue],
-        objective_ms: int, topic: sns.ITopic,
+        objective_ms: int, topic: sns.ITopic, namespace: str,
     ) -> None:  # fmt: skip
         super().__init__(scope, id)
+        self._namespace = namespace
         self.alarms = [
             *(self._start_lag(lambda_name, priority, objective_ms) for priority in priorities),
             *(self._dead_letters(q) for q in queues),
@@ -129,7 +133,7 @@ class LambdaAlarms(Construct):
             notify(alarm, topic)
 
     def _start_lag(self, name: str, priority: str, objective_ms: int) -> cw.Alarm:
-        return start_lag_metric(name, priority).create_alarm(
+        return start_lag_metric(self._namespace, name, priority).create_alarm(
             self,
             f"StartLag-{name}-{priority}",
             alarm_description=(
@@ -175,6 +179,7 @@ class Observability(Construct):
     def __init__(self, scope: Construct, id: str, props: ObservabilityProps) -> None:
         super().__init__(scope, id)
         self.props = props
+        self._namespace = props.config.metrics_namespace  # this environment's alone (telemetry.namespace_of)
         self.topic = sns.Topic(
             self, "Alarms", display_name=f"{Stack.of(self).stack_name} alarms", master_key=props.alarm_key,
             enforce_ssl=True,
@@ -213,7 +218,7 @@ class Observability(Construct):
         # The consumer logs each failed chore and goes on polling, so its invocations do not fail: this
         # is the only signal that periodic schedules stopped firing or chains stopped moving.
         failures = cw.Metric(
-            namespace=NAMESPACE,
+            namespace=self._namespace,
             metric_name=Metric.HOUSEKEEPING_FAILURES,
             dimensions_map={"service": CONSUMER_SERVICE},
             statistic="Sum",
@@ -243,7 +248,9 @@ class Observability(Construct):
         for name in config.lambdas:
             self.dashboard.add_widgets(self._tasks_widget(name), self._start_lag_widget(name))
         if any(holds_back(spec) for spec in config.lambdas.values()):
-            self.dashboard.add_widgets(*(_key_holds_widget(hold, metric) for hold, metric in KEY_HOLD_METRICS.items()))
+            self.dashboard.add_widgets(
+                *(_key_holds_widget(self._namespace, hold, metric) for hold, metric in KEY_HOLD_METRICS.items())
+            )
         for number, part in enumerate(_chunks(services, LOG_GROUPS_PER_QUERY)):
             self.dashboard.add_widgets(*_flow_key_queries([view.log_group_name for view in part], number))
         for number in range(0, len(services), 2):
@@ -255,7 +262,10 @@ class Observability(Construct):
     def _tasks_widget(self, name: str) -> cw.GraphWidget:
         return cw.GraphWidget(
             title=f"{name}: tasks per minute",
-            left=[summed(label, metrics, **{Dimension.LAMBDA: name}) for label, metrics in TASK_METRICS.items()],
+            left=[
+                summed(self._namespace, label, metrics, **{Dimension.LAMBDA: name})
+                for label, metrics in TASK_METRICS.items()
+            ],
             width=12,
         )
 
@@ -263,7 +273,13 @@ class Observability(Construct):
         return cw.GraphWidget(
             title=f"{name}: start lag (ms) by priority",
             left=[
-                searched(percentile, Metric.START_LAG_MS, percentile, **{Dimension.LAMBDA: name})
+                searched(
+                    self._namespace,
+                    percentile,
+                    Metric.START_LAG_MS,
+                    percentile,
+                    **{Dimension.LAMBDA: name},
+                )
                 for percentile in LAG_PERCENTILES
             ],
             left_annotations=[
@@ -278,7 +294,7 @@ class Observability(Construct):
         queues = " OR ".join(f'QueueName="{name}"' for name in view.queue_names)
         sqs = 'MetricName="ApproximateNumberOfMessagesVisible" OR MetricName="ApproximateNumberOfMessagesNotVisible"'
         lambdas = " OR ".join(f'{Dimension.LAMBDA}="{name}"' for name in view.lambdas)
-        due = f'Namespace="{NAMESPACE}" MetricName="{Metric.TASKS_DUE_SOON}" ({lambdas})'
+        due = f'Namespace="{self._namespace}" MetricName="{Metric.TASKS_DUE_SOON}" ({lambdas})'
         tasks = f'Namespace="{CONTAINER_INSIGHTS}" ServiceName="{view.service_name}"'
         period = int(PERIOD.to_seconds())
 
@@ -321,17 +337,17 @@ class Observability(Construct):
         ]
 
     def _consumer_widgets(self) -> list[cw.IWidget]:
-        table = self.props.table.table
+        table, namespace = self.props.table.table, self._namespace
         return [
             cw.GraphWidget(
                 title="Consumer loop (s)",
-                left=[searched(s, Metric.CONSUMER_LOOP_SECONDS, s) for s in ("p50", "p99", "Maximum")],
+                left=[searched(namespace, s, Metric.CONSUMER_LOOP_SECONDS, s) for s in ("p50", "p99", "Maximum")],
                 width=8,
             ),
             cw.GraphWidget(
                 title="Tasks per loop",
-                left=[searched(s, Metric.TASKS_PER_LOOP, s) for s in ("Average", "Maximum")],
-                right=[searched("consumer errors", Metric.CONSUMER_ERRORS, "Sum")],
+                left=[searched(namespace, s, Metric.TASKS_PER_LOOP, s) for s in ("Average", "Maximum")],
+                right=[searched(namespace, "consumer errors", Metric.CONSUMER_ERRORS, "Sum")],
                 width=8,
             ),
             cw.GraphWidget(
@@ -341,7 +357,7 @@ class Observability(Construct):
                     self.props.frontend.metric_throttles(period=PERIOD, label="frontend Lambda"),
                     table.metric("ReadThrottleEvents", period=PERIOD, statistic="Sum", label="table reads"),
                     table.metric("WriteThrottleEvents", period=PERIOD, statistic="Sum", label="table writes"),
-                    summed("ATF throttles", (Metric.THROTTLES,)),
+                    summed(namespace, "ATF throttles", (Metric.THROTTLES,)),
                 ],
                 width=8,
             ),
@@ -354,19 +370,19 @@ def holds_back(spec: LambdaSpec) -> bool:
     return limits is not None and bool(limits.max_running or limits.max_starts_per_second)
 
 
-def held_back_query(metric: str) -> str:
+def held_back_query(namespace: str, metric: str) -> str:
     """Metrics Insights: the metric summed per lambda (over priorities and emitters), the busiest lambdas."""
     by = f'"{Dimension.LAMBDA}"'
-    return f'SELECT SUM({metric}) FROM "{NAMESPACE}" GROUP BY {by} ORDER BY SUM() DESC LIMIT {TOP_LAMBDAS}'
+    return f'SELECT SUM({metric}) FROM "{namespace}" GROUP BY {by} ORDER BY SUM() DESC LIMIT {TOP_LAMBDAS}'
 
 
-def _key_holds_widget(hold: KeyHold, metric: str) -> cw.GraphWidget:
+def _key_holds_widget(namespace: str, hold: KeyHold, metric: str) -> cw.GraphWidget:
     """Tasks the flow keys held back, a line per lambda: one query for the whole environment, not a widget or a
     metric per lambda, let alone per key (CloudWatch bills each metric; a key dimension would be one per customer
     id). Titled as the logs' held_by says it, so the ranking of keys below reads alike."""
     return cw.GraphWidget(
         title=f"Tasks held back by their flow key: {hold} ({metric} per minute, by lambda)",
-        left=[cw.MathExpression(expression=held_back_query(metric), period=PERIOD, using_metrics={})],
+        left=[cw.MathExpression(expression=held_back_query(namespace, metric), period=PERIOD, using_metrics={})],
         width=8,
     )
 

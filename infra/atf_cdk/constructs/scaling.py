@@ -38,7 +38,7 @@ from aws_cdk import aws_ecs as ecs
 from constructs import Construct
 
 from atf_cdk.service import Scaling
-from atf_core.telemetry import CONSUMER_SERVICE, NAMESPACE, Dimension, Metric
+from atf_core.telemetry import CONSUMER_SERVICE, Dimension, Metric
 
 PERIOD = Duration.minutes(1)
 CONTAINER_INSIGHTS = "ECS/ContainerInsights"
@@ -47,10 +47,10 @@ SCALE_OUT_COOLDOWN = Duration.minutes(1)
 SCALE_IN_COOLDOWN = Duration.minutes(5)
 
 
-def due_soon_metric(lambda_name: str) -> cw.Metric:
+def due_soon_metric(namespace: str, lambda_name: str) -> cw.Metric:
     """One lambda's look-ahead series, as the consumer publishes it (one value per group and invocation)."""
     return cw.Metric(
-        namespace=NAMESPACE,
+        namespace=namespace,
         metric_name=Metric.TASKS_DUE_SOON,
         dimensions_map={Dimension.LAMBDA: lambda_name, "service": CONSUMER_SERVICE},
         statistic="Average",
@@ -88,6 +88,7 @@ class ServiceView:
     lambdas: list[str]
     queue_names: list[str]  # every queue, split priorities' parts included
     consumer_groups: int
+    metrics_namespace: str  # the environment's (StackConfig.metrics_namespace): its consumer's look-ahead series
     # Where a priority is split over several queues, its first queue and how many there are: the consumer
     # sends to the parts in turn and every host reads them all, so they fill alike, and the backlog reads
     # the first part times the parts (an alarm takes 10 metrics: two a queue would run out at five queues).
@@ -125,7 +126,7 @@ class Backlog:
             terms.append(term if weight == 1 else f"{weight} * ({term})")
         due = []
         for number, name in enumerate(view.lambdas):
-            self.metrics[f"due{number}"] = due_soon_metric(name)
+            self.metrics[f"due{number}"] = due_soon_metric(view.metrics_namespace, name)
             due.append(f"FILL(due{number}, 0)")
         self.queued = " + ".join(terms)
         self.due = f"{view.consumer_groups} * ({' + '.join(due)})"

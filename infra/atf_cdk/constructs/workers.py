@@ -41,7 +41,7 @@ from atf_cdk.nag import acknowledge
 from atf_cdk.options import NetworkSettings
 from atf_cdk.service import SecretRef, WorkerService
 from atf_core.config import CONFIG_ENV, LAMBDA_ENV, StackConfig
-from atf_core.telemetry import METRICS_NAMESPACE_ENV, NAMESPACE, SERVICE_NAME_ENV
+from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
 
 # Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
 # this long to finish the ones it holds before SIGKILL.
@@ -109,7 +109,7 @@ def host_environment(
         "AWS_DEFAULT_REGION": region,
         CONFIG_ENV: config.to_env(),
         SERVICE_NAME_ENV: WORKER_SERVICE,
-        METRICS_NAMESPACE_ENV: NAMESPACE,
+        METRICS_NAMESPACE_ENV: config.metrics_namespace,
         # The lambdas this service is for (comma-separated): `atf worker module:lambdas` serves these by
         # default, the only ones its task role reaches; `--only` in the command overrides them.
         LAMBDA_ENV: ",".join(lambdas),
@@ -242,6 +242,7 @@ class WorkerFleet(Construct):
             lambdas=list(service.lambdas),
             queue_names=[q.spec.name for q in props.queues.queues],
             consumer_groups=props.consumer_groups,
+            metrics_namespace=props.config.metrics_namespace,
             split={
                 q.spec.name: props.config.queue_parts_of(q.spec.lambda_name)
                 for q in props.queues.queues
