@@ -15,6 +15,7 @@ from atf_core.definitions import Attr
 from atf_core.limits import IDLE_KEEP_S, Grant, Limiter, Refusal, key_scope
 from atf_core.queues import TaskMessage
 from atf_core.schema import ScheduleRequest, TaskStatus, to_ms
+from atf_core.store import index
 from atf_core.store.base import DueEntry
 from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
@@ -349,6 +350,23 @@ def test_a_due_read_leaves_out_the_flows_it_is_told_to(aws: Any, config: StackCo
     assert left == {made[name].id for name in ("B", "none", "B in x")}
     both = {e.id for e in world.store.due(partition, T + timedelta(seconds=5), ["x"], skip)}
     assert both == {made[name].id for name in ("B", "none")}
+
+
+def test_a_read_past_a_flood_stops_after_so_many_of_its_entries(
+    aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DynamoDB bills every entry a filter passes over: the read past a flood is bounded in entries."""
+    world = World(aws, config.model_copy(update={"shards": 1}))
+    world.now = T
+    for _ in range(20):
+        world.schedule(flow_key="A")
+    world.advance(1)
+    behind = world.schedule(flow_key="X")
+    partition, up_to = raw_item(world.store, behind.id)[Attr.INDEX_PK], T + timedelta(seconds=5)
+    monkeypatch.setattr(index, "READ_PAST", 5)
+    assert [e.id for e in world.store.due(partition, up_to, skip_flows=[("default", "A")])] == []
+    monkeypatch.setattr(index, "READ_PAST", 50)
+    assert [e.id for e in world.store.due(partition, up_to, skip_flows=[("default", "A")])] == [behind.id]
 
 
 def test_a_keyed_message_carries_its_key_as_the_message_group(aws: Any, config: StackConfig) -> None:
