@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> None:
         if step in args.only:
             started = time.monotonic()
             print(f"bench: {step} ...", flush=True)
+            if args.reuse:  # a step run again on top of an earlier run: say when, at which commit, under which load
+                again = describe(REPO)
+                rerun = {k: again[k] for k in ("date", "commit", "load_at_start")}
             results[step] = RUNNERS[step](args, work / step, results)
+            if args.reuse:
+                results[step]["rerun"] = rerun
             print(f"bench: {step} done in {time.monotonic() - started:.0f}s", flush=True)
     _write(results, args.out)
     written = "report.md, results.json" if (args.out / "report.md").exists() else "results.json"

@@ -110,7 +110,20 @@ def _header(results: dict[str, Any]) -> str:
         "",
         "Produced by `make bench` (`python -m bench`); figures in `results.json`; how to read them: "
         "[docs/benchmarks.md](../../docs/benchmarks.md).",
+        *_reruns(results),
     ])  # fmt: skip
+
+
+def _reruns(results: dict[str, Any]) -> list[str]:
+    """Steps run again later on top of this run (`--only STEP --reuse results.json`)."""
+    again = [(step, run["rerun"]) for step, run in results.items() if isinstance(run, dict) and "rerun" in run]
+    lines = [f"Step `{step}` run again {r['date']} on commit {r['commit']}" + _load(r) for step, r in again]
+    return ["", *lines] if lines else []
+
+
+def _load(rerun: dict[str, Any]) -> str:
+    load = rerun.get("load_at_start")
+    return f", load average at start {' '.join(load)}." if load else "."
 
 
 def _targets(results: dict[str, Any]) -> str:

@@ -139,3 +139,14 @@ def test_the_report_checks_fairness_against_the_2x_goal_and_voids_a_run_whose_pa
     void = render(_with_fairness(6000.0, late=True))
     assert "| keys B..K's start-lag p95 beside a flood / alone | <= 2 | not measured |" in void
     assert "**Void:** in beside A's flood, some tasks started before the pause was lifted." in void
+
+
+def test_a_step_run_again_says_when_and_at_which_commit() -> None:
+    from bench.report import render
+
+    results = _with_fairness(6000.0)
+    results["fairness"]["rerun"] = {"date": "2026-11-23T21:55:12+00:00", "commit": "abc1234",  # type: ignore[index]
+                                    "load_at_start": ["0.5", "0.9", "1.1"]}  # fmt: skip
+    text = render(results)
+    assert "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.5" in text
+    assert "run again" not in render(_with_fairness(6000.0))
