@@ -202,10 +202,15 @@ def _source(args: argparse.Namespace) -> Source:
         import boto3
 
         # The environment's own metrics: each deployed environment emits into a namespace of its name.
-        namespace = _stack(args.config, "--cloudwatch reads the environment's metrics").metrics_namespace
+        namespace = _stack(
+            args.config, "--cloudwatch reads an environment's own metrics: name its stack (--config)"
+        ).metrics_namespace
         rates = CloudWatchRates(boto3.client("cloudwatch", region_name=client.region), namespace=namespace)
     return ApiSource(
-        client, args.lambdas or list(_stack(args.config, "name the lambdas (--lambda NAME, repeatable)").lambdas), rates
+        client,
+        args.lambdas
+        or list(_stack(args.config, "name the lambdas (--lambda NAME, repeatable) or the stack (--config)").lambdas),
+        rates,
     )
 
 
@@ -215,7 +220,7 @@ def _stack(config_path: str | None, why: str) -> StackConfig:
     try:
         return StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
     except RuntimeError:
-        raise SystemExit(f"atf top: {why}, or the stack (--config)") from None
+        raise SystemExit(f"atf top: {why}") from None
 
 
 def main(argv: list[str] | None = None) -> None:

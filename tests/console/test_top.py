@@ -233,3 +233,13 @@ def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
     dims = {d["Name"]: d["Value"] for d in lag_queries[0]["Metric"]["Dimensions"]}
     assert dims == {"lambda": "work", "priority": "high", "service": WORKER_SERVICE}
     assert all(q["Metric"]["Namespace"] == "ATF/prod" for q in lag_queries)  # the environment's own
+
+
+def test_cloudwatch_rates_need_the_stack_whose_namespace_they_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each deployed environment emits into a namespace of its name: without the stack there is none to read."""
+    from atf_sdk.top import main
+
+    monkeypatch.delenv("ATF_CONFIG", raising=False)
+    monkeypatch.delenv("ATF_CONFIG_FILE", raising=False)
+    with pytest.raises(SystemExit, match=r"--cloudwatch reads an environment's own metrics: name its stack"):
+        main(["--api-url", "http://127.0.0.1:9", "--cloudwatch", "--once"])
