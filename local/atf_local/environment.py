@@ -51,19 +51,16 @@ def local_environment(endpoint: str, config_json: str, sqs_endpoint: str | None 
 
 
 def sqs_endpoint_of(endpoint: str) -> str | None:
-    """Where the stack at `endpoint` serves SQS (atf_local.servers); None where it does not say (yet)."""
+    """Where the stack at `endpoint` serves SQS (atf_local.servers); None where it does not say (yet).
+    Asked anew each time (once per process started): a stack later served on the same port is another
+    stack, with its own SQS server."""
     from atf_local.servers import ENDPOINTS_PATH
 
-    if endpoint not in _SQS_ENDPOINTS:
-        try:
-            with urlopen(endpoint + ENDPOINTS_PATH, timeout=10) as answer:  # the stack's loopback
-                _SQS_ENDPOINTS[endpoint] = str(json.loads(answer.read())["sqs"])
-        except (OSError, ValueError, KeyError):
-            return None
-    return _SQS_ENDPOINTS[endpoint]
-
-
-_SQS_ENDPOINTS: dict[str, str] = {}  # asked once per stack and process
+    try:
+        with urlopen(endpoint + ENDPOINTS_PATH, timeout=10) as answer:  # the stack's loopback
+            return str(json.loads(answer.read())["sqs"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def component_environment(endpoint: str, config_json: str, component: str) -> dict[str, str]:

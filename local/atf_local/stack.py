@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from atf_core.aws import make_clients
@@ -24,10 +24,22 @@ from atf_local.provision import provision
 from atf_local.servers import MotoServer, first_server, start_sqs_process
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def free_port(avoid: Iterable[int | None] = ()) -> int:
+    """A loopback port nothing listens on, other than those in `avoid` and those this process was given
+    already. The kernel draws bind(0)'s ports at random from about 14,000 here: it may hand out again a
+    port that was picked, and so freed, but is not listened on yet (a stack's port, passed to the process
+    that will serve it), and a stack would then start its second server on its first one's port."""
+    taken = _GIVEN | {port for port in avoid if port}
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port not in taken:
+            _GIVEN.add(port)
+            return port
+
+
+_GIVEN: set[int] = set()  # the ports free_port() handed out in this process
 
 
 def wait_for_port(port: int, timeout_s: float = 30.0, alive: subprocess.Popen[bytes] | None = None) -> None:
@@ -83,7 +95,7 @@ class LocalStack:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
-        self.sqs_port = self.sqs_port or free_port()
+        self.sqs_port = self.sqs_port or free_port(avoid=(self.aws_port, self.api_port, self.console_port))
         environment.apply(self.endpoint, self.config.model_dump_json(), self.sqs_endpoint)
         self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))  # starts while we synthesize
         policies = local_policies(template_for(self.config))  # synthesized or cached, before anything listens

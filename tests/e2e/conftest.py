@@ -71,19 +71,21 @@ def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathF
     command += ["--api-port", "0", "--console-port", "0"]  # these tests use neither
     process = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
     try:
-        wait_for_port(port)
+        wait_for_port(port, timeout_s=120, alive=process)  # as long as the stack waits for its SQS server
         endpoint = f"http://127.0.0.1:{port}"
         clients = make_clients(endpoint, session=operator_session())
-        _wait_for_table(clients, config)
+        _wait_for_table(clients, config, process)
         yield RunningStack(endpoint, config, path, clients, DynamoTaskStore(clients.dynamodb, config))
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
 
 
-def _wait_for_table(clients: AwsClients, config: StackConfig) -> None:
+def _wait_for_table(clients: AwsClients, config: StackConfig, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        if process.poll() is not None:  # its output, above, says why
+            raise RuntimeError(f"the local stack exited ({process.returncode}) before it provisioned its queues")
         queues = clients.sqs.list_queues().get("QueueUrls", [])
         if len(queues) >= 2 * len(queue_specs(config)):  # every queue and its dead-letter queue: provisioned
             return
