@@ -173,6 +173,55 @@ def test_a_higher_priority_without_room_holds_nothing_back() -> None:
     assert low is not None and low.message.task_id == "l1"
 
 
+def keyed(task_id: str, key: str | None, due_ms: int = 0, collection: str = "c") -> Received:
+    return Received(TaskMessage(task_id, 0, due_ms, collection, key), "q", f"r-{task_id}")
+
+
+def test_within_a_priority_flows_take_turns_not_the_oldest_backlog_first() -> None:
+    # Given one receive brought key A's backlog of 40, older than the three tasks of keys B, C and J with it
+    buffer = WorkBuffer(capacity=50, ranks=1)
+    now = int(time.time() * 1000)
+    flood = [keyed(f"a{i}", "A", due_ms=now - 10_000 + i) for i in range(40)]
+    buffer.put_many(0, [*flood, keyed("b", "B", now), keyed("c", "C", now), keyed("j", "J", now)], more=False)
+    # When the host takes them one by one
+    taken = [item.message.task_id for item in iter(lambda: buffer.take(0.01), None)]
+    # Then B, C and J run among the first four, and A's backlog keeps its own order
+    assert set(taken[:4]) == {"a0", "b", "c", "j"}
+    assert [t for t in taken if t.startswith("a")] == [f"a{i}" for i in range(40)]
+
+
+def test_a_flow_that_was_idle_takes_its_turn_next_not_after_what_busy_flows_had() -> None:
+    # Given key A has had twenty turns, with twenty more waiting
+    buffer = WorkBuffer(capacity=50, ranks=1)
+    buffer.put_many(0, [keyed(f"a{i}", "A", due_ms=i) for i in range(40)], more=False)
+    assert [buffer.take(0.01).message.task_id for _ in range(20)] == [f"a{i}" for i in range(20)]  # type: ignore[union-attr]
+    # When key B's first task and a task without a key arrive
+    buffer.put_many(0, [keyed("b", "B", due_ms=1000), keyed("plain", None, due_ms=1000)], more=False)
+    # Then both run within the next three, not after A's remaining twenty
+    assert {"b", "plain"} <= {buffer.take(0.01).message.task_id for _ in range(3)}  # type: ignore[union-attr]
+
+
+def test_collections_are_flows_apart_and_priority_still_comes_first() -> None:
+    buffer = WorkBuffer(capacity=50, ranks=2)
+    buffer.put_many(1, [keyed(f"x{i}", None, due_ms=i, collection="bulk") for i in range(10)], more=False)
+    buffer.put_many(1, [keyed("y", None, due_ms=99, collection="web")], more=False)
+    buffer.put_many(0, [keyed(f"h{i}", None, due_ms=500, collection="bulk") for i in range(3)], more=False)
+    taken = [item.message.task_id for item in iter(lambda: buffer.take(0.01), None)]
+    assert taken[:3] == ["h0", "h1", "h2"]  # the higher priority first, whatever the turns
+    assert taken.index("y") <= 4  # the other collection's task is not behind the bulk ones
+
+
+def test_the_turns_of_flows_long_gone_are_forgotten() -> None:
+    # Given ten thousand keys that each had one task, taken
+    buffer = WorkBuffer(capacity=100, ranks=1)
+    for start in range(0, 10_000, 100):
+        buffer.put_many(0, [keyed(f"t{k}", f"key-{k}") for k in range(start, start + 100)], more=False)
+        while buffer.take(0.001) is not None:
+            pass
+    # Then the buffer keeps no more turns than it holds tasks, plus a little
+    assert len(buffer._next_turn) <= 2 * 100 + 64
+
+
 class FakeSqs:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []

@@ -19,6 +19,13 @@ in SQS. So
   the order is kept nearly rather than strictly; moto's answer is exact.)
 - a lambda's pause leaves what its queues hold unknown: after it, each higher
   priority is read first again.
+
+Within a priority, due messages are handed out in turns between flows (a
+collection and a flow key, as the consumer takes turns between them): a key's
+backlog received in one go does not run before another key's task that came
+with it or after it. Each flow's next turn is counted from the last turn handed
+out, so a flow that was idle starts at once rather than after what the busy
+flows have had.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from atf_core.queues import TaskMessage
+from atf_core.store.base import Flow
 
 BATCH = 10  # SQS's most messages per receive
 
@@ -58,7 +66,9 @@ class Received:
 class WorkBuffer:
     def __init__(self, capacity: int, ranks: int = 1, parts: int = 1) -> None:
         self._capacity = capacity
-        self._due: list[Buffered] = []  # heap by (rank, due, seq)
+        self._due: list[tuple[int, int, int, int, Buffered]] = []  # heap by (rank, turn, due, seq)
+        self._next_turn: dict[tuple[int, Flow], int] = {}  # a flow's next turn in its priority
+        self._served = [0] * ranks  # the turn last handed out, per priority
         self._held: list[tuple[int, int, Buffered]] = []  # heap by due time
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -123,8 +133,8 @@ class WorkBuffer:
             while True:
                 self._release_due()
                 # The best due message is of the highest priority here: if it must wait, so must the rest.
-                if self._due and not self._deferred(self._due[0].rank):
-                    return heapq.heappop(self._due)
+                if self._due and not self._deferred(self._due[0][0]):
+                    return self._pop_turn()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
@@ -135,6 +145,7 @@ class WorkBuffer:
             items = self._items()
             self._due.clear()
             self._held.clear()
+            self._next_turn.clear()
             return items
 
     def _push(self, item: Buffered) -> None:
@@ -142,7 +153,7 @@ class WorkBuffer:
         self._cond.notify_all()
 
     def _items(self) -> list[Buffered]:
-        return list(self._due) + [entry[2] for entry in self._held]
+        return [entry[-1] for entry in self._due] + [entry[2] for entry in self._held]
 
     def _room(self, rank: int) -> int:
         return max(0, self._capacity - sum(1 for item in self._items() if item.rank <= rank))
@@ -163,7 +174,7 @@ class WorkBuffer:
             return []
         evicted = sorted(items, reverse=True)[:excess]
         gone = {id(item) for item in evicted}
-        self._due = [item for item in self._due if id(item) not in gone]
+        self._due = [entry for entry in self._due if id(entry[-1]) not in gone]
         self._held = [entry for entry in self._held if id(entry[2]) not in gone]
         heapq.heapify(self._due)
         heapq.heapify(self._held)
@@ -172,9 +183,28 @@ class WorkBuffer:
     def _release_due(self) -> None:
         now_ms = int(time.time() * 1000)
         while self._held and self._held[0][0] <= now_ms:
-            heapq.heappush(self._due, heapq.heappop(self._held)[2])
+            item = heapq.heappop(self._held)[2]
+            flow = (item.rank, _flow(item))
+            turn = max(self._next_turn.get(flow, 0), self._served[item.rank])
+            self._next_turn[flow] = turn + 1
+            heapq.heappush(self._due, (item.rank, turn, item.due_ms, item.seq, item))
+
+    def _pop_turn(self) -> Buffered:
+        rank, turn, *_, item = heapq.heappop(self._due)
+        self._served[rank] = max(self._served[rank], turn)
+        if len(self._next_turn) > 2 * len(self._due) + 64:
+            # Forget the flows with nothing waiting, so that millions of keys over a host's life do not
+            # pile up here. One that comes back starts from the turn last handed out: at most one turn
+            # early in the round it left.
+            waiting = {(entry[0], _flow(entry[-1])) for entry in self._due}
+            self._next_turn = {f: t for f, t in self._next_turn.items() if f in waiting}
+        return item
 
     def _until_next_due(self) -> float:
         if not self._held:
             return 0.5
         return max(0.001, (self._held[0][0] - time.time() * 1000) / 1000)
+
+
+def _flow(item: Buffered) -> Flow:
+    return (item.message.collection, item.message.flow_key)
