@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from atf_core.schema import Gate, utcnow
-from atf_core.telemetry import NAMESPACE, WORKER_SERVICE, Dimension, Metric
+from atf_core.telemetry import WORKER_SERVICE, Dimension, Metric
 
 if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
@@ -77,11 +77,11 @@ class CloudWatchRates:
 
     FINISHED = (Metric.SUCCEEDED, Metric.RETRIABLE_FAILURES, Metric.FATAL_FAILURES)
 
-    def __init__(
-        self, cloudwatch: Any, window_min: int = 5, service: str = WORKER_SERVICE, namespace: str = NAMESPACE
-    ) -> None:
+    def __init__(self, cloudwatch: Any, namespace: str, window_min: int = 5, service: str = WORKER_SERVICE) -> None:
         self._cw = cloudwatch
-        self._namespace = namespace  # a deployed environment's: StackConfig.metrics_namespace
+        # Required: each deployed environment emits into its own (StackConfig.metrics_namespace), and a
+        # default would read another environment's series, or nothing, without a word.
+        self._namespace = namespace
         self._window = window_min
         self._service = service
 
