@@ -10,7 +10,7 @@ from typing import Any
 
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError, Conflict, NotFound, UnknownPriority
+from atf_core.errors import AtfError, Conflict, FlowKeyBusy, NotFound, UnknownPriority
 from atf_core.recurrence import Overlap, Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
@@ -133,7 +133,11 @@ class Schedules:
             if spec.overlap is Overlap.SKIP and self._still_running(task_id):
                 skipped += 1
                 continue
-            task_id = self._create(schedule, occurrence, now)
+            try:
+                task_id = self._create(schedule, occurrence, now)
+            except FlowKeyBusy:  # its singleton flow key is held by another task: skipped, as an overlap is
+                skipped += 1
+                continue
             created += 1
         updated = schedule.model_copy(
             update={
@@ -158,6 +162,7 @@ class Schedules:
                 "priority": spec.priority,
                 "max_attempts": spec.max_attempts,
                 "timeout_seconds": spec.timeout_seconds,
+                "flow_key": spec.flow_key,
                 "run_at": occurrence,
                 # one task per occurrence, however many consumers fire it
                 "key": f"periodic/{schedule.name}/{to_ms(occurrence)}",

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, Payload, TimeoutSeconds
+from atf_core.schema import COLLECTION_PATTERN, FLOW_KEY_PATTERN, NAME_PATTERN, Payload, TimeoutSeconds
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
@@ -48,6 +48,12 @@ class ScheduleSpec(BaseModel):
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None
+    flow_key: str | None = Field(
+        default=None,
+        pattern=FLOW_KEY_PATTERN,
+        description="The flow-control key of each task it creates (its lambda's key_limits apply); where they set "
+        "singleton, an occurrence while another task holds the key is skipped.",
+    )
     cron: str | None = Field(default=None, description="Five-field cron expression, e.g. '*/5 * * * *'.")
     every_seconds: float | None = Field(default=None, ge=1, le=366 * 86400)
     timezone: str = "UTC"

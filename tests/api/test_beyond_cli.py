@@ -64,9 +64,12 @@ def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) ->
     assert code == 0 and f"schedule {name} (cron '0 6 * * *' Asia/Tokyo) stored, next at" in out
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"lambda": "chore", "every_seconds": 300, "payload": {"from": "file"}}))
-    code, out, _ = atf("schedules", "put", name, "--file", str(spec), "--collection", "bulk", "--json")
+    code, out, _ = atf(
+        "schedules", "put", name, "--file", str(spec), "--collection", "bulk", "--flow-key", "c-7", "--json"
+    )
     stored = json.loads(out)
     assert code == 0 and stored["spec"]["every_seconds"] == 300 and stored["spec"]["collection"] == "bulk"
+    assert stored["spec"]["flow_key"] == "c-7"
     assert stored["spec"]["payload"] == {"from": "file"} and stored["spec"]["cron"] is None
     code, out, _ = atf("schedules", "get", name, "--upcoming", "2", "--json")
     assert code == 0 and len(json.loads(out)["upcoming"]) == 2
@@ -86,6 +89,8 @@ def test_a_bad_schedule_is_one_line(atf: Any) -> None:
     assert code == 2 and err.startswith("atf: invalid_input:") and "cron" in err
     code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--every", "60", "--timezone", "Nowhere/X")
     assert code == 2 and "timezone" in err
+    code, _, err = atf("schedules", "put", "bad", "--lambda", "chore", "--every", "60", "--flow-key", "a b")
+    assert code == 2 and "flow_key" in err
 
 
 def test_chains_create_get_cancel_and_retry(atf: Any, store: Any, tmp_path: Path) -> None:

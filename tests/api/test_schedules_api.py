@@ -113,6 +113,7 @@ def test_stats_show_the_lambdas_schedules(client: AtfClient) -> None:
         ({"lambda": "chore", "every_seconds": 5, "overlap": "queue"}, "overlap"),
         ({"lambda": "chore", "every_seconds": 5, "catch_up_limit": 0}, "catch_up_limit"),
         ({"lambda": "chore", "every_seconds": 5, "when": "now"}, "when"),
+        ({"lambda": "chore", "every_seconds": 5, "flow_key": ""}, "flow_key"),
     ],
 )
 def test_bad_schedules_are_400s_and_write_nothing(raw: Any, item_count: Any, spec: dict[str, Any], field: str) -> None:

@@ -290,3 +290,35 @@ def test_a_redriven_keyed_task_returns_to_its_keys_shard(keys: Keys) -> None:
     shard = shard_of(dead.id, shards, "customer-1")
     entries = keys.store.entries(index_partition(Assoc.NEW, "work", dead.priority, shard), T0 - HOUR, T0 + HOUR)
     assert [e.id for e in entries] == [dead.id]
+
+
+def test_a_periodic_schedule_with_a_singleton_key_skips_an_occurrence_while_the_key_is_held(
+    aws: Any, keys: Keys
+) -> None:
+    from atf_core.periodic_schedules import Schedules
+    from atf_core.recurrence import ScheduleSpec
+    from atf_core.store.items import ItemStore
+
+    schedules = Schedules(keys.store, ItemStore(aws.dynamodb, keys.config.table_name), keys.config, clock=lambda: T0)
+    spec = ScheduleSpec.model_validate(
+        {"lambda": "work", "every_seconds": 10, "overlap": "allow", "flow_key": "customer-1"}
+    )
+    schedules.put("sync", spec, now=T0)
+    # Given its first occurrence's task holds the key
+    assert schedules.fire_due(T0 + timedelta(seconds=10)).created == 1
+    first = keys.store.get(schedules.get("sync").last_task_id or "")
+    assert first is not None and first.flow_key == "customer-1"
+    # When the next occurs while that task still waits: skipped, and the schedule goes on
+    report = schedules.fire_due(T0 + timedelta(seconds=20))
+    assert (report.created, report.skipped) == (0, 1)
+    assert schedules.get("sync").next_occurrence == T0 + timedelta(seconds=30)
+    # Then, once the holder has run, the following occurrence takes the key
+    keys.succeed_after_claim(first)
+    assert schedules.fire_due(T0 + timedelta(seconds=30)).created == 1
+
+
+def test_a_schedules_flow_key_follows_a_flow_keys_rules() -> None:
+    from atf_core.recurrence import ScheduleSpec
+
+    with pytest.raises(ValidationError, match="flow_key"):
+        ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 10, "flow_key": "no spaces"})

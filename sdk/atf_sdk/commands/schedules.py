@@ -30,6 +30,7 @@ def _spec(args: argparse.Namespace) -> ScheduleSpec:
         "collection": args.collection,
         "priority": args.priority,
         "max_attempts": args.max_attempts,
+        "flow_key": args.flow_key,
         "timezone": args.timezone,
         "overlap": args.overlap,
         "catch_up": args.catch_up,
@@ -123,6 +124,7 @@ def _add_put(actions: Any) -> None:
     put.add_argument("--collection")
     put.add_argument("--priority")
     put.add_argument("--max-attempts", type=int)
+    put.add_argument("--flow-key", help="each task's flow-control key (its lambda's key_limits apply)")
     put.add_argument("--overlap", choices=[o.value for o in Overlap], help="while the previous task runs")
     put.add_argument("--catch-up", choices=[c.value for c in CatchUp], help="after downtime (or a pause)")
     put.add_argument("--catch-up-limit", type=int, help="at most this many missed ones with --catch-up all")
