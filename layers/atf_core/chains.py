@@ -26,6 +26,7 @@ from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound
 from atf_core.schema import (
     COLLECTION_PATTERN,
+    FLOW_KEY_PATTERN,
     NAME_PATTERN,
     Payload,
     ScheduleRequest,
@@ -56,6 +57,12 @@ class LinkSpec(BaseModel):
     priority: str | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None
+    flow_key: str | None = Field(
+        default=None,
+        pattern=FLOW_KEY_PATTERN,
+        description="The link's flow-control key: its lambda's max_running and start-rate limits per key, and "
+        "fairness, apply (not singleton or debounce, which act when a task is scheduled on its own).",
+    )
     after: list[str] = Field(default_factory=list, description="Links that must succeed first.")
 
 
@@ -226,9 +233,11 @@ class Chains:
             ("priority", link.priority),
             ("max_attempts", link.max_attempts),
             ("timeout_seconds", link.timeout_seconds),
+            ("flow_key", link.flow_key),
         )
         body.update({k: v for k, v in optional if v})
         try:
+            _no_scheduling_time_key_limit(self._config, link)
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)
         except InputError as error:
             raise type(error)(f"link {link.name!r}: {error.message}", f"links.{link.name}.{error.field}") from None
@@ -295,3 +304,13 @@ def _status(links: list[LinkView]) -> ChainStatus:
 def _lambdas(spec: ChainSpec) -> frozenset[str]:
     """The lambdas a chain's links run."""
     return frozenset(link.lambda_ for link in spec.links)
+
+
+def _no_scheduling_time_key_limit(config: StackConfig, link: LinkSpec) -> None:
+    """A link's task is created with its chain, not scheduled on its own: a singleton key it could not
+    take, or a burst it would have to merge into, has no answer there. Refused rather than ignored."""
+    spec = config.lambdas.get(link.lambda_)
+    limits = spec.key_limits if spec is not None else None
+    if link.flow_key is not None and limits is not None and (limits.singleton or limits.debounce is not None):
+        mode = "singleton" if limits.singleton else "debounce"
+        raise InputError(f"a chain's link cannot take a flow key its lambda makes a {mode}", "flow_key")

@@ -54,6 +54,40 @@ def test_a_task_keeps_its_flow_key_and_the_consumer_sends_it(aws: Any, config: S
     assert TaskMessage.decode(message.encode()) == message
 
 
+def test_a_chains_link_carries_its_flow_key_to_its_message(aws: Any, config: StackConfig) -> None:
+    from atf_core.chains import Chains, ChainSpec
+    from atf_core.store.items import ItemStore
+
+    world = World(aws, keyed_config(config, max_running=1))
+    world.now = T
+    chains = Chains(world.store, ItemStore(aws.dynamodb, config.table_name), world.config, clock=lambda: T)
+    spec = ChainSpec.model_validate({"links": [{"name": "sync", "lambda": "work", "flow_key": "customer-9"}]})
+    [link] = chains.create(spec, now=T).links
+    stored = world.store.get(link.task_id)
+    assert stored is not None and stored.flow_key == "customer-9"
+    world.consumer.poll()
+    [message] = world.drain()
+    assert (message.task_id, message.flow_key) == (link.task_id, "customer-9")
+
+
+@pytest.mark.parametrize("limits", [{"singleton": True}, {"debounce": {"quiet_seconds": 5, "max_delay_seconds": 30}}])
+def test_a_link_cannot_take_a_key_its_lambda_makes_a_singleton_or_debounces(
+    aws: Any, config: StackConfig, limits: dict[str, Any]
+) -> None:
+    from atf_core.chains import Chains, ChainSpec
+    from atf_core.errors import InputError
+    from atf_core.store.items import ItemStore
+
+    keyed = keyed_config(config, **limits)
+    world = World(aws, keyed)
+    chains = Chains(world.store, ItemStore(aws.dynamodb, config.table_name), keyed, clock=lambda: T)
+    spec = ChainSpec.model_validate({"links": [{"name": "sync", "lambda": "work", "flow_key": "customer-9"}]})
+    with pytest.raises(InputError) as refused:
+        chains.create(spec, now=T)
+    assert refused.value.field == "links.sync.flow_key"
+    assert aws.dynamodb.scan(TableName=config.table_name)["Count"] == 0  # nothing written
+
+
 def test_a_keyless_task_sends_the_message_it_always_did(aws: Any, config: StackConfig) -> None:
     world = World(aws, config)
     world.now = T
