@@ -65,10 +65,24 @@ def schedule_batch(scheduling: Scheduling, config: StackConfig, batch: BatchRequ
     tasks = batch.tasks
     leader_of = [i if r.key is None else first[task_id_for(r.lambda_, r.key)] for i, r in enumerate(tasks)]
     leaders = [i for i, leader in enumerate(leader_of) if leader == i]
-    with ThreadPoolExecutor(max_workers=min(WRITERS, len(leaders))) as pool:
-        outcomes = pool.map(lambda i: _write(scheduling, i, tasks[i], now), leaders)
-        written = dict(zip(leaders, outcomes, strict=True))
+    lines = _lines(config, tasks, leaders)
+    with ThreadPoolExecutor(max_workers=min(WRITERS, len(lines))) as pool:
+        outcomes = pool.map(lambda line: [(i, _write(scheduling, i, tasks[i], now)) for i in line], lines)
+        written = {i: item for line in outcomes for i, item in line}
     return BatchResult(results=[written.get(i) or _repeat(written[leader_of[i]], i) for i in range(len(tasks))])
+
+
+def _lines(config: StackConfig, tasks: list[ScheduleRequest], leaders: list[int]) -> list[list[int]]:
+    """The items to write, in lines written in parallel. Those of one flow key that its lambda makes a
+    singleton or debounces share a line, in the batch's order: the first takes the key and the next is
+    refused or replaces it, or the burst's last payload is the batch's last, as sent one by one."""
+    lines: dict[object, list[int]] = {}
+    for index in leaders:
+        request = tasks[index]
+        limits = config.lambdas[request.lambda_].key_limits  # the lambda exists: validate() checked
+        in_turn = request.flow_key is not None and limits is not None and limits.act_when_scheduled
+        lines.setdefault((request.lambda_, request.flow_key) if in_turn else index, []).append(index)
+    return list(lines.values())
 
 
 def _repeat(leader: BatchItem, index: int) -> BatchItem:

@@ -311,6 +311,6 @@ def _no_scheduling_time_key_limit(config: StackConfig, link: LinkSpec) -> None:
     take, or a burst it would have to merge into, has no answer there. Refused rather than ignored."""
     spec = config.lambdas.get(link.lambda_)
     limits = spec.key_limits if spec is not None else None
-    if link.flow_key is not None and limits is not None and (limits.singleton or limits.debounce is not None):
+    if link.flow_key is not None and limits is not None and limits.act_when_scheduled:
         mode = "singleton" if limits.singleton else "debounce"
         raise InputError(f"a chain's link cannot take a flow key its lambda makes a {mode}", "flow_key")

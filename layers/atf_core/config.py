@@ -103,6 +103,12 @@ class KeyLimits(Limits):
             raise ValueError("debounce merges a key's burst where singleton refuses or replaces: choose one")
         return value
 
+    @property
+    def act_when_scheduled(self) -> bool:
+        """Singleton and debounce decide when a task is scheduled, against the key's task before it; the
+        other limits act when a task is claimed."""
+        return self.singleton or self.debounce is not None
+
     @model_validator(mode="after")
     def _caps_something(self) -> KeyLimits:
         caps = (self.max_running, self.max_starts_per_second, self.debounce)
