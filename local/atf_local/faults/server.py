@@ -14,6 +14,7 @@ from pathlib import Path
 
 from atf_core.config import StackConfig
 from atf_local.atomic import atomic_dynamodb
+from atf_local.fast_query import fast_queries
 from atf_local.stack import LocalStack
 
 
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--aws-port", type=int, required=True)
     args = parser.parse_args(argv)
     atomic_dynamodb()
+    fast_queries()
     stack = LocalStack(StackConfig.from_file(args.config), aws_port=args.aws_port, consumers=0, api_port=None)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

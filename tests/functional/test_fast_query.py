@@ -1,0 +1,205 @@
+"""atf_local.fast_query changes no answer: random writes and queries, each query asked of moto as patched and as
+moto alone on the same data, page after page; the two must answer alike (items, order, counts, keys)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from atf_core.config import StackConfig
+from atf_core.definitions import INDEX_NAME, Attr, create_table_request
+from atf_local.fast_query import fast_queries
+from tests.conftest import moto_session
+
+RANGED = "ranged"  # a table with a range key, an index of string keys and one with a hash key alone
+HASHES = ("a", "b", "c")
+PARTITIONS = ("new#work#normal#0", "new#work#normal#1", "new#work#high#0")
+
+
+@contextmanager
+def moto_alone() -> Iterator[None]:
+    """moto's own Query while inside (fast_queries leaves every other read as moto does it)."""
+    from moto.dynamodb.models.table import Table
+
+    patched = Table.query
+    Table.query = patched.__wrapped__  # type: ignore[attr-defined,method-assign]
+    try:
+        yield
+    finally:
+        Table.query = patched  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def ddb(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from moto import mock_aws
+
+    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
+    fast_queries()
+    with mock_aws():
+        client = moto_session().client("dynamodb")
+        client.create_table(**create_table_request(config))
+        client.create_table(**_ranged_table())
+        yield client
+
+
+def _ranged_table() -> dict[str, Any]:
+    def index(name: str, *schema: tuple[str, str]) -> dict[str, Any]:
+        keys = [{"AttributeName": attr, "KeyType": kind} for attr, kind in schema]
+        return {"IndexName": name, "KeySchema": keys, "Projection": {"ProjectionType": "ALL"}}
+
+    return {
+        "TableName": RANGED,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": kind}
+            for name, kind in (("h", "S"), ("r", "N"), ("g", "S"), ("s", "S"))
+        ],
+        "KeySchema": [{"AttributeName": "h", "KeyType": "HASH"}, {"AttributeName": "r", "KeyType": "RANGE"}],
+        "GlobalSecondaryIndexes": [index("by-g", ("g", "HASH"), ("s", "RANGE")), index("g-only", ("g", "HASH"))],
+    }
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_queries_answer_as_moto_alone(ddb: Any, config: StackConfig, seed: int) -> None:
+    rng = random.Random(seed)
+    for step in range(120):
+        if step % 4 == 3:
+            for request in (_task_query(rng, config), _ranged_query(rng)):
+                with moto_alone():
+                    expected = _pages(ddb, request)
+                assert _pages(ddb, request) == expected, request
+        else:
+            _write(ddb, rng, config)
+
+
+def test_the_comparison_sees_an_order_moto_would_not_give(ddb: Any, config: StackConfig) -> None:
+    """The test above can fail: a query whose results are left unsorted answers differently."""
+    from moto.dynamodb.models.table import Table
+
+    rng = random.Random(1)
+    for _ in range(60):
+        _write(ddb, rng, config, delete=False)
+    request = {"TableName": config.table_name, "IndexName": INDEX_NAME, "KeyConditionExpression": "gs = :p"}
+    request["ExpressionAttributeValues"] = {":p": {"S": PARTITIONS[0]}}
+    with moto_alone():
+        expected = _pages(ddb, request)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Table, "sorted_items", lambda self, hash_attrs, range_attrs, items: items)
+        assert _pages(ddb, request) != expected
+
+
+def _write(ddb: Any, rng: random.Random, config: StackConfig, delete: bool = True) -> None:
+    roll = rng.random()
+    if delete and roll < 0.15:
+        ddb.delete_item(TableName=config.table_name, Key={"id": {"S": f"t{rng.randrange(40)}"}})
+        ddb.delete_item(TableName=RANGED, Key={"h": {"S": rng.choice(HASHES)}, "r": {"N": str(rng.randrange(20))}})
+    elif roll < 0.35:
+        _update_task(ddb, rng, config)
+    else:
+        ddb.put_item(TableName=config.table_name, Item=_task(rng))
+        ddb.put_item(TableName=RANGED, Item=_ranged(rng))
+
+
+def _update_task(ddb: Any, rng: random.Random, config: StackConfig) -> None:
+    key = {"id": {"S": f"t{rng.randrange(40)}"}}
+    if rng.random() < 0.7:
+        values = {":n": {"N": str(rng.randrange(50))}, ":p": {"S": rng.choice(PARTITIONS)}}
+        ddb.update_item(
+            TableName=config.table_name,
+            Key=key,
+            UpdateExpression="SET nt = :n, gs = :p",
+            ExpressionAttributeValues=values,
+        )
+    else:
+        ddb.update_item(TableName=config.table_name, Key=key, UpdateExpression="REMOVE gs, nt")
+
+
+def _task(rng: random.Random) -> dict[str, Any]:
+    item = {"id": {"S": f"t{rng.randrange(40)}"}, Attr.LAMBDA: {"S": rng.choice(("work", "sleepy"))}}
+    item[Attr.PAYLOAD] = {"S": "x" * rng.randrange(30)}
+    if rng.random() < 0.8:  # a finished task leaves the index
+        item[Attr.INDEX_PK] = {"S": rng.choice(PARTITIONS)}
+        item[Attr.INDEX_SK] = {"N": str(rng.randrange(50))}  # ties on the index's range key, as timestamps tie
+    return item
+
+
+def _ranged(rng: random.Random) -> dict[str, Any]:
+    item = {"h": {"S": rng.choice(HASHES)}, "r": {"N": str(rng.randrange(20))}, "v": {"N": str(rng.randrange(5))}}
+    if rng.random() < 0.8:
+        item["g"] = {"S": rng.choice(("x", "y"))}
+    if rng.random() < 0.8:
+        item["s"] = {"S": rng.choice(("ab", "abc", "b", "ba", "c"))}
+    return item
+
+
+def _task_query(rng: random.Random, config: StackConfig) -> dict[str, Any]:
+    low, high = sorted((rng.randrange(50), rng.randrange(50)))
+    condition, values = rng.choice(
+        (
+            ("gs = :p", {}),
+            ("gs = :p AND nt <= :h", {":h": {"N": str(high)}}),
+            ("gs = :p AND nt < :h", {":h": {"N": str(high)}}),
+            ("gs = :p AND nt BETWEEN :l AND :h", {":l": {"N": str(low)}, ":h": {"N": str(high)}}),
+        )
+    )
+    request = {"TableName": config.table_name, "IndexName": INDEX_NAME, "KeyConditionExpression": condition}
+    request["ExpressionAttributeValues"] = {":p": {"S": rng.choice(PARTITIONS)}, **values}
+    if rng.random() < 0.3:
+        request["FilterExpression"] = "#l = :lam"
+        request["ExpressionAttributeNames"] = {"#l": Attr.LAMBDA}
+        request["ExpressionAttributeValues"][":lam"] = {"S": "work"}
+    if rng.random() < 0.3:  # the table's own key, answered from the table
+        request = {"TableName": config.table_name, "KeyConditionExpression": "id = :i"}
+        request["ExpressionAttributeValues"] = {":i": {"S": f"t{rng.randrange(40)}"}}
+    return _paging(rng, request)
+
+
+def _ranged_query(rng: random.Random) -> dict[str, Any]:
+    kind = rng.randrange(3)
+    if kind == 0:
+        condition, values = rng.choice(
+            (
+                ("h = :k", {}),
+                ("h = :k AND r < :a", {":a": {"N": str(rng.randrange(20))}}),
+                ("h = :k AND r BETWEEN :a AND :b", {":a": {"N": "3"}, ":b": {"N": str(rng.randrange(3, 20))}}),
+            )
+        )
+        request = {"TableName": RANGED, "KeyConditionExpression": condition}
+        request["ExpressionAttributeValues"] = {":k": {"S": rng.choice(HASHES)}, **values}
+    else:
+        index = "by-g" if kind == 1 else "g-only"
+        condition, values = ("g = :k", {})
+        if kind == 1 and rng.random() < 0.6:
+            condition, values = ("g = :k AND begins_with(s, :s)", {":s": {"S": rng.choice(("a", "ab", "b"))}})
+        request = {"TableName": RANGED, "IndexName": index, "KeyConditionExpression": condition}
+        request["ExpressionAttributeValues"] = {":k": {"S": rng.choice(("x", "y"))}, **values}
+    if rng.random() < 0.3:
+        request["FilterExpression"] = "v > :v"
+        request["ExpressionAttributeValues"][":v"] = {"N": "1"}
+    return _paging(rng, request)
+
+
+def _paging(rng: random.Random, request: dict[str, Any]) -> dict[str, Any]:
+    request["ScanIndexForward"] = rng.random() < 0.5
+    if rng.random() < 0.7:
+        request["Limit"] = rng.randrange(1, 6)
+    if rng.random() < 0.15:
+        request["Select"] = "COUNT"
+    return request
+
+
+def _pages(ddb: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every page of the query, following LastEvaluatedKey, without the response metadata."""
+    pages: list[dict[str, Any]] = []
+    start: dict[str, Any] | None = None
+    while True:
+        page = ddb.query(**request, **({"ExclusiveStartKey": start} if start else {}))
+        page.pop("ResponseMetadata")
+        pages.append(page)
+        start = page.get("LastEvaluatedKey")
+        if start is None or len(pages) > 200:
+            return pages
