@@ -135,9 +135,11 @@ def start_sqs_process(port: int, env: dict[str, str], cwd: str) -> subprocess.Po
 
 
 def _serve_sqs(port: int) -> None:
+    from atf_local.fast_sqs import fast_sqs
     from atf_local.iam.accounts import accept_sessions, enforce_here
 
     enforce_here()
+    fast_sqs()  # SQS's calls cost what they ask for, not the queue's depth many times over
 
     def wrap(app: App) -> App:
         def route(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
