@@ -18,6 +18,7 @@ from atf_core import tracing
 from atf_core.calls import calls
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
+from atf_core.store.base import Flow
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -30,6 +31,11 @@ class TaskMessage:
     due_ms: int  # the consumer may enqueue slightly early; the controller holds it until then
     collection: str  # lets a controller apply a collection's gate before it claims
     flow_key: str | None = None  # lets it apply the key's limits before it claims
+
+    @property
+    def flow(self) -> Flow:
+        """What fairness takes turns between, as for the task's index entry (DueEntry.flow)."""
+        return (self.collection, self.flow_key)
 
     def encode(self) -> str:
         body: dict[str, str | int] = {"id": self.task_id, "a": self.attempt, "due": self.due_ms, "c": self.collection}

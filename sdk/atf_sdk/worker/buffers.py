@@ -184,9 +184,9 @@ class WorkBuffer:
         now_ms = int(time.time() * 1000)
         while self._held and self._held[0][0] <= now_ms:
             item = heapq.heappop(self._held)[2]
-            flow = (item.rank, _flow(item))
-            turn = max(self._next_turn.get(flow, 0), self._served[item.rank])
-            self._next_turn[flow] = turn + 1
+            ranked_flow = (item.rank, item.message.flow)
+            turn = max(self._next_turn.get(ranked_flow, 0), self._served[item.rank])
+            self._next_turn[ranked_flow] = turn + 1
             heapq.heappush(self._due, (item.rank, turn, item.due_ms, item.seq, item))
 
     def _pop_turn(self) -> Buffered:
@@ -196,7 +196,7 @@ class WorkBuffer:
             # Forget the flows with nothing waiting, so that millions of keys over a host's life do not
             # pile up here. One that comes back starts from the turn last handed out: at most one turn
             # early in the round it left.
-            waiting = {(entry[0], _flow(entry[-1])) for entry in self._due}
+            waiting = {(entry[0], entry[-1].message.flow) for entry in self._due}
             self._next_turn = {f: t for f, t in self._next_turn.items() if f in waiting}
         return item
 
@@ -204,7 +204,3 @@ class WorkBuffer:
         if not self._held:
             return 0.5
         return max(0.001, (self._held[0][0] - time.time() * 1000) / 1000)
-
-
-def _flow(item: Buffered) -> Flow:
-    return (item.message.collection, item.message.flow_key)
