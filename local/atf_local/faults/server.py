@@ -1,6 +1,6 @@
 """The embedded AWS for the guarantees suite: the local stack (moto's server on
 loopback, the table and queues, DynamoDB's writes made atomic as in
-atf_local.atomic) without a consumer, which the suite runs itself.
+atf_local.atomic, installed by LocalStack.start) without a consumer, which the suite runs itself.
 
     python -m atf_local.faults.server --config stack.json --aws-port 4566
 """
@@ -13,8 +13,6 @@ import threading
 from pathlib import Path
 
 from atf_core.config import StackConfig
-from atf_local.atomic import atomic_dynamodb
-from atf_local.fast_query import fast_queries
 from atf_local.stack import LocalStack
 
 
@@ -23,8 +21,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--aws-port", type=int, required=True)
     args = parser.parse_args(argv)
-    atomic_dynamodb()
-    fast_queries()
     stack = LocalStack(StackConfig.from_file(args.config), aws_port=args.aws_port, consumers=0, api_port=None)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
