@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from atf_core.aws import ENDPOINT_ENV, make_clients, service_endpoint
-from atf_local.servers import service_of
+from atf_local.servers import remember_backends, service_of
 
 STACK = "http://127.0.0.1:4566"
 SQS = "http://127.0.0.1:4567"
@@ -58,3 +58,25 @@ def test_requests_are_told_apart_by_the_service_they_are_signed_for() -> None:
     assert service_of({"HTTP_X_AMZ_TARGET": "AmazonSQS.SendMessage"}) == "sqs"
     assert service_of({"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.GetItem"}) is None
     assert service_of({}) is None
+
+
+def test_the_dispatcher_finds_a_hosts_service_once_and_as_moto_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given moto's dispatcher, asked once per host without the memory, and with it
+    from moto import backends
+    from moto.moto_server import werkzeug_app
+
+    hosts = ["sqs.us-east-1.amazonaws.com", "dynamodb.eu-west-1.amazonaws.com", "sts.amazonaws.com", "iam", "nowhere"]
+    plain = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+    expected = {host: plain.get_backend_for_host(host) for host in hosts}
+    remembered = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+    remember_backends(remembered)
+    listings = []
+    listing = backends.list_of_moto_modules
+    monkeypatch.setattr(backends, "list_of_moto_modules", lambda: listings.append(1) or listing())
+    # When each host is asked for three times
+    answers = {host: [remembered.get_backend_for_host(host) for _ in range(3)] for host in hosts}
+    # Then the answers are moto's, and moto's package was listed once per host, not per request
+    assert answers == {host: [expected[host]] * 3 for host in hosts}
+    assert expected["sqs.us-east-1.amazonaws.com"] == "sqs"
+    assert expected["dynamodb.eu-west-1.amazonaws.com"] == "dynamodb"
+    assert len(listings) == len(hosts)
