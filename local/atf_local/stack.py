@@ -17,6 +17,7 @@ from atf_local.api_server import ApiServer, frontend_handler
 from atf_local.atomic import atomic_dynamodb
 from atf_local.console import ConsoleServer
 from atf_local.environment import REPO
+from atf_local.fast_dynamodb import fast_dynamodb
 from atf_local.fast_query import fast_queries
 from atf_local.iam.accounts import credentials, enforce, operator_session, session_of
 from atf_local.iam.roles import local_policies
@@ -97,6 +98,7 @@ class LocalStack:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
         fast_queries()  # a Query reads its partition, not the whole table, as DynamoDB's does
+        fast_dynamodb()  # item answers written as the JSON they are, not walked through botocore's shapes
         self.sqs_port = self.sqs_port or free_port(avoid=(self.aws_port, self.api_port, self.console_port))
         environment.apply(self.endpoint, self.config.model_dump_json(), self.sqs_endpoint)
         self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))  # starts while we synthesize
