@@ -349,6 +349,40 @@ def test_keys_behind_a_flood_in_its_own_shard_get_their_turns(aws: Any, config: 
     assert len(sent) == len(set(sent))
 
 
+def test_a_busy_consumer_reads_past_a_flood_once_a_poll_interval(aws: Any, config: StackConfig) -> None:
+    # Given a key's flood of 200 due tasks, with another key's task behind it in its shard
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0}))
+    world.now = T
+    for _ in range(200):
+        world.schedule(flow_key="A")
+    world.advance(1)
+    first = world.schedule(flow_key="B")
+    read_past: list[datetime] = []
+    due = world.store.due
+
+    def recorded(partition: str, up_to: Any, collections: Any = (), flows: Any = ()) -> Any:
+        if flows:
+            read_past.append(world.now)
+        return due(partition, up_to, collections, flows)
+
+    world.store.due = recorded  # type: ignore[method-assign, assignment]
+    # When the consumer polls, and polls again at once (as it does while it has a backlog) as more comes
+    world.consumer.poll()
+    assert first.id in {m.task_id for m in world.drain()} and read_past == [world.now]
+    second = world.schedule(flow_key="C")
+    sent: list[str] = []
+    for _ in range(9):
+        world.advance(0.1)
+        world.consumer.poll()
+        sent += [m.task_id for m in world.drain()]
+    # Then it did not read past the flood again within the interval, and the new task waited
+    assert len(read_past) == 1 and second.id not in sent
+    # And the next poll a poll interval after the read past reads past again and sends it
+    world.advance(0.1)
+    world.consumer.poll()
+    assert len(read_past) == 2 and second.id in {m.task_id for m in world.drain()}
+
+
 def test_a_flood_without_keys_is_not_read_past(aws: Any, config: StackConfig) -> None:
     """Spread over every shard by id, it fills each shard's head: reading past it would read it all."""
     world = World(aws, config.model_copy(update={"enqueue_per_poll": 10}))

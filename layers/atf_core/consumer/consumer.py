@@ -110,6 +110,7 @@ class Consumer:
         self._budget = QueueBudget(self._queues.depth, self._in_flight_cap, clock=lambda: self._clock().timestamp())
         self._tracker = InFlightTracker()
         self._watched: dict[tuple[object, ...], int] = {}  # a running task's stamp -> when first seen
+        self._read_past_ms: dict[str, int] = {}  # an index partition -> when this consumer last read past a flood
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
 
@@ -183,19 +184,30 @@ class Consumer:
         """The first `window` due entries in turn by flow, then the rest in order. Where a few flows fill
         that window, the partitions it did not read to the end are read again leaving those flows out,
         and the entries found behind them take their turns too: a key's backlog ahead of another key's
-        tasks in its shard cannot hold them back."""
+        tasks in its shard cannot hold them back (for longer than a poll interval: _to_read_past)."""
         partitions, ended = self._partitions(*queue), set[str]()
         entries = self._due_entries(poll, queue, partitions, ended=ended)
         head = list(itertools.islice(entries, window))
         behind: list[DueEntry] = []
-        if crowding := crowding_flows(head, window):
+        crowding = crowding_flows(head, window)
+        cut_short = self._to_read_past([p for p in partitions if p not in ended], poll) if crowding else []
+        if cut_short:
             ahead = {entry.id for entry in head}
-            cut_short = [p for p in partitions if p not in ended]
             others = self._due_entries(poll, queue, cut_short, skip_flows=crowding)
             behind = list(itertools.islice((e for e in others if e.id not in ahead), window))
         yield from fair_share(iter(head + behind), window=len(head) + len(behind))
         taken = {entry.id for entry in behind}
         yield from (entry for entry in entries if entry.id not in taken)
+
+    def _to_read_past(self, partitions: Sequence[str], poll: Poll) -> list[str]:
+        """Those of `partitions` not read past in the last poll interval. A read past is billed for up to
+        READ_PAST entries of the flood, and a consumer working off a backlog polls again at once: it reads
+        past a partition at most once a poll interval, and a task behind a flood waits that much more at most."""
+        every_ms = int(self._config.poll_interval * 1000)
+        last = self._read_past_ms
+        chosen = [p for p in partitions if p not in last or poll.now_ms - last[p] >= every_ms]
+        last.update(dict.fromkeys(chosen, poll.now_ms))
+        return chosen
 
     def _due_entries(
         self,
