@@ -11,12 +11,13 @@ from pydantic import ValidationError
 
 from atf_core.config import KeyLimits, LambdaSpec, OverRate, StackConfig
 from atf_core.consumer.consumer import fair_share
+from atf_core.consumer.read_past import FULL_EVERY_MS, SLACK_MS
 from atf_core.definitions import Attr
 from atf_core.limits import IDLE_KEEP_S, Grant, Limiter, Refusal, key_scope
 from atf_core.queues import TaskMessage
-from atf_core.schema import ScheduleRequest, TaskStatus, to_ms
+from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import index
-from atf_core.store.base import DueEntry
+from atf_core.store.base import DueEntry, ReadPast
 from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
 from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
@@ -325,18 +326,11 @@ def test_keys_behind_a_flood_in_its_own_shard_get_their_turns(aws: Any, config: 
     flood = [world.schedule(flow_key="A") for _ in range(200)]
     world.advance(1)
     behind = {world.schedule(flow_key=k).id for k in sharing_a_shard_with("A", shards, 3)}
-    reads: list[tuple[str, list[Any]]] = []
-    due = world.store.due
-
-    def recorded(partition: str, *args: Any) -> Any:
-        reads.append((partition, list(args[2]) if len(args) > 2 else []))
-        return due(partition, *args)
-
-    world.store.due = recorded  # type: ignore[method-assign, assignment]
+    reads = recorded_reads_past(world)
     # When the consumer polls once
     world.consumer.poll()
     # (the second read, leaving A out, asked only the partition the first did not read to its end)
-    assert [p for p, skipped in reads if skipped] == [raw_item(world.store, flood[0].id)[Attr.INDEX_PK]]
+    assert [read["partition"] for read in reads] == [raw_item(world.store, flood[0].id)[Attr.INDEX_PK]]
     sent = [m.task_id for m in world.drain()]
     # Then the three are among its ten messages, and the flood has its turn too
     assert behind <= set(sent) and len(sent) == 10
@@ -349,26 +343,37 @@ def test_keys_behind_a_flood_in_its_own_shard_get_their_turns(aws: Any, config: 
     assert len(sent) == len(set(sent))
 
 
+def recorded_reads_past(world: World) -> list[dict[str, Any]]:
+    """Each read past the consumer makes, as it asks for it and with what it found."""
+    reads: list[dict[str, Any]] = []
+    read_past = world.store.read_past
+
+    def recorded(partition: str, up_to: Any, flows: Any, *args: Any, **kwargs: Any) -> Any:
+        found = read_past(partition, up_to, flows, *args, **kwargs)
+        reads.append({"partition": partition, "at": world.now, "since_ms": kwargs.get("since_ms"), "found": found})
+        return found
+
+    world.store.read_past = recorded  # type: ignore[method-assign]
+    return reads
+
+
+def flooded(world: World, tasks: int = 200) -> list[Task]:
+    """A's flood, due now, then a second later."""
+    world.now = T
+    flood = [world.schedule(flow_key="A") for _ in range(tasks)]
+    world.advance(1)
+    return flood
+
+
 def test_a_busy_consumer_reads_past_a_flood_once_a_poll_interval(aws: Any, config: StackConfig) -> None:
     # Given a key's flood of 200 due tasks, with another key's task behind it in its shard
     world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0}))
-    world.now = T
-    for _ in range(200):
-        world.schedule(flow_key="A")
-    world.advance(1)
+    flooded(world)
     first = world.schedule(flow_key="B")
-    read_past: list[datetime] = []
-    due = world.store.due
-
-    def recorded(partition: str, up_to: Any, collections: Any = (), flows: Any = ()) -> Any:
-        if flows:
-            read_past.append(world.now)
-        return due(partition, up_to, collections, flows)
-
-    world.store.due = recorded  # type: ignore[method-assign, assignment]
+    reads = recorded_reads_past(world)
     # When the consumer polls, and polls again at once (as it does while it has a backlog) as more comes
     world.consumer.poll()
-    assert first.id in {m.task_id for m in world.drain()} and read_past == [world.now]
+    assert first.id in {m.task_id for m in world.drain()} and [r["at"] for r in reads] == [world.now]
     second = world.schedule(flow_key="C")
     sent: list[str] = []
     for _ in range(9):
@@ -376,11 +381,78 @@ def test_a_busy_consumer_reads_past_a_flood_once_a_poll_interval(aws: Any, confi
         world.consumer.poll()
         sent += [m.task_id for m in world.drain()]
     # Then it did not read past the flood again within the interval, and the new task waited
-    assert len(read_past) == 1 and second.id not in sent
+    assert len(reads) == 1 and second.id not in sent
     # And the next poll a poll interval after the read past reads past again and sends it
     world.advance(0.1)
     world.consumer.poll()
-    assert len(read_past) == 2 and second.id in {m.task_id for m in world.drain()}
+    assert len(reads) == 2 and second.id in {m.task_id for m in world.drain()}
+
+
+def test_a_read_past_starts_where_the_last_found_the_other_flows(aws: Any, config: StackConfig) -> None:
+    # Given A's flood of a few seconds ago with B's task behind it in its shard, read past once
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1}))
+    flood = flooded(world)
+    world.advance(5)
+    first = world.schedule(flow_key="B")
+    reads = recorded_reads_past(world)
+    world.consumer.poll()
+    assert first.id in {m.task_id for m in world.drain()}
+    assert reads[0]["since_ms"] is None and reads[0]["found"].clear_to_ms == to_ms(first.scheduled_at)
+    # When C's task comes behind the flood and the consumer polls a poll interval later
+    read_at = world.now
+    world.advance(1)
+    second = world.schedule(flow_key="C")
+    world.consumer.poll()
+    # Then that read started past A's 200 (where B's was found, or the slack before the last read, if earlier)
+    assert reads[1]["since_ms"] == to_ms(read_at) - SLACK_MS > to_ms(flood[-1].scheduled_at)
+    assert second.id in {m.task_id for m in world.drain()}
+
+
+def test_an_entry_older_than_the_mark_is_found_by_the_next_full_read(aws: Any, config: StackConfig) -> None:
+    # Given a consumer reading past A's flood from its mark
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1}))
+    flooded(world, tasks=400)
+    world.advance(5)
+    reads = recorded_reads_past(world)
+    world.consumer.poll()
+    world.drain()
+    # When B's task is written due at a moment before that mark (a time in the past, behind A's backlog)
+    old = world.schedule(flow_key="B", run_at=(T + timedelta(seconds=0.5)).isoformat())
+    sent: list[str] = []
+    while old.id not in sent and world.now < T + timedelta(seconds=30):
+        world.advance(1)
+        world.consumer.poll()
+        sent += [m.task_id for m in world.drain()]
+    # Then the reads from the mark pass it by, and the next read from the oldest entry finds it
+    fulls = [read["at"] for read in reads if read["since_ms"] is None]
+    assert old.id in sent and len(fulls) == 2
+    assert timedelta(milliseconds=FULL_EVERY_MS) <= fulls[1] - fulls[0] <= timedelta(milliseconds=FULL_EVERY_MS + 1000)
+
+
+def test_a_read_past_says_how_far_it_found_only_the_flows(
+    aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World(aws, config.model_copy(update={"shards": 1}))
+    flood = flooded(world, tasks=20)
+    up_to = world.now + timedelta(seconds=5)
+    partition = raw_item(world.store, flood[0].id)[Attr.INDEX_PK]
+    a = [("default", "A")]
+    # Nothing but A's: clear to the end of what is due
+    assert world.store.read_past(partition, up_to, a) == ReadPast([], to_ms(up_to))
+    # Stopped after READ_PAST of A's: clear to the last entry it passed over
+    monkeypatch.setattr(index, "READ_PAST", 5)
+    fifth = sorted(raw_item(world.store, t.id)[Attr.INDEX_SK] for t in flood)[4]
+    assert world.store.read_past(partition, up_to, a) == ReadPast([], int(fifth))
+    monkeypatch.setattr(index, "READ_PAST", 6000)
+    # Another key's entries behind: clear to the first of them, and at most `limit` of them
+    behind = [world.schedule(flow_key="X")]
+    world.advance(0.5)
+    behind.append(world.schedule(flow_key="Y"))
+    found = world.store.read_past(partition, up_to, a, limit=1)
+    assert [e.id for e in found.behind] == [behind[0].id] and found.clear_to_ms == found.behind[0].next_ms
+    # From a mark: only what lies after it
+    since = world.store.read_past(partition, up_to, a, since_ms=found.clear_to_ms + 1)
+    assert [e.id for e in since.behind] == [behind[1].id]
 
 
 def test_a_flood_without_keys_is_not_read_past(aws: Any, config: StackConfig) -> None:
@@ -389,19 +461,12 @@ def test_a_flood_without_keys_is_not_read_past(aws: Any, config: StackConfig) ->
     world.now = T
     for _ in range(200):
         world.schedule(collection="flood")
-    skipped: list[Any] = []
-    due = world.store.due
-
-    def recorded(partition: str, up_to: Any, collections: Any = (), flows: Any = ()) -> Any:
-        skipped.append(list(flows))
-        return due(partition, up_to, collections, flows)
-
-    world.store.due = recorded  # type: ignore[method-assign, assignment]
+    reads = recorded_reads_past(world)
     world.consumer.poll()
-    assert len(world.drain()) == 10 and skipped and not any(skipped)
+    assert len(world.drain()) == 10 and reads == []
 
 
-def test_a_due_read_leaves_out_the_flows_it_is_told_to(aws: Any, config: StackConfig) -> None:
+def test_a_read_past_leaves_out_the_flows_it_is_told_to(aws: Any, config: StackConfig) -> None:
     world = World(aws, config.model_copy(update={"shards": 1}))
     world.now = T
     made = {
@@ -414,9 +479,9 @@ def test_a_due_read_leaves_out_the_flows_it_is_told_to(aws: Any, config: StackCo
     }
     partition = raw_item(world.store, made["none"].id)[Attr.INDEX_PK]
     skip = [("default", "A"), ("x", None)]
-    left = {e.id for e in world.store.due(partition, T + timedelta(seconds=5), skip_flows=skip)}
+    left = {e.id for e in world.store.read_past(partition, T + timedelta(seconds=5), skip).behind}
     assert left == {made[name].id for name in ("B", "none", "B in x")}
-    both = {e.id for e in world.store.due(partition, T + timedelta(seconds=5), ["x"], skip)}
+    both = {e.id for e in world.store.read_past(partition, T + timedelta(seconds=5), skip, ["x"]).behind}
     assert both == {made[name].id for name in ("B", "none")}
 
 
@@ -432,9 +497,9 @@ def test_a_read_past_a_flood_stops_after_so_many_of_its_entries(
     behind = world.schedule(flow_key="X")
     partition, up_to = raw_item(world.store, behind.id)[Attr.INDEX_PK], T + timedelta(seconds=5)
     monkeypatch.setattr(index, "READ_PAST", 5)
-    assert [e.id for e in world.store.due(partition, up_to, skip_flows=[("default", "A")])] == []
+    assert [e.id for e in world.store.read_past(partition, up_to, [("default", "A")]).behind] == []
     monkeypatch.setattr(index, "READ_PAST", 50)
-    assert [e.id for e in world.store.due(partition, up_to, skip_flows=[("default", "A")])] == [behind.id]
+    assert [e.id for e in world.store.read_past(partition, up_to, [("default", "A")]).behind] == [behind.id]
 
 
 def test_a_keyed_message_carries_its_key_as_the_message_group(aws: Any, config: StackConfig) -> None:

@@ -180,6 +180,9 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
         (_task, lambda w, task: w.tasks.transition(TaskRef.of(task), lifecycle.SUCCEED, Change(now=T0, attempt=1))),
     ],
     (DynamoTaskStore, "due"): [(_task, lambda w, task: w.tasks.due(w.partition(task), T0, ["paused"]))],
+    (DynamoTaskStore, "read_past"): [
+        (_task, lambda w, task: w.tasks.read_past(w.partition(task), T0, [("default", "k")], ["paused"], since_ms=0))
+    ],
     (DynamoTaskStore, "entries"): [
         (_task, lambda w, task: w.tasks.entries(w.partition(task), T0, T0, {Attr.COLLECTION: "c"}))
     ],
@@ -193,6 +196,7 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
         (_gated, lambda w, _: w.tasks.delete_gate("work", None)),
     ],
     (IndexStore, "due"): [(_task, lambda w, task: w.index.due(w.partition(task), T0))],
+    (IndexStore, "read_past"): [(_task, lambda w, task: w.index.read_past(w.partition(task), T0, [("default", "k")]))],
     (IndexStore, "entries"): [(_task, lambda w, task: w.index.entries(w.partition(task), T0, T0))],
     (IndexStore, "ids"): [(_task, lambda w, task: w.index.ids(w.partition(task), to_ms(T0)))],
     (IndexStore, "count"): [(_task, lambda w, task: w.index.count(w.partition(task), 0, None, max_pages=2))],

@@ -44,6 +44,7 @@ from atf_core.consumer.decide import (
 from atf_core.consumer.modes import enqueue_mode
 from atf_core.consumer.overlap import Overlap, io_threads_for
 from atf_core.consumer.poll import Event, Poll, PollReport
+from atf_core.consumer.read_past import ReadPastMarks
 from atf_core.consumer.tracker import InFlightTracker, QueueKey, where
 from atf_core.gating import GateView
 from atf_core.lifecycle import Assoc
@@ -110,7 +111,7 @@ class Consumer:
         self._budget = QueueBudget(self._queues.depth, self._in_flight_cap, clock=lambda: self._clock().timestamp())
         self._tracker = InFlightTracker()
         self._watched: dict[tuple[object, ...], int] = {}  # a running task's stamp -> when first seen
-        self._read_past_ms: dict[str, int] = {}  # an index partition -> when this consumer last read past a flood
+        self._read_past_marks = ReadPastMarks(every_ms=int(config.poll_interval * 1000))
         self._last_gates: GateView | None = None
         self._housekeeping = housekeeping
 
@@ -184,38 +185,42 @@ class Consumer:
         """The first `window` due entries in turn by flow, then the rest in order. Where a few flows fill
         that window, the partitions it did not read to the end are read again leaving those flows out,
         and the entries found behind them take their turns too: a key's backlog ahead of another key's
-        tasks in its shard cannot hold them back (for longer than a poll interval: _to_read_past)."""
+        tasks in its shard cannot hold them back (how often, and from where: read_past.py)."""
         partitions, ended = self._partitions(*queue), set[str]()
         entries = self._due_entries(poll, queue, partitions, ended=ended)
         head = list(itertools.islice(entries, window))
         behind: list[DueEntry] = []
-        crowding = crowding_flows(head, window)
-        cut_short = self._to_read_past([p for p in partitions if p not in ended], poll) if crowding else []
-        if cut_short:
+        if crowding := crowding_flows(head, window):
+            cut_short = [p for p in partitions if p not in ended]
             ahead = {entry.id for entry in head}
-            others = self._due_entries(poll, queue, cut_short, skip_flows=crowding)
-            behind = list(itertools.islice((e for e in others if e.id not in ahead), window))
+            found = self._read_past(poll, queue, cut_short, crowding, limit=window + len(ahead))
+            behind = list(itertools.islice((e for e in found if e.id not in ahead), window))
         yield from fair_share(iter(head + behind), window=len(head) + len(behind))
         taken = {entry.id for entry in behind}
         yield from (entry for entry in entries if entry.id not in taken)
 
-    def _to_read_past(self, partitions: Sequence[str], poll: Poll) -> list[str]:
-        """Those of `partitions` not read past in the last poll interval. A read past is billed for up to
-        READ_PAST entries of the flood, and a consumer working off a backlog polls again at once: it reads
-        past a partition at most once a poll interval, and a task behind a flood waits that much more at most."""
-        every_ms = int(self._config.poll_interval * 1000)
-        last = self._read_past_ms
-        chosen = [p for p in partitions if p not in last or poll.now_ms - last[p] >= every_ms]
-        last.update(dict.fromkeys(chosen, poll.now_ms))
-        return chosen
+    def _read_past(
+        self, poll: Poll, queue: QueueKey, partitions: Sequence[str], crowding: Sequence[Flow], limit: int
+    ) -> Iterator[DueEntry]:
+        """The entries behind the crowding flows' backlog in those partitions, in turn by partition, for the
+        partitions read_past.py says to read now, from where it says."""
+        up_to = poll.now + timedelta(seconds=self._config.lookahead)
+        skip = poll.gates.paused_collections(queue[0])
+        skipped = (frozenset(crowding), frozenset(skip))
+        plan = self._read_past_marks.plan(partitions, skipped, poll.now_ms)
+        reads = (
+            functools.partial(self._store.read_past, p, up_to, crowding, skip, since_ms=since, limit=limit)
+            for p, since in plan.items()
+        )
+        found: dict[str, Iterator[DueEntry]] = {}
+        done = self._overlap.ordered(reads, ahead=self._overlap.threads)
+        for (partition, since), read in zip(plan.items(), done, strict=True):
+            self._read_past_marks.record(partition, skipped, poll.now_ms, since, read.clear_to_ms)
+            found[partition] = iter(read.behind)
+        return self._unsent(poll, _in_turn(found, set()))
 
     def _due_entries(
-        self,
-        poll: Poll,
-        queue: QueueKey,
-        partitions: Sequence[str],
-        skip_flows: Sequence[Flow] = (),
-        ended: set[str] | None = None,
+        self, poll: Poll, queue: QueueKey, partitions: Sequence[str], ended: set[str]
     ) -> Iterator[DueEntry]:
         """Due entries this consumer has no reason to skip, oldest first per partition, the partitions in
         turn; those read to the end are added to `ended`."""
@@ -223,9 +228,13 @@ class Consumer:
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
         # out in partition order all the same, and are looked at here.
-        reads = (functools.partial(_started, self._store.due(p, up_to, skip, skip_flows)) for p in partitions)
+        reads = (functools.partial(_started, self._store.due(p, up_to, skip)) for p in partitions)
         started = dict(zip(partitions, self._overlap.ordered(reads, ahead=self._overlap.threads), strict=True))
-        for entry in _in_turn(started, set() if ended is None else ended):
+        return self._unsent(poll, _in_turn(started, ended))
+
+    def _unsent(self, poll: Poll, entries: Iterator[DueEntry]) -> Iterator[DueEntry]:
+        """The entries but for those sent and not yet due to be looked at again; each is noted as seen."""
+        for entry in entries:
             poll.seen.add((entry.id, entry.next_ms))
             if not self._tracker.waiting((entry.id, entry.next_ms), poll.now_ms):
                 yield entry

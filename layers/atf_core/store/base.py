@@ -35,6 +35,15 @@ class DueEntry:
 
 
 @dataclass(frozen=True)
+class ReadPast:
+    """What a read past some flows' backlog found: the other entries behind it, oldest first, and the sort
+    key (next_timestamp, ms) before which every entry it passed over was one of those flows'."""
+
+    behind: list[DueEntry]
+    clear_to_ms: int
+
+
+@dataclass(frozen=True)
 class CreateResult:
     task: Task
     created: bool
@@ -137,10 +146,21 @@ class TaskStore(ABC):
     def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome: ...
 
     @abstractmethod
-    def due(
-        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), skip_flows: Iterable[Flow] = ()
-    ) -> Iterator[DueEntry]:
-        """Due entries, oldest first, but for those of the collections and the flows to skip."""
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
+        """Due entries, oldest first, but for those of the collections to skip."""
+
+    @abstractmethod
+    def read_past(
+        self,
+        partition: str,
+        up_to: datetime,
+        flows: Iterable[Flow],
+        skip_collections: Iterable[str] = (),
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> ReadPast:
+        """Up to `limit` due entries that are not of `flows` (nor of the collections to skip), oldest first,
+        from `since_ms` on; a read bounded in the flows' entries it passes over (DynamoDB bills them)."""
 
     @abstractmethod
     def entries(

@@ -16,7 +16,7 @@ from atf_core.calls import calls
 from atf_core.definitions import Attr
 from atf_core.schema import to_ms
 from atf_core.store import codec
-from atf_core.store.base import DueEntry, Flow
+from atf_core.store.base import DueEntry, Flow, ReadPast
 from atf_core.store.table import Expression, Table
 
 if TYPE_CHECKING:
@@ -35,17 +35,41 @@ class IndexStore:
         self._page_size = page_size
 
     @calls("dynamodb:Query")
-    def due(
-        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), skip_flows: Iterable[Flow] = ()
-    ) -> Iterator[DueEntry]:
-        """Entries due by `up_to`, oldest first, but for those of the collections and the flows to skip."""
-        flows = sorted(set(skip_flows), key=str)
-        filter = _skipping(sorted(set(skip_collections)), flows)
-        limit = READ_PAST if flows else self._page_size
-        pages = self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=limit)
-        for page in _read_past(pages) if flows else pages:
-            # (An item that left the index as the query read it comes back without its key on moto's server.)
-            yield from (codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item)
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
+        """Entries due by `up_to`, oldest first, but for those of the collections to skip."""
+        filter = _skipping(sorted(set(skip_collections)), [])
+        for page in self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=self._page_size):
+            yield from _entries(page)
+
+    @calls("dynamodb:Query")
+    def read_past(
+        self,
+        partition: str,
+        up_to: datetime,
+        flows: Iterable[Flow],
+        skip_collections: Iterable[str] = (),
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> ReadPast:
+        """Up to `limit` entries due by `up_to` (from `since_ms` on) that are not of `flows`, oldest first,
+        having passed over at most READ_PAST entries; and where every entry passed over was theirs: up to
+        the first one found, else to where the read stopped (its last key), else to `up_to`."""
+        filter = _skipping(sorted(set(skip_collections)), sorted(set(flows), key=str))
+        high = to_ms(up_to)
+        pages = self._table.query_index(partition, low=since_ms, high=high, filter=filter, limit=READ_PAST)
+        found: list[DueEntry] = []
+        evaluated, clear_to = 0, high
+        for page in pages:
+            found += _entries(page)
+            evaluated += int(page.get("ScannedCount", len(page.get("Items", []))))
+            last = page.get("LastEvaluatedKey")
+            if found:
+                clear_to = found[0].next_ms
+            elif last is not None and evaluated >= READ_PAST:
+                clear_to = int(last[Attr.INDEX_SK]["N"])
+            if len(found) >= limit or evaluated >= READ_PAST:
+                break
+        return ReadPast(found[:limit], clear_to)
 
     @calls("dynamodb:Query")
     def entries(
@@ -111,11 +135,6 @@ def _skipping(collections: list[str], flows: list[Flow]) -> Expression | None:
     return Expression(text, {n: a for n, a in names.items() if n in text}, values)
 
 
-def _read_past(pages: Iterator[Any]) -> Iterator[Any]:
-    """Pages until READ_PAST entries were evaluated (the filter's ScannedCount)."""
-    evaluated = 0
-    for page in pages:
-        yield page
-        evaluated += int(page.get("ScannedCount", len(page.get("Items", []))))
-        if evaluated >= READ_PAST:
-            return
+def _entries(page: Any) -> list[DueEntry]:
+    # (An item that left the index as the query read it comes back without its key on moto's server.)
+    return [codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item]

@@ -12,7 +12,17 @@ from atf_core.definitions import GATES_ITEM_ID, Attr
 from atf_core.lifecycle import Assoc, Transition
 from atf_core.schema import Gate, Task, TaskStatus
 from atf_core.store import codec, holders, merges
-from atf_core.store.base import Change, CreateResult, DueEntry, Flow, MergeRecord, Outcome, TaskRef, TaskStore
+from atf_core.store.base import (
+    Change,
+    CreateResult,
+    DueEntry,
+    Flow,
+    MergeRecord,
+    Outcome,
+    ReadPast,
+    TaskRef,
+    TaskStore,
+)
 from atf_core.store.codec import Item
 from atf_core.store.index import IndexStore
 from atf_core.store.table import Table, put_request
@@ -91,10 +101,20 @@ class DynamoTaskStore(TaskStore):
         return Outcome(applied=True, task=codec.item_to_task(written.item))
 
     @calls(IndexStore.due)
-    def due(
-        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), skip_flows: Iterable[Flow] = ()
-    ) -> Iterator[DueEntry]:
-        return self._index.due(partition, up_to, skip_collections, skip_flows)
+    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
+        return self._index.due(partition, up_to, skip_collections)
+
+    @calls(IndexStore.read_past)
+    def read_past(
+        self,
+        partition: str,
+        up_to: datetime,
+        flows: Iterable[Flow],
+        skip_collections: Iterable[str] = (),
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> ReadPast:
+        return self._index.read_past(partition, up_to, flows, skip_collections, since_ms, limit)
 
     @calls(IndexStore.entries)
     def entries(

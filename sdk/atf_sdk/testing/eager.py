@@ -24,7 +24,7 @@ from atf_core.config import LambdaSpec, StackConfig
 from atf_core.errors import InputError
 from atf_core.lifecycle import Transition
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
-from atf_core.store.base import Change, CreateResult, DueEntry, MergeRecord, TaskRef, TaskStore
+from atf_core.store.base import Change, CreateResult, DueEntry, MergeRecord, ReadPast, TaskRef, TaskStore
 from atf_core.store.base import Outcome as Written
 from atf_core.tasks import build_task
 from atf_sdk.operations import checked
@@ -199,9 +199,18 @@ class _Recorder(TaskStore):
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         _unused()
 
-    def due(
-        self, partition: str, up_to: datetime, skip_collections: Any = (), skip_flows: Any = ()
-    ) -> Iterator[DueEntry]:
+    def due(self, partition: str, up_to: datetime, skip_collections: Any = ()) -> Iterator[DueEntry]:
+        _unused()
+
+    def read_past(
+        self,
+        partition: str,
+        up_to: datetime,
+        flows: Any,
+        skip_collections: Any = (),
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> ReadPast:
         _unused()
 
     def entries(
