@@ -22,15 +22,17 @@ PARTITIONS = ("new#work#normal#0", "new#work#normal#1", "new#work#high#0")
 
 @contextmanager
 def moto_alone() -> Iterator[None]:
-    """moto's own Query while inside (fast_queries leaves every other read as moto does it)."""
-    from moto.dynamodb.models.table import Table
+    """moto's own Query and index projection while inside (fast_queries leaves every other read as moto does it)."""
+    from moto.dynamodb.models.table import SecondaryIndex, Table
 
-    patched = Table.query
+    patched, picked = Table.query, SecondaryIndex.project
     Table.query = patched.__wrapped__  # type: ignore[attr-defined,method-assign]
+    SecondaryIndex.project = picked.__wrapped__  # type: ignore[attr-defined,method-assign]
     try:
         yield
     finally:
         Table.query = patched  # type: ignore[method-assign]
+        SecondaryIndex.project = picked  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -121,6 +123,15 @@ def _update_task(ddb: Any, rng: random.Random, config: StackConfig) -> None:
 def _task(rng: random.Random) -> dict[str, Any]:
     item = {"id": {"S": f"t{rng.randrange(40)}"}, Attr.LAMBDA: {"S": rng.choice(("work", "sleepy"))}}
     item[Attr.PAYLOAD] = {"S": "x" * rng.randrange(30)}
+    # some of what the index includes (numbers in more than one spelling), and some of what it leaves out
+    optional = {
+        Attr.FLOW_KEY: {"S": rng.choice(("A", "B"))},
+        Attr.EXPIRE_AT: {"N": rng.choice(("10", "1.50", "-3", "7.0"))},
+        Attr.COLLECTION: {"S": "c"},
+        "tags": {"SS": ["b", "a", "c"]},
+        "nested": {"M": {"n": {"N": "2"}, "l": {"L": [{"S": "x"}]}}},
+    }
+    item.update({name: value for name, value in optional.items() if rng.random() < 0.5})
     if rng.random() < 0.8:  # a finished task leaves the index
         item[Attr.INDEX_PK] = {"S": rng.choice(PARTITIONS)}
         item[Attr.INDEX_SK] = {"N": str(rng.randrange(50))}  # ties on the index's range key, as timestamps tie
