@@ -8,9 +8,8 @@ another flow (or, finding none, how far it read), and:
 
 - reads past a partition at most once a poll interval: a task behind a flood waits that much more at most;
 - starts the next read there, not at the partition's oldest entry, while the same flows crowd it (and the
-  same collections are paused), though
-  never later than SLACK_MS before the poll (a task scheduled to run now is written with that moment's
-  timestamp, a little before it lands in the index);
+  same collections are paused), though never later than SLACK_MS before the poll (a task scheduled to run
+  now is written with that moment's timestamp, a little before it lands in the index);
 - reads from the oldest entry again every FULL_EVERY_MS, or as soon as other flows crowd it: an entry
   written with an older timestamp than the mark (a time in the past, a late periodic occurrence) is found
   within that.
@@ -36,7 +35,7 @@ class _Mark:
     skipped: Skipped
     read_ms: int  # when it last read past the partition
     full_ms: int  # when it last read it from its oldest entry
-    clear_to_ms: int  # every entry before this sort key was one of `flows`' when it looked
+    clear_to_ms: int  # every entry before this sort key was one the read leaves out, when it looked
 
 
 class ReadPastMarks:
