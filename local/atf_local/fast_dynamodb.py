@@ -85,10 +85,9 @@ def _as_json(result: object, shape: Any) -> str | None:
     if type(result) is not dict:  # an error, or an answer moto builds another way
         return None
     try:
-        body = json.dumps(_members(result, shape))
+        return json.dumps(_members(result, shape))
     except (TypeError, ValueError):  # bytes: binary attributes are base64 in the answer
         return None
-    return body
 
 
 def _members(value: Any, shape: Any) -> Any:

@@ -57,7 +57,7 @@ def _without_moved(sorted_items: Callable[..., list[Item]]) -> Callable[..., lis
     between the two (moto's reads take no lock, and updates change items in place): moto's own sort failed
     the whole Query with a KeyError on the attribute that was removed, a few times per benchmark run."""
 
-    @functools.wraps(sorted_items)
+    @functools.wraps(sorted_items)  # __wrapped__: moto's sort, which this replaces (tests switch back to it)
     def call(
         self: Table, hash_key_attrs: list[str], range_key_attrs: list[str | None], items: list[Item]
     ) -> list[Item]:
