@@ -14,6 +14,7 @@ from atf_core.aws import ENDPOINT_ENV
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
 from atf_local.environment import REPO, SQS_ENDPOINT_ENV, sqs_endpoint_of
 from atf_local.iam.roles import WORKER
+from atf_local.servers import freeze_survivors
 from atf_local.stack import LocalStack
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
@@ -99,6 +100,7 @@ def _serve(
     api_port: int | None = 8080,
     console_port: int | None = None,
 ) -> None:
+    freeze_survivors()  # this process serves DynamoDB: no full collection walks its tables
     stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port, console_port=console_port)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

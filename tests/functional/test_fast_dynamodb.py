@@ -4,6 +4,7 @@ headers, the JSON document)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -11,10 +12,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb import responses
+from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.parsing import ast_nodes, expressions
 
 from atf_local.fast_dynamodb import ITEM_ACTIONS, _as_json, _output_shape, fast_dynamodb
 from tests.conftest import moto_session
 
+PARSER: Any = expressions.UpdateExpressionParser  # type: ignore[attr-defined]
 TABLE = "things"
 EVERY_TYPE = {
     "h": {"S": "a"},
@@ -33,11 +37,27 @@ NULL_TEXT = {"h": {"S": "a"}, "r": {"N": "3"}, "g": {"S": "g1"}, "s": {"S": "say
 
 
 @pytest.fixture
-def answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
+def moto_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto as it is, whatever an earlier test installed; and so again after the test."""
+    monkeypatch.setattr(responses, "_atf_fast", False, raising=False)
+    monkeypatch.setattr(responses.DynamoHandler, "serialized", responses.DynamoHandler.serialized)
+    monkeypatch.setattr(PARSER, "make", PARSER.make)
+    monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", _moto_lexer())
+    monkeypatch.delattr(ast_nodes.Node, "__deepcopy__", raising=False)
+    types = ast_nodes.DepthFirstTraverser.nodes_to_be_processed
+    monkeypatch.setattr(ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", getattr(types, "moto", types))
+    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
+
+
+def _moto_lexer() -> Any:
+    lexer = ConditionExpressionParser._lex_condition_expression
+    return getattr(lexer, "moto", lexer)
+
+
+@pytest.fixture
+def answers(moto_alone: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """Each answer as written by the patch and by moto's walk, for the length of the test."""
     walk = responses.DynamoHandler.serialized
-    monkeypatch.setattr(responses, "_atf_fast", False, raising=False)
-    monkeypatch.setattr(responses.DynamoHandler, "serialized", walk)
     fast_dynamodb()
     direct = responses.DynamoHandler.serialized
     seen: list[dict[str, Any]] = []
@@ -53,7 +73,6 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
         return walked
 
     monkeypatch.setattr(responses.DynamoHandler, "serialized", both)
-    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
     yield seen
 
 
@@ -177,32 +196,36 @@ def test_every_item_answer_is_written_as_moto_writes_it(ddb: Any, answers: list[
     assert {"CreateTable", "GetItem", "BatchGetItem", "Scan"} <= walked
 
 
-def test_an_update_expression_parsed_once_updates_as_one_parsed_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    from moto.dynamodb.parsing import expressions
-
-    parser: Any = expressions.UpdateExpressionParser  # type: ignore[attr-defined]
-    monkeypatch.setattr(responses, "_atf_fast", False, raising=False)
-    monkeypatch.setattr(responses.DynamoHandler, "serialized", responses.DynamoHandler.serialized)
-    monkeypatch.setattr(parser, "make", parser.make)
-    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
-    # Given moto as it is, then with each expression parsed once
+@pytest.mark.usefixtures("moto_alone")
+def test_expressions_parsed_once_update_as_ones_parsed_each_time() -> None:
+    # Given moto as it is, then with each expression parsed once and its trees copied directly
     alone = _updates()
     fast_dynamodb()
     remembered = _updates()
-    # Then the same updates answer alike, item for item, the refusals included, and the trees were reused
+    # Then the same updates answer alike, item for item, the refusals included, and the parses were reused
     assert remembered == alone
-    assert parser.make.__func__.cache_info().hits >= 30
+    assert PARSER.make.__func__.cache_info().hits >= 30
+    assert ConditionExpressionParser._lex_condition_expression.tokens.cache_info().hits >= 30
+
+
+UPDATES = [
+    "SET v = v + :n, tags = list_append(if_not_exists(tags, :none), :tag) REMOVE gone",
+    "SET #m.#k = :n, seen = if_not_exists(seen, :n) ADD hits :n",
+    "SET v = :n REMOVE tags[0]",
+    "SET v = v + :n REMOVE",  # refused: nothing after REMOVE, every time
+]
+CONDITIONS = [
+    None,
+    "attribute_exists(v) AND (v < :n OR attribute_not_exists(seen))",  # met, then refused as v grows
+    "NOT (v BETWEEN :zero AND :n) AND attribute_not_exists(gone)",  # refused while gone is there
+    "#m.#k <> :n OR v IN (:n, :zero)",
+    "attribute_not_exists(h)",  # refused every time
+]
 
 
 def _updates() -> list[Any]:
     from moto import mock_aws
 
-    expressions = [
-        "SET v = v + :n, tags = list_append(if_not_exists(tags, :none), :tag) REMOVE gone",
-        "SET #m.#k = :n, seen = if_not_exists(seen, :n) ADD hits :n",
-        "SET v = :n REMOVE tags[0]",
-        "SET v = v + :n REMOVE",  # refused: nothing after REMOVE, every time
-    ]
     seen: list[Any] = []
     with mock_aws():
         ddb = moto_session().client("dynamodb")
@@ -211,11 +234,15 @@ def _updates() -> list[Any]:
             item = {**_key("u", r), "v": {"N": "0"}, "m": {"M": {}}, "gone": {"S": "x"}}
             ddb.put_item(TableName=TABLE, Item=item)
         for step in range(12):
-            for text in expressions:
+            for number, text in enumerate(UPDATES):
+                condition = CONDITIONS[(step + number) % len(CONDITIONS)]
+                said = text + (condition or "")
                 values = {":n": {"N": str(step)}, ":none": {"L": []}, ":tag": {"L": [{"S": f"s{step}"}]}}
-                values = {k: v for k, v in values.items() if k in text}
-                names = {n: a for n, a in (("#m", "m"), ("#k", f"k{step % 3}")) if n in text}
+                values = {k: v for k, v in {**values, ":zero": {"N": "0"}}.items() if k in said}
+                names = {n: a for n, a in (("#m", "m"), ("#k", f"k{step % 3}")) if n in said}
                 request = {"TableName": TABLE, "Key": _key("u", step % 3), "UpdateExpression": text}
+                if condition is not None:
+                    request["ConditionExpression"] = condition
                 try:
                     answer = ddb.update_item(
                         **request,
@@ -228,3 +255,82 @@ def _updates() -> list[Any]:
                     seen.append(refused.response["Error"])
         seen.append(sorted(ddb.scan(TableName=TABLE)["Items"], key=lambda item: item["r"]["N"]))
     return seen
+
+
+@pytest.mark.usefixtures("moto_alone")
+def test_condition_tokens_found_once_are_moto_s_with_lists_of_their_own() -> None:
+    texts = [c for c in CONDITIONS if c is not None] + ["a.b[1] = :v AND #n.c <> :w", "(x >= :y)"]
+    alone = [list(ConditionExpressionParser(text, {}, {})._lex_condition_expression()) for text in texts]
+    fast_dynamodb()
+    lexer = ConditionExpressionParser._lex_condition_expression
+    for text, tokens in zip(texts, alone, strict=True):
+        first = list(ConditionExpressionParser(text, {}, {})._lex_condition_expression())
+        again = list(ConditionExpressionParser(text, {}, {})._lex_condition_expression())
+        assert first == again == tokens, text
+        assert all(a.children is not b.children for a, b in zip(first, again, strict=True))
+    # A text that cannot be split fails every time, as moto's does, and is not remembered
+    for _ in range(2):
+        with pytest.raises(ValueError, match="Cannot parse condition starting at:!"):
+            ConditionExpressionParser("a = :b !", {}, {})._lex_condition_expression()
+    assert lexer.tokens.cache_info().currsize == len(texts)
+
+
+@pytest.mark.usefixtures("moto_alone")
+def test_a_parsed_expression_is_copied_directly_as_deepcopy_copies_it() -> None:
+    trees = [PARSER.make(text) for text in UPDATES[:3]]
+    parts = [tree.children[0] for tree in trees]  # its parent link reaches the rest: copied with it
+    generic = [copy.deepcopy(node) for node in trees + parts]
+    fast_dynamodb()
+    direct = [copy.deepcopy(node) for node in trees + parts]
+    originals = {id(item) for node in trees for item in _objects(node)}
+    for made, expected, source in zip(direct, generic, trees + parts, strict=True):
+        assert _graph(made) == _graph(expected) == _graph(source)
+        assert not originals & {id(item) for item in _objects(made)}  # nothing shared with the source
+
+
+def _objects(root: Any) -> list[Any]:
+    """Every node and list reachable from root (children, parent links), in the order first reached."""
+    seen: dict[int, Any] = {}
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen[id(item)] = item
+        if isinstance(item, ast_nodes.Node):
+            stack.extend(reversed(list(vars(item).values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return [item for item in seen.values() if isinstance(item, ast_nodes.Node | list)]
+
+
+def _graph(root: Any) -> list[Any]:
+    """root's object graph with each node and list named by where it was first reached: two graphs are
+    equal when they have the same shape, links and values."""
+    objects = _objects(root)
+    place = {id(item): number for number, item in enumerate(objects)}
+
+    def named(value: Any) -> Any:
+        return ("ref", place[id(value)]) if id(value) in place else ("value", type(value).__name__, repr(value))
+
+    return [
+        (type(item).__name__, sorted((k, named(v)) for k, v in vars(item).items()))
+        if isinstance(item, ast_nodes.Node)
+        else ("list", [named(v) for v in item])
+        for item in objects
+    ]
+
+
+@pytest.mark.usefixtures("moto_alone")
+def test_each_validator_pass_works_on_the_node_types_moto_names_for_it() -> None:
+    passes = _subclasses(ast_nodes.DepthFirstTraverser)
+    bare = [kind.__new__(kind) for kind in passes]  # a pass's types need none of its state
+    alone = [ast_nodes.DepthFirstTraverser.nodes_to_be_processed(each) for each in bare]
+    fast_dynamodb()
+    assert len(passes) >= 8
+    for _ in range(2):
+        assert [each.nodes_to_be_processed() for each in bare] == alone
+
+
+def _subclasses(kind: type) -> list[type]:
+    return [sub for direct in kind.__subclasses__() for sub in (direct, *_subclasses(direct))]
