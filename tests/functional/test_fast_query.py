@@ -23,18 +23,21 @@ PARTITIONS = ("new#work#normal#0", "new#work#normal#1", "new#work#high#0")
 @contextmanager
 def moto_alone() -> Iterator[None]:
     """moto's own Query and index projection while inside (fast_queries leaves every other read as moto does it)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import SecondaryIndex, Table
 
-    patched, picked, sort = Table.query, SecondaryIndex.project, Table.sorted_items
+    patched, picked, sort, cast = Table.query, SecondaryIndex.project, Table.sorted_items, DynamoType.cast_value
     Table.query = patched.__wrapped__  # type: ignore[attr-defined,method-assign]
     SecondaryIndex.project = picked.__wrapped__  # type: ignore[attr-defined,method-assign]
     Table.sorted_items = sort.__wrapped__  # type: ignore[attr-defined,method-assign]
+    DynamoType.cast_value = property(cast.fget.moto)  # type: ignore[attr-defined,method-assign,union-attr]
     try:
         yield
     finally:
         Table.query = patched  # type: ignore[method-assign]
         SecondaryIndex.project = picked  # type: ignore[method-assign]
         Table.sorted_items = sort  # type: ignore[method-assign]
+        DynamoType.cast_value = cast  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -247,3 +250,18 @@ def _backend_tables() -> dict[str, Any]:
 
 def _all(table: Any) -> list[Any]:
     return [item for stored in table.items.values() for item in (stored.values() if table.range_key_attr else [stored])]
+
+
+def test_a_value_is_cast_as_moto_casts_it() -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    fast_queries()
+    values = [
+        {"S": "text"}, {"S": ""}, {"N": "12"}, {"N": "-0.50"}, {"N": "1E+3"}, {"B": b"\x00bytes"}, {"BOOL": True},
+        {"NULL": True}, {"SS": ["a", "b"]}, {"NS": ["1", "2.0"]}, {"L": [{"S": "x"}, {"N": "3"}]},
+        {"M": {"k": {"N": "7"}, "s": {"S": "v"}}},
+    ]  # fmt: skip
+    moto_cast = DynamoType.cast_value.fget.moto  # type: ignore[attr-defined,union-attr]
+    for value in values:
+        typed = DynamoType(value)
+        assert typed.cast_value == moto_cast(typed) and type(typed.cast_value) is type(moto_cast(typed)), value
