@@ -41,12 +41,18 @@ def moto_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto as it is, whatever an earlier test installed; and so again after the test."""
     monkeypatch.setattr(responses, "_atf_fast", False, raising=False)
     monkeypatch.setattr(responses.DynamoHandler, "serialized", responses.DynamoHandler.serialized)
-    monkeypatch.setattr(PARSER, "make", PARSER.make)
+    monkeypatch.setattr(PARSER, "make", classmethod(_moto_parse()))
     monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", _moto_lexer())
     monkeypatch.delattr(ast_nodes.Node, "__deepcopy__", raising=False)
     types = ast_nodes.DepthFirstTraverser.nodes_to_be_processed
     monkeypatch.setattr(ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", getattr(types, "moto", types))
     monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
+
+
+def _moto_parse() -> Any:
+    """moto's own parse, under the cache an earlier test may have put on it."""
+    parse = PARSER.make.__func__
+    return getattr(parse, "__wrapped__", parse)
 
 
 def _moto_lexer() -> Any:
