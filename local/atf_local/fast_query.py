@@ -10,8 +10,7 @@ times slower than with an empty one.
 Here a Query hands Table.query only its candidates, in no particular order:
 on the table, the items stored under the queried hash key (moto keeps them in
 one dict per hash key); on an index, the items whose index hash key has the
-queried value, picked out by comparing the stored strings directly rather than
-through DynamoType's comparisons (still a pass over the table, but a cheap one).
+queried value, which partitions.py keeps filed by that value as they are written.
 Table.query still applies every one of its own conditions to them and still
 sorts what passes on the whole key it answers in (index keys, then the
 table's, unique per item), so the same items come back in the same order,
@@ -32,6 +31,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from atf_local.partitions import FILED_TYPES, every_item, items_with, keep_filed
+
 if TYPE_CHECKING:
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
@@ -46,6 +47,7 @@ def fast_queries() -> None:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import SecondaryIndex, Table
 
+    keep_filed()
     if getattr(Table.query, "_atf_fast", False):
         return
     signature = inspect.signature(Table.query)
@@ -170,23 +172,10 @@ def _candidates(table: Table, bound: dict[str, Any]) -> list[Item] | None:
 
 
 def _index_candidates(table: Table, hash_conditions: list[tuple[str, Any]] | None) -> list[Item]:
-    items = _unsorted(table)
     if not hash_conditions:
-        return items
+        return every_item(table)
     name, wanted = hash_conditions[0]
-    # A string's or a binary's DynamoType equals another exactly when type and stored value do (its
-    # cast_value is the value itself); other types (numbers, cast to Decimal) are left to moto's comparison.
-    if getattr(wanted, "type", None) not in ("S", "B"):
-        return items
-    kind, value = wanted.type, wanted.value
-    return [
-        item
-        for item in items
-        if (found := item.attrs.get(name)) is not None and found.type == kind and found.value == value
-    ]
-
-
-def _unsorted(table: Table) -> list[Item]:
-    if not table.range_key_attr:
-        return list(table.items.values())  # type: ignore[arg-type]
-    return [item for stored in table.items.values() for item in stored.values()]
+    # Other types (numbers, cast to Decimal) are left to moto's comparison, over every item.
+    if getattr(wanted, "type", None) not in FILED_TYPES:
+        return every_item(table)
+    return items_with(table, name, wanted.type, wanted.value)
