@@ -164,5 +164,6 @@ def _refile_key(backend: Any, table_name: Any, key: Any) -> None:
         hash_value, range_value = backend.get_keys_value(table, key)
     except (MockValidationException, KeyError, TypeError, AttributeError):  # refused: the update changed nothing
         return
-    item = table.get_item(hash_value, range_value)
+    stored = table.items.get(hash_value)  # moto's dicts: by range key if the table has one, else the item
+    item = stored.get(range_value) if range_value is not None and stored is not None else stored
     _refile(table, item, None if item is not None else key_of(hash_value, range_value))
