@@ -105,8 +105,11 @@ def _quick_cast(cast_value: property) -> property:
 def _picking(project: Callable[[Any, Item], Item]) -> Callable[[Any, Item], Item]:
     """An index's projection of an item: its key attributes and the included ones, taken as they are.
     moto converts the whole item to plain Python and back once per attribute it keeps (ten times for the
-    scheduling index), the larger part of an index Query's time; the values it ends with are the ones
-    stored (a number in DynamoDB's canonical form, a set's members in any order)."""
+    scheduling index), and builds the result in a dict that adds up the size of every attribute already in
+    it at each insert; the values it ends with are the ones stored (a number in DynamoDB's canonical form, a
+    set's members in any order). The projected item shares its values with the item given, which moto's
+    Query and Scan deep-copy from the table just before (the copy is theirs alone), and it is no larger
+    than that item, which passed moto's size check when written."""
 
     @functools.wraps(project)
     def picked(self: Any, item: Item) -> Item:
@@ -114,12 +117,16 @@ def _picking(project: Callable[[Any, Item], Item]) -> Callable[[Any, Item], Item
         if kind not in ("KEYS_ONLY", "INCLUDE"):
             return project(self, item)  # ALL, or none given: the item, as moto returns it
         from moto.dynamodb.models.dynamo_type import Item as MotoItem
+        from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
         names = [*self.table_key_attrs, *(key["AttributeName"] for key in self.schema)]
         if kind == "INCLUDE":
             names += self.projection.get("NonKeyAttributes", [])
-        kept = {name: item.attrs[name].to_json() for name in dict.fromkeys(names) if name in item.attrs}
-        return MotoItem(hash_key=item.hash_key, range_key=item.range_key, attrs=kept)
+        kept = LimitedSizeDict.__new__(LimitedSizeDict)
+        dict.update(kept, ((name, item.attrs[name]) for name in dict.fromkeys(names) if name in item.attrs))
+        projected: Item = object.__new__(MotoItem)  # an Item without Item.__init__'s conversions
+        projected.hash_key, projected.range_key, projected.attrs = item.hash_key, item.range_key, kept
+        return projected
 
     return picked
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -159,14 +160,14 @@ def test_filings_built_while_writes_run_miss_no_write(db: Any, config: StackConf
     for _ in range(60):
         _write(db, rng, config, delete=False)
     table = _backend_tables()[config.table_name]
-    done, builds = threading.Event(), [0]
+    done, builds = threading.Event(), 0
 
     def writes() -> None:
-        writer, count = random.Random(run + 100), 0
+        writer = random.Random(run + 100)
         try:
-            while count < 300 or builds[0] < 20:  # both sides busy for the whole run
+            for _ in range(300):
                 db.update_item(**_move(config, writer))
-                count += 1
+                time.sleep(0.001)  # room for the reader: a writer spinning in Python held the GIL for seconds
         finally:
             done.set()
 
@@ -175,8 +176,9 @@ def test_filings_built_while_writes_run_miss_no_write(db: Any, config: StackConf
     while not done.is_set():
         partitions._filings.pop(table, None)
         _answers(db, config)
-        builds[0] += 1
+        builds += 1
     thread.join()
+    assert builds > 1
     _answer_as_moto_alone(db, config)
 
 
