@@ -31,6 +31,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from atf_local.index_copies import cheap_copies, kept_names, projecting
 from atf_local.partitions import FILED_TYPES, every_item, items_with, keep_filed
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ def fast_queries() -> None:
     from moto.dynamodb.models.table import SecondaryIndex, Table
 
     keep_filed()
+    cheap_copies()
     if getattr(Table.query, "_atf_fast", False):
         return
     signature = inspect.signature(Table.query)
@@ -113,17 +115,14 @@ def _picking(project: Callable[[Any, Item], Item]) -> Callable[[Any, Item], Item
 
     @functools.wraps(project)
     def picked(self: Any, item: Item) -> Item:
-        kind = (self.projection or {}).get("ProjectionType")
-        if kind not in ("KEYS_ONLY", "INCLUDE"):
+        names = kept_names(self)
+        if names is None:
             return project(self, item)  # ALL, or none given: the item, as moto returns it
         from moto.dynamodb.models.dynamo_type import Item as MotoItem
         from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
-        names = [*self.table_key_attrs, *(key["AttributeName"] for key in self.schema)]
-        if kind == "INCLUDE":
-            names += self.projection.get("NonKeyAttributes", [])
         kept = LimitedSizeDict.__new__(LimitedSizeDict)
-        dict.update(kept, ((name, item.attrs[name]) for name in dict.fromkeys(names) if name in item.attrs))
+        dict.update(kept, ((name, item.attrs[name]) for name in names if name in item.attrs))
         projected: Item = object.__new__(MotoItem)  # an Item without Item.__init__'s conversions
         projected.hash_key, projected.range_key, projected.attrs = item.hash_key, item.range_key, kept
         return projected
@@ -136,15 +135,23 @@ def _with_candidates(query: Callable[..., Any], signature: inspect.Signature) ->
     def call(self: Table, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs).arguments
         candidates = _candidates(self, bound)
+        index = bound.get("index_name")
         outer = getattr(_pending, "query", None)
         _pending.query = (self, candidates) if candidates is not None else None
         try:
-            return query(self, *args, **kwargs)
+            with projecting(_kept_by(self, index)):
+                return query(self, *args, **kwargs)
         finally:
             _pending.query = outer
 
     call._atf_fast = True  # type: ignore[attr-defined]
     return call
+
+
+def _kept_by(table: Table, index_name: str | None) -> list[str] | None:
+    """What the queried index keeps of an item (None: the whole item, or no such index: moto says so)."""
+    index = {index.name: index for index in table.all_indexes()}.get(index_name or "")
+    return kept_names(index) if index is not None else None
 
 
 def _pending_or(all_items: Callable[[Table], list[Item]]) -> Callable[[Table], list[Item]]:
