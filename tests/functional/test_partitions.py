@@ -165,7 +165,7 @@ def test_filings_built_while_writes_run_miss_no_write(db: Any, config: StackConf
     def writes() -> None:
         writer = random.Random(run + 100)
         try:
-            for _ in range(300):
+            for _ in range(150):
                 db.update_item(**_move(config, writer))
                 time.sleep(0.001)  # room for the reader: a writer spinning in Python held the GIL for seconds
         finally:
