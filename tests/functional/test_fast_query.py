@@ -42,6 +42,11 @@ def moto_alone() -> Iterator[None]:
 
 @pytest.fixture
 def ddb(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    yield from moto_tables(config, monkeypatch)
+
+
+def moto_tables(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """In-process moto, patched, with the task table and RANGED: its DynamoDB client."""
     from moto import mock_aws
 
     monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)

@@ -15,18 +15,16 @@ from typing import Any
 import pytest
 
 from atf_core.config import StackConfig
-from atf_core.definitions import INDEX_NAME, create_table_request
+from atf_core.definitions import INDEX_NAME
 from atf_local import partitions
-from atf_local.fast_query import fast_queries
-from tests.conftest import moto_session
 from tests.functional.test_fast_query import (
     PARTITIONS,
     _backend_tables,
     _pages,
-    _ranged_table,
     _task,
     _write,
     moto_alone,
+    moto_tables,
 )
 
 Write = Callable[[Any, StackConfig, random.Random], None]
@@ -34,15 +32,7 @@ Write = Callable[[Any, StackConfig, random.Random], None]
 
 @pytest.fixture
 def db(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from moto import mock_aws
-
-    monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
-    fast_queries()
-    with mock_aws():
-        client = moto_session().client("dynamodb")
-        client.create_table(**create_table_request(config))
-        client.create_table(**_ranged_table())  # test_fast_query's random writes write to it too
-        yield client
+    yield from moto_tables(config, monkeypatch)
 
 
 def _answers(db: Any, config: StackConfig) -> list[Any]:
