@@ -27,6 +27,7 @@ from atf_core.schema import Task, TaskStatus, utcnow
 from atf_local import environment
 from atf_local.environment import REPO
 from atf_local.iam.roles import WORKER
+from atf_local.servers import freeze_survivors
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient
 
@@ -141,6 +142,7 @@ def _port(preferred: int) -> int:
 
 def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
     console = Console(width=None if sys.stdout.isatty() else 140)
+    freeze_survivors()  # this process serves DynamoDB, as `atf_local serve`'s does
     stack = LocalStack(config, aws_port=_port(aws_port), api_port=_port(api_port), console_port=_port(8081))
     console.print(f"[bold]Starting the local stack[/] (AWS on {stack.endpoint}, API on {stack.api_url})")
     stack.start()

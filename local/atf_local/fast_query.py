@@ -10,8 +10,7 @@ times slower than with an empty one.
 Here a Query hands Table.query only its candidates, in no particular order:
 on the table, the items stored under the queried hash key (moto keeps them in
 one dict per hash key); on an index, the items whose index hash key has the
-queried value, picked out by comparing the stored strings directly rather than
-through DynamoType's comparisons (still a pass over the table, but a cheap one).
+queried value, which partitions.py keeps filed by that value as they are written.
 Table.query still applies every one of its own conditions to them and still
 sorts what passes on the whole key it answers in (index keys, then the
 table's, unique per item), so the same items come back in the same order,
@@ -32,6 +31,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from atf_local.index_copies import cheap_copies, kept_names, projecting
+from atf_local.partitions import FILED_TYPES, every_item, items_with, keep_filed
+
 if TYPE_CHECKING:
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
@@ -46,6 +48,8 @@ def fast_queries() -> None:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import SecondaryIndex, Table
 
+    keep_filed()
+    cheap_copies()
     if getattr(Table.query, "_atf_fast", False):
         return
     signature = inspect.signature(Table.query)
@@ -103,21 +107,25 @@ def _quick_cast(cast_value: property) -> property:
 def _picking(project: Callable[[Any, Item], Item]) -> Callable[[Any, Item], Item]:
     """An index's projection of an item: its key attributes and the included ones, taken as they are.
     moto converts the whole item to plain Python and back once per attribute it keeps (ten times for the
-    scheduling index), the larger part of an index Query's time; the values it ends with are the ones
-    stored (a number in DynamoDB's canonical form, a set's members in any order)."""
+    scheduling index), and builds the result in a dict that adds up the size of every attribute already in
+    it at each insert; the values it ends with are the ones stored (a number in DynamoDB's canonical form, a
+    set's members in any order). The projected item shares its values with the item given, which moto's
+    Query and Scan deep-copy from the table just before (the copy is theirs alone), and it is no larger
+    than that item, which passed moto's size check when written."""
 
     @functools.wraps(project)
     def picked(self: Any, item: Item) -> Item:
-        kind = (self.projection or {}).get("ProjectionType")
-        if kind not in ("KEYS_ONLY", "INCLUDE"):
+        names = kept_names(self)
+        if names is None:
             return project(self, item)  # ALL, or none given: the item, as moto returns it
         from moto.dynamodb.models.dynamo_type import Item as MotoItem
+        from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
-        names = [*self.table_key_attrs, *(key["AttributeName"] for key in self.schema)]
-        if kind == "INCLUDE":
-            names += self.projection.get("NonKeyAttributes", [])
-        kept = {name: item.attrs[name].to_json() for name in dict.fromkeys(names) if name in item.attrs}
-        return MotoItem(hash_key=item.hash_key, range_key=item.range_key, attrs=kept)
+        kept = LimitedSizeDict.__new__(LimitedSizeDict)
+        dict.update(kept, ((name, item.attrs[name]) for name in names if name in item.attrs))
+        projected: Item = object.__new__(MotoItem)  # an Item without Item.__init__'s conversions
+        projected.hash_key, projected.range_key, projected.attrs = item.hash_key, item.range_key, kept
+        return projected
 
     return picked
 
@@ -127,15 +135,23 @@ def _with_candidates(query: Callable[..., Any], signature: inspect.Signature) ->
     def call(self: Table, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs).arguments
         candidates = _candidates(self, bound)
+        index = bound.get("index_name")
         outer = getattr(_pending, "query", None)
         _pending.query = (self, candidates) if candidates is not None else None
         try:
-            return query(self, *args, **kwargs)
+            with projecting(_kept_by(self, index)):
+                return query(self, *args, **kwargs)
         finally:
             _pending.query = outer
 
     call._atf_fast = True  # type: ignore[attr-defined]
     return call
+
+
+def _kept_by(table: Table, index_name: str | None) -> list[str] | None:
+    """What the queried index keeps of an item (None: the whole item, or no such index: moto says so)."""
+    index = {index.name: index for index in table.all_indexes()}.get(index_name or "")
+    return kept_names(index) if index is not None else None
 
 
 def _pending_or(all_items: Callable[[Table], list[Item]]) -> Callable[[Table], list[Item]]:
@@ -170,23 +186,10 @@ def _candidates(table: Table, bound: dict[str, Any]) -> list[Item] | None:
 
 
 def _index_candidates(table: Table, hash_conditions: list[tuple[str, Any]] | None) -> list[Item]:
-    items = _unsorted(table)
     if not hash_conditions:
-        return items
+        return every_item(table)
     name, wanted = hash_conditions[0]
-    # A string's or a binary's DynamoType equals another exactly when type and stored value do (its
-    # cast_value is the value itself); other types (numbers, cast to Decimal) are left to moto's comparison.
-    if getattr(wanted, "type", None) not in ("S", "B"):
-        return items
-    kind, value = wanted.type, wanted.value
-    return [
-        item
-        for item in items
-        if (found := item.attrs.get(name)) is not None and found.type == kind and found.value == value
-    ]
-
-
-def _unsorted(table: Table) -> list[Item]:
-    if not table.range_key_attr:
-        return list(table.items.values())  # type: ignore[arg-type]
-    return [item for stored in table.items.values() for item in stored.values()]
+    # Other types (numbers, cast to Decimal) are left to moto's comparison, over every item.
+    if getattr(wanted, "type", None) not in FILED_TYPES:
+        return every_item(table)
+    return items_with(table, name, wanted.type, wanted.value)

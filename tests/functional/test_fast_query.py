@@ -42,6 +42,11 @@ def moto_alone() -> Iterator[None]:
 
 @pytest.fixture
 def ddb(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    yield from moto_tables(config, monkeypatch)
+
+
+def moto_tables(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """In-process moto, patched, with the task table and RANGED: its DynamoDB client."""
     from moto import mock_aws
 
     monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)
@@ -265,3 +270,40 @@ def test_a_value_is_cast_as_moto_casts_it() -> None:
     for value in values:
         typed = DynamoType(value)
         assert typed.cast_value == moto_cast(typed) and type(typed.cast_value) is type(moto_cast(typed)), value
+
+
+def test_inside_an_index_query_an_item_is_copied_with_what_the_index_keeps_and_sized_once() -> None:
+    import copy
+
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from atf_local.index_copies import projecting
+
+    fast_queries()
+    stored = Item(DynamoType({"S": "t1"}), None, {"id": {"S": "t1"}, "gs": {"S": "p"}, "payload": {"S": "x" * 50}})
+    moto_copy = Item.__deepcopy__.moto(stored, {})  # type: ignore[attr-defined]
+    with projecting(["id", "gs", "nt"]):
+        kept = copy.deepcopy(stored)
+        first = stored.size()
+        stored.attrs["more"] = DynamoType({"S": "y" * 20})
+        assert stored.size() == first  # sized once inside
+    assert set(kept.attrs) == {"id", "gs"} and kept.attrs["gs"] == stored.attrs["gs"]
+    assert kept.attrs["gs"] is not stored.attrs["gs"] and kept.hash_key is not stored.hash_key
+    assert stored.size() > first  # sized again outside
+    whole = copy.deepcopy(stored)
+    assert set(whole.attrs) == set(moto_copy.attrs) | {"more"}
+
+
+def test_a_filter_on_an_attribute_the_index_leaves_out_answers_as_moto_alone(ddb: Any, config: StackConfig) -> None:
+    rng = random.Random(5)
+    for _ in range(60):
+        _write(ddb, rng, config, delete=False)
+    for partition in PARTITIONS:
+        request = {"TableName": config.table_name, "IndexName": INDEX_NAME, "KeyConditionExpression": "gs = :p"}
+        request["FilterExpression"] = "attribute_exists(#payload) OR #l = :lam"
+        request["ExpressionAttributeNames"] = {"#payload": Attr.PAYLOAD, "#l": Attr.LAMBDA}
+        request["ExpressionAttributeValues"] = {":p": {"S": partition}, ":lam": {"S": "work"}}
+        with moto_alone():
+            expected = _pages(ddb, request)
+        assert _pages(ddb, request) == expected
+        assert any(page["Count"] for page in expected)

@@ -187,7 +187,7 @@ class Consumer:
         and the entries found behind them take their turns too: a key's backlog ahead of another key's
         tasks in its shard cannot hold them back (how often, and from where: read_past.py)."""
         partitions, ended = self._partitions(*queue), set[str]()
-        entries = self._due_entries(poll, queue, partitions, ended=ended)
+        entries = self._due_entries(poll, queue, partitions, ended=ended, window=window)
         head = list(itertools.islice(entries, window))
         behind: list[DueEntry] = []
         if crowding := crowding_flows(head, window):
@@ -220,15 +220,18 @@ class Consumer:
         return self._unsent(poll, _in_turn(found, set()))
 
     def _due_entries(
-        self, poll: Poll, queue: QueueKey, partitions: Sequence[str], ended: set[str]
+        self, poll: Poll, queue: QueueKey, partitions: Sequence[str], ended: set[str], window: int
     ) -> Iterator[DueEntry]:
         """Due entries this consumer has no reason to skip, oldest first per partition, the partitions in
         turn; those read to the end are added to `ended`."""
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
-        # out in partition order all the same, and are looked at here.
-        reads = (functools.partial(_started, self._store.due(p, up_to, skip)) for p in partitions)
+        # out in partition order all the same, and are looked at here. Taken in turn, a window needs
+        # about its share of each partition: a first page of twice that, not a whole page of each, keeps
+        # a backlog from being read (and billed) a page per partition at every pass.
+        first = first_page(window, len(partitions))
+        reads = (functools.partial(_started, self._store.due(p, up_to, skip, first)) for p in partitions)
         started = dict(zip(partitions, self._overlap.ordered(reads, ahead=self._overlap.threads), strict=True))
         return self._unsent(poll, _in_turn(started, ended))
 
@@ -388,6 +391,11 @@ def _in_turn(partitions: dict[str, Iterator[DueEntry]], ended: set[str]) -> Iter
         else:
             yield entry
             live.append((name, entries))
+
+
+def first_page(window: int, partitions: int) -> int:
+    """How many entries to ask of each partition first: twice its share of the window, at least ten."""
+    return max(10, -(-2 * window // max(1, partitions)))
 
 
 def _started(entries: Iterator[DueEntry]) -> Iterator[DueEntry]:

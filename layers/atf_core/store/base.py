@@ -146,8 +146,12 @@ class TaskStore(ABC):
     def transition(self, task: TaskRef, transition: Transition, change: Change) -> Outcome: ...
 
     @abstractmethod
-    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
-        """Due entries, oldest first, but for those of the collections to skip."""
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), first_page: int | None = None
+    ) -> Iterator[DueEntry]:
+        """Due entries, oldest first, but for those of the collections to skip. `first_page`: how many entries
+        the first read asks for, where a reader expects to want only a few (each next read asks for twice as
+        many, up to the store's page size); none: a whole page at once."""
 
     @abstractmethod
     def read_past(

@@ -35,10 +35,17 @@ class IndexStore:
         self._page_size = page_size
 
     @calls("dynamodb:Query")
-    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
-        """Entries due by `up_to`, oldest first, but for those of the collections to skip."""
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), first_page: int | None = None
+    ) -> Iterator[DueEntry]:
+        """Entries due by `up_to`, oldest first, but for those of the collections to skip; the first page of
+        `first_page` entries, if given, each next one twice as large, up to the page size."""
         filter = _skipping(sorted(set(skip_collections)), [])
-        for page in self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=self._page_size):
+        limit, grow_to = self._page_size, None
+        if first_page is not None:
+            limit, grow_to = min(first_page, self._page_size or first_page), self._page_size
+        pages = self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=limit, grow_to=grow_to)
+        for page in pages:
             yield from _entries(page)
 
     @calls("dynamodb:Query")

@@ -136,8 +136,10 @@ class Table:
         filter: Expression | None = None,
         limit: int | None = None,
         count: bool = False,
+        grow_to: int | None = None,
     ) -> Iterator[Page]:
-        """Pages of one partition of the scheduling index, oldest first, with low <= next_timestamp <= high."""
+        """Pages of one partition of the scheduling index, oldest first, with low <= next_timestamp <= high;
+        with `grow_to`, each page after the first asks for twice as many entries as the one before, up to it."""
         request: dict[str, Any] = {
             "TableName": self.name,
             "IndexName": INDEX_NAME,
@@ -158,7 +160,7 @@ class Table:
             request["Limit"] = limit
         if count:
             request["Select"] = "COUNT"
-        return self._pages(self._db.query, request)
+        return self._pages(self._db.query, request, grow_to)
 
     def scan(self, filter: Expression) -> Iterator[Page]:
         """Pages of the whole table (strongly consistent): for local tools only, never a deployed path."""
@@ -169,14 +171,17 @@ class Table:
         return self._pages(self._db.scan, request)
 
     @staticmethod
-    def _pages(call: Callable[..., Any], request: dict[str, Any]) -> Iterator[Page]:
-        """The one paging loop: each page in turn until DynamoDB says there is no more."""
+    def _pages(call: Callable[..., Any], request: dict[str, Any], grow_to: int | None = None) -> Iterator[Page]:
+        """The one paging loop: each page in turn until DynamoDB says there is no more (with `grow_to`, each
+        page's Limit twice the last one's, up to it)."""
         while True:
             page: Page = call(**request)
             yield page
             if "LastEvaluatedKey" not in page:
                 return
             request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+            if grow_to is not None and "Limit" in request:
+                request["Limit"] = min(2 * request["Limit"], grow_to)
 
 
 def put_request(

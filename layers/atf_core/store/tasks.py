@@ -101,8 +101,10 @@ class DynamoTaskStore(TaskStore):
         return Outcome(applied=True, task=codec.item_to_task(written.item))
 
     @calls(IndexStore.due)
-    def due(self, partition: str, up_to: datetime, skip_collections: Iterable[str] = ()) -> Iterator[DueEntry]:
-        return self._index.due(partition, up_to, skip_collections)
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Iterable[str] = (), first_page: int | None = None
+    ) -> Iterator[DueEntry]:
+        return self._index.due(partition, up_to, skip_collections, first_page)
 
     @calls(IndexStore.read_past)
     def read_past(

@@ -199,7 +199,9 @@ class _Recorder(TaskStore):
     def get_many(self, task_ids: Sequence[str], consistent: bool = True) -> list[Task]:
         _unused()
 
-    def due(self, partition: str, up_to: datetime, skip_collections: Any = ()) -> Iterator[DueEntry]:
+    def due(
+        self, partition: str, up_to: datetime, skip_collections: Any = (), first_page: int | None = None
+    ) -> Iterator[DueEntry]:
         _unused()
 
     def read_past(

@@ -1,0 +1,92 @@
+"""An index Query's items copied with only the attributes the index keeps, and each item sized once.
+
+moto's Table.query deep-copies every item it answers, whole (a task has twenty-odd attributes, its
+payload among them), and then projects the copies onto the index (nine attributes at most for the
+scheduling index). On its way it adds up each item's size twice (to check the 1 MB page, then to count
+it). Beside issue 16's flood, a read past thousands of entries spent half its time in those copies and
+sizes (cProfile, tests' sizes of items). Inside an index Query whose index keeps some attributes
+(KEYS_ONLY, INCLUDE), on the thread running it, a deep copy of an item holds only those, and an item's
+size is computed once. moto filters the projected copies, so a filter reads the same attributes either
+way; every other copy and size is moto's.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moto.dynamodb.models.dynamo_type import Item
+
+# On the thread running an index Query: the attributes its index keeps, and the sizes computed so far.
+_active = threading.local()
+
+
+def kept_names(index: Any) -> list[str] | None:
+    """The attributes a secondary index keeps of an item, the table's keys first; None: all of them."""
+    kind = (index.projection or {}).get("ProjectionType")
+    if kind not in ("KEYS_ONLY", "INCLUDE"):
+        return None
+    names = [*index.table_key_attrs, *(key["AttributeName"] for key in index.schema)]
+    if kind == "INCLUDE":
+        names += index.projection.get("NonKeyAttributes", [])
+    return list(dict.fromkeys(names))
+
+
+@contextmanager
+def projecting(names: list[str] | None) -> Iterator[None]:
+    """While inside, on this thread, items are copied keeping only `names` (None: whole) and sized once."""
+    outer = getattr(_active, "keep", None), getattr(_active, "sizes", None)
+    _active.keep, _active.sizes = (frozenset(names) if names is not None else None), {}
+    try:
+        yield
+    finally:
+        _active.keep, _active.sizes = outer
+
+
+def cheap_copies() -> None:
+    """Install the copy and the size above in moto's Item, in this process (idempotent)."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    if getattr(Item.size, "_atf_once", False):
+        return
+    Item.__deepcopy__ = _keeping(Item.__deepcopy__)  # type: ignore[method-assign,assignment]
+    Item.size = _sized_once(Item.size)  # type: ignore[method-assign,assignment]
+
+
+def _keeping(moto_copy: Callable[[Item, dict[int, Any]], Item]) -> Callable[[Item, dict[int, Any]], Item]:
+    def copied(self: Item, memo: dict[int, Any]) -> Item:
+        keep = getattr(_active, "keep", None)
+        if keep is None:
+            return moto_copy(self, memo)
+        from moto.dynamodb.models.dynamo_type import LimitedSizeDict
+
+        result = object.__new__(type(self))  # as moto's own copy: no size check of a stored item
+        memo[id(self)] = result
+        result.hash_key = copy.deepcopy(self.hash_key, memo)
+        result.range_key = copy.deepcopy(self.range_key, memo)
+        attrs = LimitedSizeDict.__new__(LimitedSizeDict)
+        dict.update(attrs, ((name, copy.deepcopy(value, memo)) for name, value in self.attrs.items() if name in keep))
+        result.attrs = attrs
+        return result
+
+    copied.moto = moto_copy  # type: ignore[attr-defined]  # for the tests
+    return copied
+
+
+def _sized_once(moto_size: Callable[[Item], int]) -> Callable[[Item], int]:
+    def size(self: Item) -> int:
+        sizes = getattr(_active, "sizes", None)
+        if sizes is None:
+            return moto_size(self)
+        known = sizes.get(id(self))
+        if known is None or known[0] is not self:  # an id is reused only once its object is gone
+            known = sizes[id(self)] = (self, moto_size(self))
+        return known[1]  # type: ignore[no-any-return]
+
+    size._atf_once = True  # type: ignore[attr-defined]
+    size.moto = moto_size  # type: ignore[attr-defined]
+    return size
