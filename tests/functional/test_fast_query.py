@@ -13,6 +13,7 @@ import pytest
 from atf_core.config import StackConfig
 from atf_core.definitions import INDEX_NAME, Attr, create_table_request
 from atf_local.fast_query import fast_queries
+from atf_local.partitions import every_item
 from tests.conftest import moto_session
 
 RANGED = "ranged"  # a table with a range key, an index of string keys and one with a hash key alone
@@ -237,7 +238,7 @@ def test_an_item_written_out_of_the_index_during_a_query_is_left_out_not_a_failu
     for _ in range(40):
         _write(ddb, rng, config, delete=False)
     table = next(iter(_backend_tables().values()))
-    items = [item for item in _all(table) if Attr.INDEX_PK in item.attrs]
+    items = [item for item in every_item(table) if Attr.INDEX_PK in item.attrs]
     moved = items[0]
     del moved.attrs[Attr.INDEX_PK]  # as an update between the two steps leaves it
     names = ([Attr.INDEX_PK, "id"], [Attr.INDEX_SK, None])
@@ -251,10 +252,6 @@ def _backend_tables() -> dict[str, Any]:
     from moto.dynamodb.models import dynamodb_backends
 
     return dynamodb_backends["123456789012"]["us-east-1"].tables
-
-
-def _all(table: Any) -> list[Any]:
-    return [item for stored in table.items.values() for item in (stored.values() if table.range_key_attr else [stored])]
 
 
 def test_a_value_is_cast_as_moto_casts_it() -> None:
