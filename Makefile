@@ -19,6 +19,10 @@ STAMP := $(VENV)/.installed-$(shell cat $(LOCK) $(PACKAGES) | cksum | cut -d' ' 
 REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,testing]\n-e ./local\n-e ./infra\n'
 OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local --no-emit-package atf-cdk
 LOWEST := .venv-lowest
+# The tests run on every core (pytest-xdist; TEST_WORKERS=1 for one process). A module's tests go to one worker
+# together, so each module's stack starts once; every stack and server takes free ports of its own.
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
 LOCK_PYTHON := 3.11
 
@@ -52,7 +56,7 @@ test-lowest: setup infra-cli chromium
 	$(LOWEST)/bin/python -m tests.infra.bounds
 	$(LOWEST)/bin/python -m ruff check .
 	$(LOWEST)/bin/python -m mypy
-	$(LOWEST)/bin/python -m pytest -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
+	$(LOWEST)/bin/python -m pytest $(PARALLEL) -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
 		--ignore tests/e2e --ignore tests/faults --ignore tests/console --ignore tests/docs \
 		--ignore tests/packaging --ignore tests/bench
 
@@ -72,7 +76,7 @@ chromium:
 test: setup infra-cli chromium
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest $(PARALLEL)
 
 run: setup
 	$(PY) -m atf_local demo

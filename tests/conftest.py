@@ -17,6 +17,11 @@ for _name, _value in DUMMY_CREDENTIALS.items():
     os.environ.setdefault(_name, _value)
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+# The CLI sizes its tables by COLUMNS when set (atf_sdk.commands.support.console), and the runner's terminal is
+# not the tests': pytest-xdist's workers export COLUMNS=80 and LINES=24, and a developer's shell may export them.
+# Tests that print at a width set their own.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 TEST_CONFIG = {
     "name": "atf-test",
