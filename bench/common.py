@@ -102,27 +102,28 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
 
 
 def stage_times(history_dir: Path) -> dict[str, dict[str, float]]:
-    """When each task was first sent (consumer), claimed (controller) and started (executor).
+    """When each task was first sent (consumer), received and claimed (controller) and started (executor).
     A consumer that records enqueued writes before it sends: its write stands for the send."""
     found: dict[str, dict[str, float]] = {}
     for record in load_records(history_dir):
         stage = record.get("transition") if record.get("kind") == "write" else record.get("kind")
         stage = "sent" if stage == "enqueue" else stage
         applied = record.get("result", "applied") == "applied"
-        if stage in ("sent", "claim", "start") and applied:
+        if stage in ("sent", "received", "claim", "start") and applied:
             found.setdefault(record["task"], {}).setdefault(stage, record["t"])
     return found
 
 
 def slow_tail(history_dir: Path, run_at: dict[str, float], lags_ms: dict[str, float]) -> dict[str, float]:
     """Where the slowest 5% of starts spent their time (medians, ms): how early the consumer sent the
-    task (negative: before run_at), from the later of run_at and that send to the claim, claim to start."""
+    task (negative: before run_at), from the later of run_at and that send to the receive and to the claim,
+    claim to start."""
     if not lags_ms:
         return {}
     cutoff = percentile(lags_ms.values(), 0.95)
     stages = stage_times(history_dir)
-    rows = [(stages[i], run_at[i]) for i, lag in lags_ms.items() if lag >= cutoff and {"sent", "claim", "start"}
-            <= stages.get(i, {}).keys()]  # fmt: skip
+    rows = [(stages[i], run_at[i]) for i, lag in lags_ms.items() if lag >= cutoff and {"sent", "received", "claim",
+            "start"} <= stages.get(i, {}).keys()]  # fmt: skip
     if not rows:
         return {}
 
@@ -132,6 +133,7 @@ def slow_tail(history_dir: Path, run_at: dict[str, float], lags_ms: dict[str, fl
     return {
         "tasks": len(rows),
         "sent_minus_run_at_ms": median([s["sent"] - due for s, due in rows]),
+        "received_after_due_and_send_ms": median([s["received"] - max(due, s["sent"]) for s, due in rows]),
         "claim_after_due_and_send_ms": median([s["claim"] - max(due, s["sent"]) for s, due in rows]),
         "start_minus_claim_ms": median([s["start"] - s["claim"] for s, due in rows]),
     }

@@ -201,13 +201,18 @@ def _lag(lag: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _received(tail: dict[str, Any]) -> str:
+    received = tail.get("received_after_due_and_send_ms")  # runs before receives were recorded have none
+    return "" if received is None else f"received {received:+,.0f} and "
+
+
 def _tails(lag: dict[str, Any]) -> list[str]:
     lines = ["", "Where the slowest 5% of each run spent their time (medians, ms; before run_at is negative):", ""]
     for name, run in lag.items():
         tail = run.get("slowest_5_percent") or {}
         if tail:
             lines.append(
-                f"- {name}: consumer's send {tail['sent_minus_run_at_ms']:+,.0f}; claim "
+                f"- {name}: consumer's send {tail['sent_minus_run_at_ms']:+,.0f}; {_received(tail)}claimed "
                 f"{tail['claim_after_due_and_send_ms']:,.0f} after the later of run_at and that send; "
                 f"start {tail['start_minus_claim_ms']:,.0f} after the claim ({tail['tasks']} tasks)"
             )

@@ -123,7 +123,7 @@ def test_the_buffer_serves_the_highest_priority_first_and_holds_early_tasks() ->
     buffer.put_many(0, received("high"), more=False)
     buffer.put_many(0, received("later", due_ms=int((time.time() + 0.3) * 1000)), more=False)
     buffer.put_many(1, received("normal"), more=False)
-    assert buffer.room() == 6
+    assert buffer.room() == 7  # "later" came early: it uses the allowance of early messages
     taken = [buffer.take(0.01) for _ in range(3)]
     assert [t.message.task_id for t in taken if t] == ["high", "normal", "low"]
     assert buffer.take(0.01) is None  # "later" is not due yet
@@ -162,15 +162,57 @@ def test_no_lower_priority_is_received_or_handed_out_while_a_higher_queue_may_ho
 
 
 def test_a_higher_priority_without_room_holds_nothing_back() -> None:
-    # Given highs not due yet that fill their room, so their receiver cannot fetch more for now
+    # Given highs not due yet that fill their room (the early allowance), so their receiver cannot fetch more
     buffer = WorkBuffer(capacity=11, ranks=2)
     later = int((time.time() + 60) * 1000)
-    buffer.put_many(0, received(*(f"h{i}" for i in range(10)), due_ms=later), more=True)
+    buffer.put_many(0, received(*(f"h{i}" for i in range(20)), due_ms=later), more=True)
     buffer.put_many(1, received("l1"), more=False)
     assert buffer.batch(0) == 0
     # Then a due low one runs: highs that are not ready hold nothing back
     low = buffer.take(0.01)
     assert low is not None and low.message.task_id == "l1"
+
+
+def test_messages_that_came_early_keep_no_due_one_waiting_in_the_queue() -> None:
+    # Given a buffer of twenty holding nineteen messages due in a second (the consumer sent them ahead)
+    buffer = WorkBuffer(capacity=20, ranks=1)
+    soon = int((time.time() + 1) * 1000)
+    buffer.put_many(0, received(*(f"e{i}" for i in range(19)), due_ms=soon), more=False)
+    # When its receiver asks what to fetch, it fetches a batch: the early ones have an allowance of their own
+    assert buffer.batch(0) == 10
+    # Then the due ones it brings are kept, and handed out before the early ones
+    assert buffer.put_many(0, received(*(f"d{i}" for i in range(10))), more=False) == []
+    assert [buffer.take(0.01).message.task_id for _ in range(10)] == [f"d{i}" for i in range(10)]  # type: ignore[union-attr]
+    assert buffer.take(0.01) is None
+
+
+def test_due_messages_stay_within_the_capacity_and_early_ones_within_as_much_again() -> None:
+    # Given a buffer of four holding four due messages: no receive
+    buffer = WorkBuffer(capacity=4, ranks=2)
+    buffer.put_many(1, received("l1", "l2", "l3", "l4"), more=False)
+    assert buffer.room(1) == 0
+    # Given another holding eight early ones: no receive either
+    early = WorkBuffer(capacity=4, ranks=2)
+    soon = int((time.time() + 5) * 1000)
+    early.put_many(1, received(*(f"e{i}" for i in range(8)), due_ms=soon), more=False)
+    assert early.room(1) == 0
+    # When a high-priority receive brings two due ones into it, the two early ones due last make way
+    evicted = early.put_many(0, received("h1", "h2"), more=False)
+    assert [e.message.task_id for e in evicted] == ["e7", "e6"]
+
+
+def test_early_messages_that_fall_due_past_the_capacity_are_not_pushed_out() -> None:
+    # Given three due messages and three early ones in a buffer of four
+    buffer = WorkBuffer(capacity=4, ranks=1)
+    soon = int((time.time() + 0.1) * 1000)
+    buffer.put_many(0, received("d1", "d2", "d3"), more=False)
+    buffer.put_many(0, received("e1", "e2", "e3", due_ms=soon), more=False)
+    # When the early ones fall due, there are six due messages for four places: no receive, and all six are
+    # handed out (none goes back to the queue to be received again)
+    time.sleep(0.15)
+    assert buffer.room() == 0 and buffer.batch(0) == 0
+    taken = [item.message.task_id for item in iter(lambda: buffer.take(0.01), None)]
+    assert sorted(taken) == ["d1", "d2", "d3", "e1", "e2", "e3"]
 
 
 def keyed(task_id: str, key: str | None, due_ms: int = 0, collection: str = "c") -> Received:

@@ -2,17 +2,18 @@
 
 Attached to a boto3 client as botocore event hooks, from outside the framework:
 each UpdateItem that moves a task (the store's conditional write of a lifecycle
-transition) is recorded with how it ended, and each task message a
-SendMessageBatch delivered is recorded as sent. The request is read back with
-the store's own vocabulary (atf_core.definitions' attribute names, the
-lifecycle's transitions, the codec for items), so a record says what the
-framework did, in its words:
+transition) is recorded with how it ended, each task message a
+SendMessageBatch delivered as sent, and each one a receive returned as
+received. The request is read back with the store's own vocabulary
+(atf_core.definitions' attribute names, the lifecycle's transitions, the codec
+for items), so a record says what the framework did, in its words:
 
     write  task, transition, attempt (the one the write is fenced by), writer (its
            token), result (applied | rejected | error), reconciled (a retry that
            found its own earlier write), status and current_attempt (the task after
            the write, or as it stood when the write was refused)
-    sent   task, attempt (of the message)
+    sent     task, attempt (of the message)
+    received task, attempt (of a message a receive returned, to a worker host's controller)
 
 A write is recorded once its call has ended, after botocore's retries, as the
 framework sees its result. The store names a transition's target status
@@ -79,6 +80,7 @@ class WireRecorder:
         elif service == "sqs":
             events.register("before-parameter-build.sqs.SendMessageBatch", _remember)
             events.register_last("after-call.sqs.SendMessageBatch", self._sent)
+            events.register_last("after-call.sqs.ReceiveMessage", self._received)
 
     def _written(self, parsed: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
         self._guarded(self._write, context, parsed=parsed)
@@ -88,6 +90,14 @@ class WireRecorder:
 
     def _sent(self, parsed: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
         self._guarded(self._messages, context, parsed=parsed)
+
+    def _received(self, parsed: Mapping[str, Any], **_: Any) -> None:
+        try:
+            for message in parsed.get("Messages") or []:
+                task = TaskMessage.decode(message["Body"])
+                self._history.record("received", task=task.task_id, attempt=task.attempt)
+        except Exception:
+            log.exception("recording a receive failed")
 
     def _guarded(self, record: Any, context: dict[str, Any], **answer: Any) -> None:
         """A recorder that fails must not fail the framework's call: it logs, and the record is missing."""
