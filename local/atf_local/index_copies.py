@@ -69,7 +69,11 @@ def _keeping(moto_copy: Callable[[Item, dict[int, Any]], Item]) -> Callable[[Ite
         result.hash_key = copy.deepcopy(self.hash_key, memo)
         result.range_key = copy.deepcopy(self.range_key, memo)
         attrs = LimitedSizeDict.__new__(LimitedSizeDict)
-        dict.update(attrs, ((name, copy.deepcopy(value, memo)) for name, value in self.attrs.items() if name in keep))
+        # From a snapshot of the attributes (taken in one step under the GIL): an UpdateItem on another of the
+        # server's threads may add one while the values are copied, and iterating the live dict then fails
+        # (moto's own copy does, and the server answers 500).
+        kept = [(name, value) for name, value in tuple(self.attrs.items()) if name in keep]
+        dict.update(attrs, ((name, copy.deepcopy(value, memo)) for name, value in kept))
         result.attrs = attrs
         return result
 

@@ -291,6 +291,29 @@ def test_inside_an_index_query_an_item_is_copied_with_what_the_index_keeps_and_s
     assert set(whole.attrs) == set(moto_copy.attrs) | {"more"}
 
 
+def test_an_attribute_added_while_an_item_is_copied_inside_an_index_query_fails_nothing() -> None:
+    """moto's server runs calls on threads: an UpdateItem may add an attribute to an item an index Query is
+    copying. Here the copy of one value adds it, deterministically (once seen in CI as a RuntimeError)."""
+    import copy
+
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from atf_local.index_copies import projecting
+
+    fast_queries()
+    stored = Item(DynamoType({"S": "t1"}), None, {"id": {"S": "t1"}, "gs": {"S": "p"}})
+
+    class Writer(DynamoType):
+        def __deepcopy__(self, memo: dict[int, Any]) -> DynamoType:
+            stored.attrs["added"] = DynamoType({"S": "by another thread"})
+            return DynamoType({"S": "p"})
+
+    stored.attrs["gs"] = Writer({"S": "p"})
+    with projecting(["id", "gs"]):
+        kept = copy.deepcopy(stored)
+    assert set(kept.attrs) == {"id", "gs"} and "added" in stored.attrs
+
+
 def test_a_filter_on_an_attribute_the_index_leaves_out_answers_as_moto_alone(ddb: Any, config: StackConfig) -> None:
     rng = random.Random(5)
     for _ in range(60):
