@@ -165,9 +165,9 @@ class WorkBuffer:
     def _room(self, rank: int) -> int:
         """Places for messages of this priority: the capacity, less what this priority and the higher ones hold
         due; what they hold early has an allowance of its own, as large again."""
-        held = [item for item in self._items() if item.rank <= rank]
-        due = _due_now(held)
-        return max(0, min(self._capacity - len(due), 2 * self._capacity - len(held)))
+        counted = [item for item in self._items() if item.rank <= rank]
+        due = _due_now(counted)
+        return max(0, min(self._capacity - len(due), 2 * self._capacity - len(counted)))
 
     def _fits(self, rank: int) -> bool:
         """Ask only when a full batch fits (or nothing of this priority or above is here): fewer, fuller receives."""
