@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -85,3 +88,14 @@ def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object
         clients = make_clients(endpoint_url=None, session=moto_session())
         provision(clients, config)
         yield clients
+
+
+def interrupt_stack(process: subprocess.Popen[Any]) -> None:
+    """Stop `atf_local serve` as Ctrl-C does. One that outstays 30 s fails the test, and its process group
+    (started with start_new_session) is killed first, so no stack is left to slow the tests that follow."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import threading
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,6 +14,7 @@ from atf_local.environment import REPO, SQS_ENDPOINT_ENV, sqs_endpoint_of
 from atf_local.iam.roles import WORKER
 from atf_local.servers import freeze_survivors
 from atf_local.stack import LocalStack
+from atf_local.stop_signal import StopSignal
 
 DEFAULT_CONFIG = REPO / "examples" / "stack.json"
 WITHOUT_CONFIG = f"${CONFIG_ENV} (JSON), else ${CONFIG_FILE_ENV} (a path), else {DEFAULT_CONFIG.relative_to(REPO)}"
@@ -102,9 +101,7 @@ def _serve(
 ) -> None:
     freeze_survivors()  # this process serves DynamoDB: no full collection walks its tables
     stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port, console_port=console_port)
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    stop = StopSignal()
     stack.start()
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint} (SQS served on {stack.sqs_endpoint}), "
           f"table {config.table_name}", flush=True)  # fmt: skip
@@ -117,7 +114,7 @@ def _serve(
     print("  a worker host (atf worker) needs the endpoint, the configuration and its role's credentials:", flush=True)
     exports = f"export{worker_config}; " if worker_config else ""
     print(f'  {exports}eval "$(python -m atf_local credentials {WORKER} --aws-port {aws_port})"', flush=True)
-    stopped.wait()
+    stop.wait()
     stack.stop()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.iam.template import template_for
 from atf_local.stack import free_port
 from atf_sdk.client import AtfClient, RetryPolicy
+from tests.conftest import interrupt_stack
 
 
 def _config(path: Path, lambda_name: str) -> Path:
@@ -83,7 +83,9 @@ def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
     env.update({**DUMMY_CREDENTIALS, CONFIG_FILE_ENV: str(config), "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
     command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(free_port())]
     command += ["--api-port", str(api_port), "--console-port", "0"]
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     lines: list[str] = []
     ready = threading.Event()
 
@@ -98,8 +100,7 @@ def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
         assert ready.wait(60), f"serve did not come up: {lines}"
         yield lines, f"http://127.0.0.1:{api_port}"
     finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        interrupt_stack(process)
 
 
 def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], str], tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from atf_local.iam.accounts import operator_session
 from atf_local.iam.roles import WORKER
 from atf_local.iam.template import template_for
 from atf_local.stack import free_port, wait_for_port
-from tests.conftest import TEST_CONFIG
+from tests.conftest import TEST_CONFIG, interrupt_stack
 
 
 @dataclass
@@ -69,7 +69,8 @@ def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathF
     port = free_port()
     command = [sys.executable, "-m", "atf_local", "serve", "--config", str(path), "--aws-port", str(port)]
     command += ["--api-port", "0", "--console-port", "0"]  # these tests use neither
-    process = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
+    environment = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"}
+    process = subprocess.Popen(command, cwd=REPO, env=environment, start_new_session=True)  # a group to kill
     try:
         wait_for_port(port, timeout_s=120, alive=process)  # as long as the stack waits for its SQS server
         endpoint = f"http://127.0.0.1:{port}"
@@ -77,8 +78,7 @@ def running_stack(raw_config: dict[str, Any], tmp_path_factory: pytest.TempPathF
         _wait_for_table(clients, config, process)
         yield RunningStack(endpoint, config, path, clients, DynamoTaskStore(clients.dynamodb, config))
     finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        interrupt_stack(process)
 
 
 def _wait_for_table(clients: AwsClients, config: StackConfig, process: subprocess.Popen[bytes]) -> None:

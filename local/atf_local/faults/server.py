@@ -8,12 +8,11 @@ atf_local.atomic, installed by LocalStack.start) without a consumer, which the s
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 
 from atf_core.config import StackConfig
 from atf_local.stack import LocalStack
+from atf_local.stop_signal import StopSignal
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,12 +21,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--aws-port", type=int, required=True)
     args = parser.parse_args(argv)
     stack = LocalStack(StackConfig.from_file(args.config), aws_port=args.aws_port, consumers=0, api_port=None)
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    stop = StopSignal()
     stack.start(with_consumer=False)
     print(f"embedded AWS ready on {stack.endpoint}", flush=True)
-    stopped.wait()
+    stop.wait()
     stack.stop()
 
 

@@ -1,0 +1,28 @@
+"""Wait in a process's main thread until SIGTERM or SIGINT asks it to stop."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+class StopSignal:
+    """SIGTERM and SIGINT set this; install it before starting anything that may take a while.
+
+    Python runs a signal's handler only in the main thread, between two instructions. The kernel may
+    deliver the signal to any thread (a server's, here), and then a main thread blocked in an untimed
+    wait on a lock is not woken: the handler waits for good. Seen: `atf_local serve` ignoring the e2e
+    suite's SIGINT. So the wait here wakes up every `poll_s` and lets pending handlers run.
+    """
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        signal.signal(signal.SIGTERM, self._set)
+        signal.signal(signal.SIGINT, self._set)
+
+    def _set(self, *_: object) -> None:
+        self._stopped.set()
+
+    def wait(self, poll_s: float = 0.5) -> None:
+        while not self._stopped.wait(poll_s):
+            pass
