@@ -26,9 +26,14 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
+
+from werkzeug.exceptions import ClientDisconnected
+from werkzeug.serving import WSGIRequestHandler
+from werkzeug.wsgi import LimitedStream
 
 ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
 SESSIONS_PATH = "/_atf/sessions"  # on the SQS server: register a session STS gave on the first
@@ -53,8 +58,8 @@ class MotoServer:
         app = wrap(dispatcher)
         # The request handler moto's own server uses, where this moto has one (later 5.2 releases: it keeps
         # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
-        handler = getattr(werkzeug_app, "MotoRequestHandler", None)
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=handler)
+        handler = getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler
+        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=keep_alive(handler))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"moto-{port}")
 
     def start(self) -> MotoServer:
@@ -64,6 +69,68 @@ class MotoServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join()
+
+
+def keep_alive(handler: type[WSGIRequestHandler]) -> type[WSGIRequestHandler]:
+    """`handler`, serving an HTTP/1.1 client's next request on the same connection, as AWS's endpoints do.
+
+    werkzeug's server closes every connection after one answer: Python's http.server cannot tell where a
+    request's body ends if the application reads only part of it, and werkzeug then reads whatever else the
+    socket holds. So every AWS call opened a connection and the server started a thread for it: profiled
+    here, ~30% of a moto server's samples were its accept loop and starting threads, waiting for the GIL
+    held by the threads serving calls. Here the answer is written whole (AWS's answers are small), a body of
+    known length is read to its end whatever the application read, and the connection stays open unless
+    the client asked to close it. A chunked body, or an application error, closes it.
+    """
+
+    class KeepAlive(handler):  # type: ignore[valid-type,misc]
+        def run_wsgi(self) -> None:
+            if self.headers.get("Expect", "").lower().strip() == "100-continue":
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            environ = self.make_environ()  # werkzeug's (and moto's, which keeps underscored headers)
+            body = None
+            if not environ.get("wsgi.input_terminated"):  # werkzeug's mark of a chunked body
+                body = environ["wsgi.input"] = LimitedStream(self.rfile, int(environ.get("CONTENT_LENGTH") or 0))
+            try:
+                status, headers, content = _whole_answer(self.server.app, environ)
+            except Exception:  # noqa: BLE001 -- any failure is a 500 to the client, as werkzeug answers
+                self.log_error("moto failed a request:\n%s", traceback.format_exc())
+                status, headers, content, body = "500 Internal Server Error", [], b"", None
+            if self.command == "HEAD":
+                content = b""  # its headers only (no AWS call this stack serves is a HEAD)
+            if body is None:
+                self.close_connection = True
+            else:
+                try:
+                    body.exhaust()  # the next request starts where this body ends
+                except ClientDisconnected:
+                    self.close_connection = True
+            self.wfile.write(_head(status, headers, len(content), self.close_connection) + content)
+
+    return KeepAlive
+
+
+def _whole_answer(app: App, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        started[:] = [status, headers]
+        return chunks.append
+
+    answer = app(environ, start_response)
+    try:
+        chunks.extend(answer)
+    finally:
+        if hasattr(answer, "close"):
+            answer.close()
+    return started[0], started[1], b"".join(chunks)
+
+
+def _head(status: str, headers: list[tuple[str, str]], length: int, close: bool) -> bytes:
+    kept = [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP_BY_HOP]
+    lines = [f"HTTP/1.1 {status}", *kept, f"Content-Length: {length}", *(["Connection: close"] if close else [])]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def remember_backends(dispatcher: Any) -> None:
