@@ -85,8 +85,8 @@ def keep_alive(handler: type[WSGIRequestHandler]) -> Any:
     werkzeug's server closes every connection after one answer: Python's http.server cannot tell where a
     request's body ends if the application reads only part of it, and werkzeug then reads whatever else the
     socket holds. So every AWS call opened a connection and the server started a thread for it: profiled
-    here, ~30% of a moto server's samples were its accept loop and starting threads, waiting for the GIL
-    held by the threads serving calls. Here the answer is written whole (AWS's answers are small), a body of
+    (py-spy) under a put/claim/get loop, ~20% of a moto server's samples were its accept loop, most of them
+    starting that thread. Here the answer is written whole (AWS's answers are small), a body of
     known length is read to its end whatever the application read, and the connection stays open unless
     the client asked to close it. A chunked body, or an application error, closes it.
     """
