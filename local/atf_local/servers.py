@@ -17,18 +17,20 @@ component's one set of credentials is known, with the same grants, wherever it c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from werkzeug.exceptions import ClientDisconnected
@@ -58,8 +60,8 @@ class MotoServer:
         app = wrap(dispatcher)
         # The request handler moto's own server uses, where this moto has one (later 5.2 releases: it keeps
         # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
-        handler = getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=keep_alive(handler))
+        self._handler = keep_alive(getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler)
+        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=self._handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"moto-{port}")
 
     def start(self) -> MotoServer:
@@ -67,23 +69,38 @@ class MotoServer:
         return self
 
     def stop(self) -> None:
+        """Serve no more calls: refuse new connections and end the kept ones (their threads outlive the
+        accept loop)."""
         self._server.shutdown()
         self._thread.join()
+        self._server.server_close()
+        for connection in list(self._handler.open_connections):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
 
-def keep_alive(handler: type[WSGIRequestHandler]) -> type[WSGIRequestHandler]:
+def keep_alive(handler: type[WSGIRequestHandler]) -> Any:
     """`handler`, serving an HTTP/1.1 client's next request on the same connection, as AWS's endpoints do.
 
     werkzeug's server closes every connection after one answer: Python's http.server cannot tell where a
     request's body ends if the application reads only part of it, and werkzeug then reads whatever else the
     socket holds. So every AWS call opened a connection and the server started a thread for it: profiled
-    here, ~30% of a moto server's samples were its accept loop and starting threads, waiting for the GIL
-    held by the threads serving calls. Here the answer is written whole (AWS's answers are small), a body of
+    (py-spy) under a put/claim/get loop, ~20% of a moto server's samples were its accept loop, most of them
+    starting that thread. Here the answer is written whole (AWS's answers are small), a body of
     known length is read to its end whatever the application read, and the connection stays open unless
     the client asked to close it. A chunked body, or an application error, closes it.
     """
 
     class KeepAlive(handler):  # type: ignore[valid-type,misc]
+        open_connections: ClassVar[set[socket.socket]] = set()  # this server's (one class per server)
+
+        def handle(self) -> None:
+            self.open_connections.add(self.connection)
+            try:
+                super().handle()
+            finally:
+                self.open_connections.discard(self.connection)
+
         def run_wsgi(self) -> None:
             if self.headers.get("Expect", "").lower().strip() == "100-continue":
                 self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")

@@ -106,3 +106,18 @@ def test_boto3_calls_reuse_their_connections_against_moto() -> None:
         assert len(set(ports)) == 1, ports
     finally:
         server.stop()
+
+
+def test_a_stopped_server_answers_no_more_calls_on_kept_connections() -> None:
+    # Given a connection kept open after a call
+    chosen = free_port()
+    server = MotoServer(chosen, lambda _moto: toy).start()
+    connection = http.client.HTTPConnection("127.0.0.1", chosen, timeout=10)
+    assert ask(connection, "/read", b"before")[:2] == (200, b"/read:before")
+    # When the server stops
+    server.stop()
+    # Then the kept connection is closed, and a new one is refused
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        ask(connection, "/read", b"after")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", chosen), timeout=5)
