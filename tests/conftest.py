@@ -99,3 +99,14 @@ def interrupt_stack(process: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         raise
+
+
+@pytest.fixture
+def drained(aws: object) -> Iterator[list[Any]]:
+    """Controllers a test made, drained at its end while its AWS is still up. A dropped task's delete goes out
+    from the controller's thread after a linger; left running, it failed (no such queue, once the mock was
+    gone) and logged into a later test's captured lines."""
+    made: list[Any] = []
+    yield made
+    for controller in made:
+        controller.drain()

@@ -197,13 +197,17 @@ def test_a_refused_rate_gives_back_the_keys_running_slot(aws: Any, config: Stack
 
 
 # -- the controller ----------------------------------------------------------------------
-def controller_for(aws: Any, config: StackConfig, capacity: int = 20) -> Controller:
+def controller_for(aws: Any, config: StackConfig, drained: list[Controller], capacity: int = 20) -> Controller:
     from atf_core.store.tasks import DynamoTaskStore
 
     store = DynamoTaskStore(aws.dynamodb, config)
     settings = ControllerSettings(gate_refresh_s=0, buffer_per_lambda=capacity)
     metrics = MetricBuffer(service=WORKER_SERVICE)
-    return Controller(store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=aws.dynamodb, metrics=metrics)
+    controller = Controller(
+        store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=aws.dynamodb, metrics=metrics
+    )
+    drained.append(controller)
+    return controller
 
 
 def buffered(config: StackConfig, message: TaskMessage, seq: int = 0) -> Buffered:
@@ -212,11 +216,13 @@ def buffered(config: StackConfig, message: TaskMessage, seq: int = 0) -> Buffere
     return Buffered(rank, message.due_ms, seq, message, "https://queue.invalid/none", "receipt")
 
 
-def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(aws: Any, config: StackConfig) -> None:
+def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(
+    aws: Any, config: StackConfig, drained: list[Controller]
+) -> None:
     keyed = keyed_config(config, max_starts_per_second=1, over_rate="rate_limit")
     world = World(aws, keyed)
     world.now = datetime.now(UTC)
-    controller = controller_for(aws, keyed)
+    controller = controller_for(aws, keyed, drained)
     # Both claims in one rate window: on the wall clock they straddled a second's edge now and then.
     controller._limiter._clock = lambda: 1_000.5
     first, second = world.schedule(flow_key="A"), world.schedule(flow_key="A")
@@ -230,11 +236,13 @@ def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(aws: Any, 
     assert dropped.reason == "over the rate of flow key 'A' of work (1 starts/s)"
 
 
-def test_a_throttled_keyed_task_waits_without_using_an_attempt(aws: Any, config: StackConfig) -> None:
+def test_a_throttled_keyed_task_waits_without_using_an_attempt(
+    aws: Any, config: StackConfig, drained: list[Controller]
+) -> None:
     keyed = keyed_config(config, max_running=1)
     world = World(aws, keyed)
     world.now = datetime.now(UTC)
-    controller = controller_for(aws, keyed, capacity=2)
+    controller = controller_for(aws, keyed, drained, capacity=2)
     running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
     world.consumer.poll()
     messages = {m.task_id: m for m in world.drain()}
@@ -251,11 +259,13 @@ def test_a_throttled_keyed_task_waits_without_using_an_attempt(aws: Any, config:
     assert world.status(waiting) is TaskStatus.NEW
 
 
-def test_with_room_in_the_buffer_a_throttled_keyed_task_waits_there(aws: Any, config: StackConfig) -> None:
+def test_with_room_in_the_buffer_a_throttled_keyed_task_waits_there(
+    aws: Any, config: StackConfig, drained: list[Controller]
+) -> None:
     keyed = keyed_config(config, max_running=1)
     world = World(aws, keyed)
     world.now = datetime.now(UTC)
-    controller = controller_for(aws, keyed, capacity=20)
+    controller = controller_for(aws, keyed, drained, capacity=20)
     running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
     world.consumer.poll()
     messages = {m.task_id: m for m in world.drain()}

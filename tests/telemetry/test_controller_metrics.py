@@ -41,11 +41,12 @@ class NoRoom:
 
 
 @pytest.fixture
-def world(aws: Any, config: StackConfig) -> tuple[Controller, DynamoTaskStore, MetricBuffer]:
+def world(aws: Any, config: StackConfig, drained: list[Controller]) -> tuple[Controller, DynamoTaskStore, MetricBuffer]:
     store = DynamoTaskStore(aws.dynamodb, config)
     buffer = MetricBuffer(service=WORKER_SERVICE)
     settings = ControllerSettings(gate_refresh_s=0)
     controller = Controller(store, aws.sqs, aws.sqs, config, ["work"], settings, metrics=buffer)
+    drained.append(controller)
     return controller, store, buffer
 
 
@@ -104,7 +105,7 @@ def test_a_task_held_back_by_a_limit_is_counted_once_however_often_it_is_recheck
 
 # -- flow keys (issue 16): per lambda, the key on the log line only --------------------------
 def keyed_world(
-    aws: Any, config: StackConfig, **key_limits: Any
+    aws: Any, config: StackConfig, drained: list[Controller], **key_limits: Any
 ) -> tuple[Controller, DynamoTaskStore, MetricBuffer, StackConfig]:
     keyed = keyed_config(config, **key_limits)
     store = DynamoTaskStore(aws.dynamodb, keyed)
@@ -113,6 +114,7 @@ def keyed_world(
     controller = Controller(
         store, aws.sqs, aws.sqs, keyed, ["work"], settings, store_client=aws.dynamodb, metrics=buffer
     )
+    drained.append(controller)
     # one moment for every start, so that both claims fall in one rate window whatever the wall clock does
     controller._limiter = Limiter(Counters(aws.dynamodb, keyed.table_name), keyed, clock=lambda: 1_000.0)
     return controller, store, buffer, keyed
@@ -142,12 +144,13 @@ def held_back(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_a_task_its_flow_key_holds_back_is_counted_per_lambda_and_logged_with_its_key_once(
     aws: Any,
     config: StackConfig,
+    drained: list[Controller],
     log_lines: Callable[[], list[dict[str, Any]]],
     limits: dict[str, Any],
     hold: KeyHold,
     metric: str,
 ) -> None:
-    controller, store, buffer, keyed = keyed_world(aws, config, **limits)
+    controller, store, buffer, keyed = keyed_world(aws, config, drained, **limits)
     assert controller.claim("work", keyed_enqueued(store, keyed, "customer-42"), "h:1") is not None
     waiting = keyed_enqueued(store, keyed, "customer-42")
     for _ in range(3):  # rechecked: still one task held back
@@ -163,9 +166,11 @@ def test_a_task_its_flow_key_holds_back_is_counted_per_lambda_and_logged_with_it
 
 
 def test_a_task_over_its_flow_keys_rate_limit_counts_as_rate_limited_and_dropped(
-    aws: Any, config: StackConfig, log_lines: Callable[[], list[dict[str, Any]]]
+    aws: Any, config: StackConfig, drained: list[Controller], log_lines: Callable[[], list[dict[str, Any]]]
 ) -> None:
-    controller, store, buffer, keyed = keyed_world(aws, config, max_starts_per_second=0.5, over_rate="rate_limit")
+    controller, store, buffer, keyed = keyed_world(
+        aws, config, drained, max_starts_per_second=0.5, over_rate="rate_limit"
+    )
     assert controller.claim("work", keyed_enqueued(store, keyed, "customer-7"), "h:1") is not None
     over = keyed_enqueued(store, keyed, "customer-7")
     assert controller.claim("work", over, "h:1") is None
