@@ -5,6 +5,11 @@
 Before it reports ready the host checks that it can reach its table and every
 queue it serves, and stops with one line naming what it cannot reach.
 
+Executors fork from a fork server (multiprocessing's forkserver, a child of the
+host started with its first executor) that imported the executor's modules
+once (atf_sdk.worker.preload); each executor imports the lambdas module itself,
+after the fork. The server ends once the host and all its executors have.
+
 SIGTERM (or Ctrl-C) drains the host: the controller stops receiving and
 claiming, waits for the receives in flight (a long poll cannot be called off),
 hands every message it holds back to SQS, and the host waits for running tasks
@@ -131,7 +136,7 @@ class WorkerHost:
         self.controller.start_receivers()
         for name in self.lambda_names:
             for slot in range(self._settings.executors_per_lambda):
-                self._spawn(name, slot)
+                self._start_executor(name, slot)
         log.info("worker host serving %s", ", ".join(self.lambda_names))
         expected = len(self.lambda_names) * self._settings.executors_per_lambda * self._settings.threads_per_executor
         deadline = time.monotonic() + READY_WAIT_S
@@ -156,7 +161,7 @@ class WorkerHost:
                         queue = queue_name(self._config, name, priority, part)
                         raise HostError(f"cannot reach queue {queue} at {where}: {_one_line(error)}") from error
 
-    def _spawn(self, lambda_name: str, slot: int) -> None:
+    def _start_executor(self, lambda_name: str, slot: int) -> None:
         spec = ExecutorSpec(
             lambda_name=lambda_name,
             lambdas_spec=self._settings.lambdas_spec,
@@ -183,7 +188,7 @@ class WorkerHost:
                     process.exitcode,
                 )
                 self._starts.exited(name, slot, process.exitcode)
-                self._spawn(name, slot)
+                self._start_executor(name, slot)
 
     def health(self, state: str = "serving") -> HealthReport:
         """What is wrong with this host that it cannot mend itself (nothing, if `problems` is empty)."""
