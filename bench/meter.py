@@ -33,6 +33,8 @@ METER_ENV = "BENCH_METER_DIR"
 
 
 class _ProcessMeter:
+    """The meter of the process that attaches clients to it; what writes its bill starts with its first client."""
+
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self.meter = CostMeter(reader=None, bill_writes=False)  # writes are priced by the cost lifecycles
