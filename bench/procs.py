@@ -160,7 +160,9 @@ class Stack:
             found["frontend"] = [self.procs["frontend"].pid]
         if host is not None:
             found["controller"] = [host]
-            found["executors"] = [p for p in children_of(host) if b"resource_tracker" not in _cmdline(p)]
+            # The executors and the fork server they fork from (it imported their modules once for all of them)
+            servers = [p for p in children_of(host) if b"multiprocessing.forkserver" in _cmdline(p)]
+            found["executors"] = servers + [p for server in servers for p in children_of(server)]
         return found
 
     def cpu(self) -> dict[str, float]:

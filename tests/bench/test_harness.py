@@ -73,6 +73,50 @@ def test_the_hook_meters_every_client_of_a_process_it_is_loaded_into(tmp_path: P
     assert bill["calls"] == {"sqs.CreateQueue": 1, "sqs.ListQueues": 1} and bill["sqs_requests"] == 2
 
 
+FORKED_PROGRAM = """
+import multiprocessing, os, sys
+
+
+def calls():
+    from moto import mock_aws
+    import boto3
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        sqs.create_queue(QueueName="q")
+    print(os.getpid())
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("forkserver")
+    child = context.Process(target=calls)
+    child.start()
+    child.join()
+    sys.exit(child.exitcode)
+"""
+
+
+def test_the_hook_meters_a_process_forked_from_a_fork_server_and_dumps_its_bill_as_it_exits(tmp_path: Path) -> None:
+    # A worker host's executors fork from a server that ran the hook and made no client of its own; a forked
+    # multiprocessing child leaves through os._exit, past atexit.
+    program = tmp_path / "forked.py"
+    program.write_text(FORKED_PROGRAM)
+    meter = tmp_path / "meter"
+    meter.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "bench" / "hook"), str(REPO)]),
+        "BENCH_METER_DIR": str(meter),
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+    }
+    done = subprocess.run([sys.executable, str(program)], env=env, check=True, timeout=60, capture_output=True)
+    child = int(done.stdout.decode().split()[-1])
+    assert [p.name for p in meter.iterdir()] == [f"{child}.json"], "the child's bill only: the server made no call"
+    bill = json.loads((meter / f"{child}.json").read_text())["bill"]
+    assert bill["calls"] == {"sqs.CreateQueue": 1}
+
+
 def test_the_committed_results_render() -> None:
     results = REPO / "bench" / "results" / "results.json"
     assert results.exists(), "the figures of the last run are committed with the benchmarks"

@@ -134,15 +134,15 @@ def worker_host(stack: RunningStack) -> Iterator[Callable[..., subprocess.Popen[
 
 
 def executors_of(host_pid: int) -> list[int]:
-    """The executor processes a worker host spawned."""
+    """The executor processes of a worker host: the children of its fork server (the host's child)."""
     found = []
-    for pid in children_of(host_pid):
+    for server in children_of(host_pid):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            cmdline = Path(f"/proc/{server}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
-            found.append(pid)
+        if b"multiprocessing.forkserver" in cmdline:
+            found += children_of(server)
     return found
 
 

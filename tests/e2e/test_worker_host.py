@@ -16,7 +16,9 @@ from typing import Any
 from atf_core.gating import Gating
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.tasks import Scheduling
-from tests.e2e.conftest import RunningStack, executors_of
+from tests.e2e.conftest import RunningStack, children_of, executors_of
+from tests.e2e.exit_lambdas import AT_EXIT_ENV
+from tests.e2e.lambdas import alive
 
 Host = Callable[..., "Popen[bytes]"]
 
@@ -119,6 +121,48 @@ def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningSta
     assert host.wait(timeout=30) == 0
     done = stack.store.get(task.id)
     assert done is not None and (done.status, done.attempt) == (TaskStatus.SUCCESS, 1)
+
+
+def test_sigterm_to_the_whole_process_group_drains_the_host_as_well(stack: RunningStack, worker_host: Host) -> None:
+    # Given a host running a task, stopped as systemd stops a service: SIGTERM to each of its processes
+    host = worker_host(executors=1, threads=1)
+    task = schedule(stack, payload={"seconds": 3})
+    stack.wait_for([task.id], lambda t: t.status in (TaskStatus.CLAIMED, TaskStatus.PROCESSING))
+    os.killpg(host.pid, signal.SIGTERM)
+    # Then the host still waits for the task: its executors, and the fork server it learns their exits from, go on
+    assert host.wait(timeout=30) == 0
+    done = stack.store.get(task.id)
+    assert done is not None and (done.status, done.attempt) == (TaskStatus.SUCCESS, 1)
+
+
+def test_a_killed_host_leaves_no_process_behind(stack: RunningStack, worker_host: Host, tmp_path: Path) -> None:
+    # Given a host with two executors for each lambda, forked by its fork server
+    host = worker_host(executors=2, threads=1, log=tmp_path / "host.log")
+    executors = executors_of(host.pid)
+    assert len(executors) == 2 * len(stack.config.lambdas)
+    helpers = children_of(host.pid)  # the fork server and multiprocessing's resource tracker
+    # When the host is killed (only the host: its processes are not signalled)
+    host.kill()
+    host.wait(timeout=10)
+    # Then the executors see their connections close and end, and the fork server and tracker follow
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in executors + helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in executors + helpers if alive(pid)] == []
+
+
+def test_an_executor_runs_its_atexit_handlers_as_it_ends(
+    stack: RunningStack, worker_host: Host, tmp_path: Path
+) -> None:
+    # Given a host whose lambdas module registers an atexit handler (forked executors leave through os._exit)
+    log = tmp_path / "host.log"
+    host = worker_host(executors=2, log=log, lambdas="tests.e2e.exit_lambdas:lambdas", **{AT_EXIT_ENV: str(tmp_path)})
+    executors = executors_of(host.pid)
+    # When the host drains and its executors end
+    host.send_signal(signal.SIGTERM)
+    assert host.wait(timeout=30) == 0
+    # Then each of them ran the handler, as the host did
+    assert {int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()} == {host.pid, *executors}
 
 
 def test_a_host_serves_the_lambda_atf_lambda_names(stack: RunningStack, worker_host: Host, tmp_path: Path) -> None:

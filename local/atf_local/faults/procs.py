@@ -1,11 +1,12 @@
 """The local stack as real OS processes, watched and signalled by the harness.
 
 Every process gets its own session, so a kill of its group reaches whatever
-it spawned, and every one is stopped when the run ends. A monitor thread
-records in the history when each process (executors included, found through
-/proc) appears and when it is gone, restarts supervised processes that died,
-and so lets the checker end an execution that wrote no end record at the
-latest moment its process can have been alive.
+it started, and every one is stopped when the run ends. A monitor thread
+records in the history when each process (executors included: the children of
+a host's fork server, found through /proc) appears and when it is gone,
+restarts supervised processes that died, and so lets the checker end an
+execution that wrote no end record at the latest moment its process can have
+been alive.
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ class Cluster:
             pid = managed.pid
             if managed.role != "host" or pid is None:
                 continue
-            for child in _children(pid):
-                if child not in self._watched and _is_executor(child):
+            for child in _executors_of(pid):
+                if child not in self._watched:
                     self._watched[child] = ("executor", managed.name)
                     self.history.record("proc", event="up", target=child, role="executor", name=managed.name)
 
@@ -192,12 +193,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _is_executor(pid: int) -> bool:
+def _executors_of(host: int) -> list[int]:
+    """A worker host's executors: the children of its fork server (the host's child that forks them). The server
+    itself is no executor and is never watched as one: it runs no task, and a kill aimed at an executor that hit
+    it would leave the host unable to start or follow any of them."""
+    return [pid for server in _children(host) if _is_fork_server(server) for pid in _children(server)]
+
+
+def _is_fork_server(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"spawn_main" in cmdline and b"resource_tracker" not in cmdline
+    return b"multiprocessing.forkserver" in cmdline
 
 
 def _alive(pid: int) -> bool:

@@ -2,8 +2,7 @@
 
 The framework's code neither knows nor reads any of this. The harness puts
 HOOK_DIR on the child's PYTHONPATH; Python imports its `sitecustomize` as it
-starts (executors spawned by a worker host included, since they inherit the
-environment), and that calls `install_from_env`, which reads
+starts, and that calls `install_from_env`, which reads
 
     ATF_FAULTS          a fault plan: installed on every DynamoDB and SQS client (atf_local.instruments.faults)
     ATF_HISTORY_DIR     where the history goes: every state write and send recorded (atf_local.instruments.wire)
@@ -13,6 +12,14 @@ environment), and that calls `install_from_env`, which reads
 Clients are reached as botocore creates them: `on_every_client` wraps
 botocore's Session.create_client for this process, so every session made
 afterwards (boto3 makes one per boto3.Session) hands its new clients over.
+
+A worker host's executors do not start an interpreter: they fork from the
+host's fork server, a child of the host that inherited its environment, and
+the hook runs once, there. What it installs is inherited by every executor,
+and nothing in it may belong to one process: the server makes no client, so
+the fault plan's counters and each client's random stream start in the
+executor (faults.py), and a history file is named by the pid that writes it
+(history.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ once its running tasks are done.
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import logging
 import os
@@ -65,6 +66,10 @@ class ExecutorSpec:
     threads: int
     config_json: str
     endpoint_url: str | None
+    # The host's environment as it starts this executor. The executor forks from the host's fork server, whose
+    # environment is the host's when the server started: a variable the host set or changed since (the metrics
+    # switch, credentials, a test's settings) would otherwise not reach the executor or its callbacks.
+    environ: dict[str, str]
 
 
 def executor_main(spec: ExecutorSpec) -> None:
@@ -73,6 +78,18 @@ def executor_main(spec: ExecutorSpec) -> None:
     # process group must not cut a callback short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.environ.clear()
+    os.environ.update(spec.environ)
+    try:
+        _serve(spec)
+    finally:
+        # A forked multiprocessing child leaves through os._exit, which skips the atexit handlers a spawned one
+        # ran as its interpreter ended: the callbacks' own (an OpenTelemetry provider's flush, a pool's close)
+        # and the logging module's flush. They run here, once, as they did.
+        atexit._run_exitfuncs()
+
+
+def _serve(spec: ExecutorSpec) -> None:
     setup_logging()
     config = StackConfig.model_validate_json(spec.config_json)
     clients = make_clients(spec.endpoint_url)

@@ -72,7 +72,8 @@ METRICS_DISABLED_ENV = constants.METRICS_DISABLED_ENV
 
 
 def route_metrics(mode: str, stream: TextIO | None = None) -> str:
-    """Turn this process's EMF on or off (executors spawned later inherit it); a line saying which."""
+    """Turn this process's EMF on or off (executors started later get it with the host's environment); a line
+    saying which."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
     if mode not in METRICS_MODES:
