@@ -138,3 +138,22 @@ def drained(aws: object) -> Iterator[list[Any]]:
     for controller in made:
         controller.drain()
 
+
+def work_controller(
+    aws: Any, config: StackConfig, drained: list[Any], settings: Any = None, limits: bool = True
+) -> tuple[Any, Any, Any]:
+    """A controller of the `work` lambda on in-process moto (`aws`), with its store and metric buffer, drained at
+    the test's end. Without `limits` it has no limiter (no table client for the counters)."""
+    from atf_core.store.tasks import DynamoTaskStore
+    from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
+    from atf_sdk.worker.controller import Controller, ControllerSettings
+
+    store = DynamoTaskStore(aws.dynamodb, config)
+    buffer = MetricBuffer(service=WORKER_SERVICE)
+    settings = settings or ControllerSettings(gate_refresh_s=0)
+    counters_client = aws.dynamodb if limits else None
+    controller = Controller(
+        store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=counters_client, metrics=buffer
+    )
+    drained.append(controller)
+    return controller, store, buffer
