@@ -20,9 +20,10 @@ REQUIREMENTS := printf -- '-r requirements-dev.txt\n-e ./layers\n-e ./sdk[async,
 OWN := --no-emit-package atf-core --no-emit-package atf-sdk --no-emit-package atf-local --no-emit-package atf-cdk
 LOWEST := .venv-lowest
 # The tests run on every core (pytest-xdist; TEST_WORKERS=1 for one process). A module's tests go to one worker
-# together, so each module's stack starts once; every stack and server takes free ports of its own.
+# together, so each module's stack starts once; every stack and server takes free ports of its own. The modules
+# go out in the order tests/conftest.py sorts them (the long tiers first), not xdist's (most tests first).
 TEST_WORKERS ?= auto
-PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
 LOCK_PYTHON := 3.11
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -31,6 +32,26 @@ for _name in ("COLUMNS", "LINES"):
 # (atf_core.aws.make_clients), and the tests' processes make over a thousand sessions. Here they share one
 # loader per data path, as the clients of one session do; the models are the same files.
 botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+
+# The tiers whose modules run for minutes each (stacks of processes, real waits) are handed to the xdist workers
+# first, and the many short modules fill in behind them: longest first is the greedy rule that balances two
+# workers. xdist's own order (the Makefile turns it off: --no-loadscope-reorder) put modules with many tests
+# first, so exactly these few-test, long modules started last and one ran alone at the end.
+TESTS = Path(__file__).resolve().parent
+LONG_TIERS = ("faults", "docs", "e2e", "console", "packaging")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_tier_rank)  # a stable sort: the modules of a tier, and each module's tests, keep their order
+
+
+def _tier_rank(item: pytest.Item) -> int:
+    try:
+        tier = item.path.relative_to(TESTS).parts[0]
+    except ValueError:  # a test outside tests/ (one named on the command line)
+        return len(LONG_TIERS)
+    return LONG_TIERS.index(tier) if tier in LONG_TIERS else len(LONG_TIERS)
+
 
 TEST_CONFIG = {
     "name": "atf-test",
@@ -116,3 +137,23 @@ def drained(aws: object) -> Iterator[list[Any]]:
     yield made
     for controller in made:
         controller.drain()
+
+
+def work_controller(
+    aws: Any, config: StackConfig, drained: list[Any], settings: Any = None, limits: bool = True
+) -> tuple[Any, Any, Any]:
+    """A controller of the `work` lambda on in-process moto (`aws`), with its store and metric buffer, drained at
+    the test's end. Without `limits` it has no limiter (no table client for the counters)."""
+    from atf_core.store.tasks import DynamoTaskStore
+    from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
+    from atf_sdk.worker.controller import Controller, ControllerSettings
+
+    store = DynamoTaskStore(aws.dynamodb, config)
+    buffer = MetricBuffer(service=WORKER_SERVICE)
+    settings = settings or ControllerSettings(gate_refresh_s=0)
+    counters_client = aws.dynamodb if limits else None
+    controller = Controller(
+        store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=counters_client, metrics=buffer
+    )
+    drained.append(controller)
+    return controller, store, buffer

@@ -20,9 +20,9 @@ from atf_core.store import index
 from atf_core.store.base import DueEntry, ReadPast
 from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
-from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller, ControllerSettings
+from tests.conftest import work_controller
 from tests.functional.helpers import raw_item
 from tests.functional.test_consumer import World
 
@@ -198,15 +198,8 @@ def test_a_refused_rate_gives_back_the_keys_running_slot(aws: Any, config: Stack
 
 # -- the controller ----------------------------------------------------------------------
 def controller_for(aws: Any, config: StackConfig, drained: list[Controller], capacity: int = 20) -> Controller:
-    from atf_core.store.tasks import DynamoTaskStore
-
-    store = DynamoTaskStore(aws.dynamodb, config)
     settings = ControllerSettings(gate_refresh_s=0, buffer_per_lambda=capacity)
-    metrics = MetricBuffer(service=WORKER_SERVICE)
-    controller = Controller(
-        store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=aws.dynamodb, metrics=metrics
-    )
-    drained.append(controller)
+    controller: Controller = work_controller(aws, config, drained, settings)[0]
     return controller
 
 

@@ -22,7 +22,8 @@ from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, LogKey, LogLine, Metric, MetricBuffer
 from atf_sdk.worker.buffers import Buffered
-from atf_sdk.worker.controller import Controller, ControllerSettings
+from atf_sdk.worker.controller import Controller
+from tests.conftest import work_controller
 from tests.functional.test_flow_keys import keyed_config
 from tests.telemetry.emf import named
 
@@ -42,22 +43,17 @@ class NoRoom:
 
 @pytest.fixture
 def world(aws: Any, config: StackConfig, drained: list[Controller]) -> tuple[Controller, DynamoTaskStore, MetricBuffer]:
-    store = DynamoTaskStore(aws.dynamodb, config)
-    buffer = MetricBuffer(service=WORKER_SERVICE)
-    settings = ControllerSettings(gate_refresh_s=0)
-    controller = Controller(store, aws.sqs, aws.sqs, config, ["work"], settings, metrics=buffer)
-    drained.append(controller)
-    return controller, store, buffer
+    return work_controller(aws, config, drained, limits=False)
 
 
-def enqueued(store: DynamoTaskStore, config: StackConfig, priority: str) -> Buffered:
+def enqueued(store: DynamoTaskStore, config: StackConfig, priority: str, flow_key: str | None = None) -> Buffered:
     """A task the consumer enqueued, as the controller's buffer holds its message."""
-    request = ScheduleRequest.model_validate({"lambda": "work", "priority": priority})
+    request = ScheduleRequest.model_validate({"lambda": "work", "priority": priority, "flow_key": flow_key})
     task = Scheduling(store, config).schedule(request).task
     now = utcnow()
     store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now))
     rank = config.lambdas["work"].priorities.index(priority)
-    message = TaskMessage(task.id, 0, to_ms(now), "default")
+    message = TaskMessage(task.id, 0, to_ms(now), "default", flow_key)
     return Buffered(rank, to_ms(now), 0, message, "https://queue.invalid/none", "receipt")
 
 
@@ -108,26 +104,10 @@ def keyed_world(
     aws: Any, config: StackConfig, drained: list[Controller], **key_limits: Any
 ) -> tuple[Controller, DynamoTaskStore, MetricBuffer, StackConfig]:
     keyed = keyed_config(config, **key_limits)
-    store = DynamoTaskStore(aws.dynamodb, keyed)
-    buffer = MetricBuffer(service=WORKER_SERVICE)
-    settings = ControllerSettings(gate_refresh_s=0)
-    controller = Controller(
-        store, aws.sqs, aws.sqs, keyed, ["work"], settings, store_client=aws.dynamodb, metrics=buffer
-    )
-    drained.append(controller)
+    controller, store, buffer = work_controller(aws, keyed, drained)
     # one moment for every start, so that both claims fall in one rate window whatever the wall clock does
     controller._limiter = Limiter(Counters(aws.dynamodb, keyed.table_name), keyed, clock=lambda: 1_000.0)
     return controller, store, buffer, keyed
-
-
-def keyed_enqueued(store: DynamoTaskStore, config: StackConfig, flow_key: str) -> Buffered:
-    request = ScheduleRequest.model_validate({"lambda": "work", "priority": "normal", "flow_key": flow_key})
-    task = Scheduling(store, config).schedule(request).task
-    now = utcnow()
-    store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now))
-    rank = config.lambdas["work"].priorities.index("normal")
-    message = TaskMessage(task.id, 0, to_ms(now), "default", flow_key)
-    return Buffered(rank, to_ms(now), 0, message, "https://queue.invalid/none", "receipt")
 
 
 def held_back(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -151,8 +131,8 @@ def test_a_task_its_flow_key_holds_back_is_counted_per_lambda_and_logged_with_it
     metric: str,
 ) -> None:
     controller, store, buffer, keyed = keyed_world(aws, config, drained, **limits)
-    assert controller.claim("work", keyed_enqueued(store, keyed, "customer-42"), "h:1") is not None
-    waiting = keyed_enqueued(store, keyed, "customer-42")
+    assert controller.claim("work", enqueued(store, keyed, "normal", "customer-42"), "h:1") is not None
+    waiting = enqueued(store, keyed, "normal", "customer-42")
     for _ in range(3):  # rechecked: still one task held back
         assert controller.claim("work", waiting, "h:1") is None
     out = flushed(buffer)
@@ -171,8 +151,8 @@ def test_a_task_over_its_flow_keys_rate_limit_counts_as_rate_limited_and_dropped
     controller, store, buffer, keyed = keyed_world(
         aws, config, drained, max_starts_per_second=0.5, over_rate="rate_limit"
     )
-    assert controller.claim("work", keyed_enqueued(store, keyed, "customer-7"), "h:1") is not None
-    over = keyed_enqueued(store, keyed, "customer-7")
+    assert controller.claim("work", enqueued(store, keyed, "normal", "customer-7"), "h:1") is not None
+    over = enqueued(store, keyed, "normal", "customer-7")
     assert controller.claim("work", over, "h:1") is None
     dropped = store.get(over.message.task_id)
     assert dropped is not None and dropped.status is TaskStatus.DROPPED
