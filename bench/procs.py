@@ -22,6 +22,7 @@ from atf_local.environment import REPO, component_environment, local_environment
 from atf_local.iam.roles import WORKER
 from atf_local.iam.template import template_for
 from atf_local.instruments.history import HISTORY_ENV
+from atf_local.process_tree import children_of, executors_of, fork_servers_of
 from atf_local.stack import free_port, wait_for_port
 from bench.meter import METER_ENV
 
@@ -161,8 +162,7 @@ class Stack:
         if host is not None:
             found["controller"] = [host]
             # The executors and the fork server they fork from (it imported their modules once for all of them)
-            servers = [p for p in children_of(host) if b"multiprocessing.forkserver" in _cmdline(p)]
-            found["executors"] = servers + [p for server in servers for p in children_of(server)]
+            found["executors"] = fork_servers_of(host) + executors_of(host)
         return found
 
     def cpu(self) -> dict[str, float]:
@@ -198,17 +198,6 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def _cmdline(pid: int) -> bytes:

@@ -133,31 +133,6 @@ def worker_host(stack: RunningStack) -> Iterator[Callable[..., subprocess.Popen[
             os.killpg(host.pid, signal.SIGKILL)
 
 
-def executors_of(host_pid: int) -> list[int]:
-    """The executor processes of a worker host: the children of its fork server (the host's child)."""
-    found = []
-    for server in children_of(host_pid):
-        try:
-            cmdline = Path(f"/proc/{server}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"multiprocessing.forkserver" in cmdline:
-            found += children_of(server)
-    return found
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def wait_for_line(log: Path, needle: str, process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while needle not in log.read_text(errors="replace"):

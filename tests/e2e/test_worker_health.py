@@ -18,7 +18,8 @@ from subprocess import Popen
 import pytest
 
 from atf_local.environment import REPO
-from tests.e2e.conftest import RunningStack, executors_of
+from atf_local.process_tree import executors_of
+from tests.e2e.conftest import RunningStack
 
 Host = Callable[..., "Popen[bytes]"]
 

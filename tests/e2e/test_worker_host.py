@@ -16,7 +16,8 @@ from typing import Any
 from atf_core.gating import Gating
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.tasks import Scheduling
-from tests.e2e.conftest import RunningStack, children_of, executors_of
+from atf_local.process_tree import children_of, executors_of
+from tests.e2e.conftest import RunningStack
 from tests.e2e.exit_lambdas import AT_EXIT_ENV
 from tests.e2e.lambdas import alive
 

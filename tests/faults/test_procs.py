@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from atf_local.faults.procs import _children, _executors_of
+from atf_local.process_tree import children_of, executors_of
 
 HOST = """
 import multiprocessing, sys, time
@@ -31,8 +31,8 @@ def test_a_hosts_executors_are_its_fork_servers_children(tmp_path: Path) -> None
         assert host.stdout is not None
         started = sorted(int(pid) for pid in host.stdout.readline().split())
         assert len(started) == 2
-        helpers = _children(host.pid)  # the fork server and the resource tracker
-        assert sorted(_executors_of(host.pid)) == started
+        helpers = children_of(host.pid)  # the fork server and the resource tracker
+        assert sorted(executors_of(host.pid)) == started
         assert not set(helpers) & set(started)
     finally:
         os.killpg(host.pid, signal.SIGKILL)

@@ -26,6 +26,7 @@ from atf_local.environment import REPO, component_environment, local_environment
 from atf_local.iam.roles import WORKER
 from atf_local.instruments.history import HISTORY_ENV, History
 from atf_local.instruments.startup import HOOK_DIR
+from atf_local.process_tree import executors_of
 
 EnvFor = Callable[[int], dict[str, str]]  # extra environment for the nth incarnation
 # Whose credentials each kind of process runs with
@@ -126,7 +127,7 @@ class Cluster:
             pid = managed.pid
             if managed.role != "host" or pid is None:
                 continue
-            for child in _executors_of(pid):
+            for child in executors_of(pid):
                 if child not in self._watched:
                     self._watched[child] = ("executor", managed.name)
                     self.history.record("proc", event="up", target=child, role="executor", name=managed.name)
@@ -183,29 +184,6 @@ def _wait_or_kill(popen: subprocess.Popen[bytes], deadline: float) -> None:
             os.killpg(popen.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(timeout=5)
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for tasks in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(c) for c in tasks.read_text().split()]
-    return found
-
-
-def _executors_of(host: int) -> list[int]:
-    """A worker host's executors: the children of its fork server (the host's child that forks them). The server
-    itself is no executor and is never watched as one: it runs no task, and a kill aimed at an executor that hit
-    it would leave the host unable to start or follow any of them."""
-    return [pid for server in _children(host) if _is_fork_server(server) for pid in _children(server)]
-
-
-def _is_fork_server(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"multiprocessing.forkserver" in cmdline
 
 
 def _alive(pid: int) -> bool:
