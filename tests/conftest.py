@@ -17,6 +17,8 @@ import pytest
 
 from atf_core.config import StackConfig
 from atf_local.environment import DUMMY_CREDENTIALS
+from atf_local.iam.synth_service import IDLE_ENV
+from atf_local.iam.template import synth_service
 
 # The local stack's operator (atf_local.iam.accounts): a test's own calls on a local stack run as it
 for _name, _value in DUMMY_CREDENTIALS.items():
@@ -32,6 +34,16 @@ for _name in ("COLUMNS", "LINES"):
 # (atf_core.aws.make_clients), and the tests' processes make over a thousand sessions. Here they share one
 # loader per data path, as the clients of one session do; the models are the same files.
 botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+
+# The local stacks' templates come from one synthesis service (atf_local.iam.synth_service); a run asks it for a
+# configuration every minute or so, and the session's end stops it.
+os.environ.setdefault(IDLE_ENV, "600")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # xdist's controller, or a run without xdist: the run's end
+        synth_service().stop()
+
 
 # The tiers whose modules run for minutes each (stacks of processes, real waits) are handed to the xdist workers
 # first, and the many short modules fill in behind them: longest first is the greedy rule that balances two
