@@ -11,7 +11,8 @@ client, so everything that belongs to one process starts with its first
 client: the writer thread (a thread alive as a process forks is not in the
 child, and a lock it held there stays held), the pid the file is named by, and
 the dump at exit (a forked multiprocessing child leaves through os._exit, so
-atexit never runs in it; multiprocessing's own finalizers do).
+atexit never runs in it; multiprocessing's own finalizers do). They start
+through atf_local.instruments.per_process, as a History opens its file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from atf_local.cost.billing import CostMeter
+from atf_local.instruments.per_process import PerProcess
 from atf_local.instruments.startup import on_every_client
 
 METER_ENV = "BENCH_METER_DIR"
@@ -38,15 +40,11 @@ class _ProcessMeter:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         self.meter = CostMeter(reader=None, bill_writes=False)  # writes are priced by the cost lifecycles
-        self._started_in = 0  # the pid of the process whose writer runs
-        self._starting = threading.Lock()
+        self._writer = PerProcess(self._start)  # started by the first client of each process
 
     def attach(self, client: Any) -> None:
         self.meter.attach(client)
-        with self._starting:
-            if self._started_in != os.getpid():
-                self._started_in = os.getpid()
-                self._start()
+        self._writer.get()
 
     def _start(self) -> None:
         dumping = threading.Lock()  # the writer and the dump at exit share one temporary file

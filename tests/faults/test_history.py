@@ -38,7 +38,8 @@ def test_a_forked_child_records_its_own_pid_into_its_own_file(tmp_path: Path) ->
 
 def test_a_child_forked_while_another_thread_records_is_not_locked_out(tmp_path: Path) -> None:
     history = History(tmp_path, "wire")
-    with history._lock:  # as if another thread were writing a record at the moment of the fork
+    assert history._file is not None
+    with history._file._lock:  # as if another thread were writing a record at the moment of the fork
         child = multiprocessing.get_context("fork").Process(target=_record_in_child, args=(history,))
         child.start()
     child.join(timeout=30)

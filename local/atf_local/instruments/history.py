@@ -10,14 +10,15 @@ Without a directory nothing is recorded and a recorder costs nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
-import threading
 import time
-import weakref
 from pathlib import Path
 from typing import Any, TextIO
+
+from atf_local.instruments.per_process import PerProcess
 
 HISTORY_ENV = "ATF_HISTORY_DIR"
 
@@ -27,37 +28,24 @@ class History:
 
     A History may be made before its process forks: a worker host's executors fork from a server that ran the
     start-up hook (atf_local.instruments.startup), so the wire recorder they share was made there. Each record
-    therefore reads the pid as it is written, and a process records into a file of its own, never its parent's."""
+    therefore reads the pid as it is written, and a process records into a file of its own, never its parent's
+    (atf_local.instruments.per_process)."""
 
     def __init__(self, directory: Path | None, component: str) -> None:
-        self._directory = directory
-        self._component = component
-        self._file: TextIO | None = None
-        self._file_pid = 0  # the process whose file `_file` is
-        self._lock = threading.Lock()
+        # Built from a function, not a method: a History no cycle holds closes its file as soon as it is dropped.
+        self._file = None if directory is None else PerProcess(functools.partial(_open, directory, component))
         self._base = {"component": component, "host": socket.gethostname()}
-        _made.add(self)
 
     @property
     def enabled(self) -> bool:
-        return self._directory is not None
+        return self._file is not None
 
     def record(self, kind: str, **fields: Any) -> None:
-        if self._directory is None:
+        if self._file is None:
             return
-        pid = os.getpid()
-        line = json.dumps({"kind": kind, "t": time.time(), **self._base, "pid": pid, **fields}, default=str)
-        with self._lock:
-            if self._file is None or self._file_pid != pid:
-                self._directory.mkdir(parents=True, exist_ok=True)
-                self._file = (self._directory / f"{self._component}-{pid}.jsonl").open("a", buffering=1)
-                self._file_pid = pid
-            self._file.write(line + "\n")
-
-    def _forked(self) -> None:
-        """In the child of a fork: a lock that another thread of the parent held as it forked is never released
-        here, and the child's first record would wait for it for ever."""
-        self._lock = threading.Lock()
+        line = json.dumps({"kind": kind, "t": time.time(), **self._base, "pid": os.getpid(), **fields}, default=str)
+        with self._file.hold() as file:  # one record at a time: the lines of two threads never interleave
+            file.write(line + "\n")
 
     @classmethod
     def from_env(cls, component: str) -> History:
@@ -65,12 +53,7 @@ class History:
         return cls(Path(directory) if directory else None, component)
 
 
-_made: weakref.WeakSet[History] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for history in list(_made):
-        history._forked()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+def _open(directory: Path, component: str) -> TextIO:
+    """The file of this process, opened by its first record."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return (directory / f"{component}-{os.getpid()}.jsonl").open("a", buffering=1)
