@@ -151,3 +151,15 @@ def test_a_second_service_leaves_the_address_to_the_one_holding_the_lock(service
     assert holder is not None
     assert start_directly(service, idle=60, most=10) == 0
     assert service.ping() == holder
+
+
+def test_a_copy_of_the_environment_made_of_links_shares_the_service_and_another_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = synth_service().address
+    (tmp_path / "linked").symlink_to(Path(sys.prefix).resolve())
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "linked"))
+    assert synth_service().address == own
+    (tmp_path / "other").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "other"))
+    assert synth_service().address != own

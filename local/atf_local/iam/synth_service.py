@@ -3,7 +3,7 @@
 A synthesis in a fresh process costs ~10 s, most of it node and aws-cdk-lib starting; the same process
 synthesizes another configuration in ~1 s. So the first caller starts a service (atf_local.iam.synth)
 listening on a Unix socket, and every process that needs a template asks it, one request at a time.
-The service is one per checkout, interpreter and set of sources (its address is derived from them), so
+The service is one per checkout, Python environment and set of sources (its address is derived from them), so
 an edit to the CDK app or another venv's aws-cdk-lib never gets an older service's template. It exits
 after a while without requests, after a number of them, or when asked to stop.
 

@@ -45,8 +45,11 @@ def template_for(config: StackConfig) -> dict[str, Any]:
 
 
 def synth_service(sources: str | None = None) -> SynthService:
-    """The synthesis service for this checkout, this interpreter and these sources."""
-    owner = hashlib.sha256(f"{REPO}\0{sys.executable}\0{sources or _sources_digest()}".encode()).hexdigest()[:16]
+    """The synthesis service for this checkout, this environment and these sources. The environment by its
+    resolved prefix: a copy of the checkout made of links (the documents' and the plugin's tests) runs the
+    same packages through another path, and shares the service."""
+    environment = Path(sys.prefix).resolve()
+    owner = hashlib.sha256(f"{REPO}\0{environment}\0{sources or _sources_digest()}".encode()).hexdigest()[:16]
     # The address in the temporary directory: a Unix socket's path is at most ~100 bytes, a checkout's is not.
     address = Path(tempfile.gettempdir()) / f"atf-synth-{owner}.sock"
     return SynthService(
