@@ -8,6 +8,9 @@ DynamoDB, where a conditional write is atomic per item, never does. The
 embedded AWS is there to behave like AWS, so its DynamoDB writes run one at a
 time. Reads are left free: every decision the framework takes on a read is
 itself a conditional write.
+
+A transaction that fails is rolled back by the items it named (atf_local.transaction_journal), under the
+same lock: moto's own rollback copies every table the transaction names.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ def atomic_dynamodb() -> None:
     """Serialise moto's DynamoDB writes in this process (idempotent)."""
     from moto.dynamodb.models import DynamoDBBackend
 
+    from atf_local.transaction_journal import journaled
+
     lock = threading.RLock()
     for name in _WRITES:
         original = getattr(DynamoDBBackend, name)
         if not getattr(original, "_atf_locked", False):
-            setattr(DynamoDBBackend, name, _locked(original, lock))
+            method = journaled(original) if name == "transact_write_items" else original
+            setattr(DynamoDBBackend, name, _locked(method, lock))
 
 
 def _locked(method: Callable[..., Any], lock: threading.RLock) -> Callable[..., Any]:
