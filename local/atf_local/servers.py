@@ -37,6 +37,9 @@ from werkzeug.exceptions import ClientDisconnected
 from werkzeug.serving import WSGIRequestHandler
 from werkzeug.wsgi import LimitedStream
 
+from atf_local import request_head
+from atf_local.direct_calls import direct_calls
+
 ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
 SESSIONS_PATH = "/_atf/sessions"  # on the SQS server: register a session STS gave on the first
 PRINCIPALS_PATH = "/_atf/principal"  # on the first server: who holds an access key (atf_local.iam.principals)
@@ -48,16 +51,15 @@ App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 class MotoServer:
-    """moto's server on loopback in this process's threads, wrapped by `wrap`."""
+    """moto's server on loopback in this process's threads, wrapped by `wrap`: DynamoDB's and SQS's JSON calls
+    go straight to moto's response classes (atf_local.direct_calls), and a request's head is read without
+    the email package where its lines are plain (atf_local.request_head)."""
 
     def __init__(self, port: int, wrap: Callable[[App], App]) -> None:
         from moto.moto_server import werkzeug_app
         from werkzeug.serving import make_server
 
-        dispatcher = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
-        remember_backends(dispatcher)
-        remember_actions()
-        app = wrap(dispatcher)
+        app = wrap(direct_calls(moto_dispatcher()))
         # The request handler moto's own server uses, where this moto has one (later 5.2 releases: it keeps
         # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
         self._handler = keep_alive(getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler)
@@ -100,6 +102,9 @@ def keep_alive(handler: type[WSGIRequestHandler]) -> Any:
                 super().handle()
             finally:
                 self.open_connections.discard(self.connection)
+
+        def parse_request(self) -> bool:
+            return request_head.parse_request(self, super().parse_request)
 
         def run_wsgi(self) -> None:
             if self.headers.get("Expect", "").lower().strip() == "100-continue":
@@ -148,6 +153,16 @@ def _head(status: str, headers: list[tuple[str, str]], length: int, close: bool)
     kept = [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP_BY_HOP]
     lines = [f"HTTP/1.1 {status}", *kept, f"Content-Length: {length}", *(["Connection: close"] if close else [])]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def moto_dispatcher() -> App:
+    """moto's own server app: its dispatcher over a Flask app per service, with its lookups remembered."""
+    from moto.moto_server import werkzeug_app
+
+    dispatcher = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+    remember_backends(dispatcher)
+    remember_actions()
+    return dispatcher
 
 
 def remember_backends(dispatcher: Any) -> None:
