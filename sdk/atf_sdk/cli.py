@@ -22,16 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atf_core.api import BatchItem
-from atf_core.config import LAMBDA_ENV, StackConfig
-from atf_core.schema import Gate, OnConflict, ScheduleRequest, Task
-from atf_core.stats import LambdaStats
 from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.completion import add_completion_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import (
+    LAMBDA_ENV,
+    ON_CONFLICT,
     Exit,
     add_lambda,
     add_yes,
@@ -51,7 +49,13 @@ from atf_sdk.commands.task_changes import add_task_change_commands
 from atf_sdk.extras import extra_for, install_hint
 from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
+# What the verbs need is imported where they run: the parser is built whole for every command, and the core's
+# models, boto3, rich and the cost verb's embedded AWS would cost each command (`atf --help` too) a second of CPU.
 if TYPE_CHECKING:
+    from atf_core.api import BatchItem
+    from atf_core.config import StackConfig
+    from atf_core.schema import Gate, ScheduleRequest, Task
+    from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
 
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
@@ -63,6 +67,8 @@ def _stack_config(path: Path | None) -> StackConfig:
     """The stack configuration from --config or the environment; a one-line SystemExit if there is none
     or it does not read."""
     from pydantic import ValidationError
+
+    from atf_core.config import StackConfig
 
     where = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE"
     try:
@@ -118,6 +124,7 @@ def _worker_health(args: argparse.Namespace) -> int:
 
 
 def _schedule(args: argparse.Namespace) -> int:
+    from atf_core.schema import ScheduleRequest
     from atf_sdk.operations import checked
 
     if args.file is not None:
@@ -158,6 +165,7 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     from pydantic import ValidationError
 
     from atf_core.errors import input_error
+    from atf_core.schema import ScheduleRequest
 
     try:
         handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
@@ -432,7 +440,7 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key")
     verb.add_argument(
         "--on-conflict",
-        choices=[c.value for c in OnConflict],
+        choices=ON_CONFLICT,
         help="a singleton flow key held by another task: refuse (default) or replace that task if it has not started",
     )
     verb.add_argument("--max-attempts", type=int)
