@@ -3,9 +3,9 @@
 `atf worker` runs a worker host (`atf worker-health` checks it); every other verb talks to the frontend API
 (ATF_API_URL, or --api-url) through the SDK's client, with human tables by
 default and JSON with --json. The verbs for dead letters, schedules and chains
-live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed; and
-the verbs installed packages declare under the `atf.commands` entry point
-(`atf cost`, with the local stack).
+live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed (its
+options in atf_sdk.commands.top); and the verbs installed packages declare
+under the `atf.commands` entry point (`atf cost`, with the local stack).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from atf_sdk.commands.support import (
     when,
 )
 from atf_sdk.commands.task_changes import add_task_change_commands
+from atf_sdk.commands.top import add_top_command
 from atf_sdk.extras import extra_for, install_hint
 from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
@@ -539,13 +540,14 @@ def _add_optional_verbs(verbs: Any) -> None:
     verbs other installed packages declare under the `atf.commands` entry point (`atf cost`, from atf-local):
     each entry names a function that adds its verb to the subparsers."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
-        try:
-            importlib.import_module("atf_sdk.top").add_top_command(verbs)
-        except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
+        # Whether rich is there is asked without importing it: atf_sdk.top, rich and all, loads when top runs.
+        if importlib.util.find_spec("rich") is not None:
+            add_top_command(verbs)
+        else:  # rich, the cli extra: the verb says what to install
             # Any arguments are taken (none is an option here), so the answer is what to install.
             top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
             top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
-            hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
+            hint = install_hint(ModuleNotFoundError(name="rich"), "atf top")
             top.set_defaults(run=lambda _: sys.exit(hint))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)
