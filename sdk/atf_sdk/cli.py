@@ -3,9 +3,9 @@
 `atf worker` runs a worker host (`atf worker-health` checks it); every other verb talks to the frontend API
 (ATF_API_URL, or --api-url) through the SDK's client, with human tables by
 default and JSON with --json. The verbs for dead letters, schedules and chains
-live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed; and
-the verbs installed packages declare under the `atf.commands` entry point
-(`atf cost`, with the local stack).
+live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed (its
+options in atf_sdk.commands.top); and the verbs installed packages declare
+under the `atf.commands` entry point (`atf cost`, with the local stack).
 """
 
 from __future__ import annotations
@@ -22,16 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atf_core.api import BatchItem
-from atf_core.config import LAMBDA_ENV, StackConfig
-from atf_core.schema import Gate, OnConflict, ScheduleRequest, Task
-from atf_core.stats import LambdaStats
 from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.completion import add_completion_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import (
+    LAMBDA_ENV,
+    ON_CONFLICT,
     Exit,
     add_lambda,
     add_yes,
@@ -48,10 +46,17 @@ from atf_sdk.commands.support import (
     when,
 )
 from atf_sdk.commands.task_changes import add_task_change_commands
+from atf_sdk.commands.top import add_top_command
 from atf_sdk.extras import extra_for, install_hint
 from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 
+# What the verbs need is imported where they run: the parser is built whole for every command, and the core's
+# models, boto3, rich and the cost verb's embedded AWS would cost each command (`atf --help` too) a second of CPU.
 if TYPE_CHECKING:
+    from atf_core.api import BatchItem
+    from atf_core.config import StackConfig
+    from atf_core.schema import Gate, ScheduleRequest, Task
+    from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
 
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
@@ -63,6 +68,8 @@ def _stack_config(path: Path | None) -> StackConfig:
     """The stack configuration from --config or the environment; a one-line SystemExit if there is none
     or it does not read."""
     from pydantic import ValidationError
+
+    from atf_core.config import StackConfig
 
     where = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE"
     try:
@@ -118,6 +125,7 @@ def _worker_health(args: argparse.Namespace) -> int:
 
 
 def _schedule(args: argparse.Namespace) -> int:
+    from atf_core.schema import ScheduleRequest
     from atf_sdk.operations import checked
 
     if args.file is not None:
@@ -158,6 +166,7 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     from pydantic import ValidationError
 
     from atf_core.errors import input_error
+    from atf_core.schema import ScheduleRequest
 
     try:
         handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
@@ -432,7 +441,7 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument("--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key")
     verb.add_argument(
         "--on-conflict",
-        choices=[c.value for c in OnConflict],
+        choices=ON_CONFLICT,
         help="a singleton flow key held by another task: refuse (default) or replace that task if it has not started",
     )
     verb.add_argument("--max-attempts", type=int)
@@ -531,13 +540,14 @@ def _add_optional_verbs(verbs: Any) -> None:
     verbs other installed packages declare under the `atf.commands` entry point (`atf cost`, from atf-local):
     each entry names a function that adds its verb to the subparsers."""
     if importlib.util.find_spec("atf_sdk.top") is not None:
-        try:
-            importlib.import_module("atf_sdk.top").add_top_command(verbs)
-        except ModuleNotFoundError as missing:  # rich, the cli extra: the verb says what to install
+        # Whether rich is there is asked without importing it: atf_sdk.top, rich and all, loads when top runs.
+        if importlib.util.find_spec("rich") is not None:
+            add_top_command(verbs)
+        else:  # rich, the cli extra: the verb says what to install
             # Any arguments are taken (none is an option here), so the answer is what to install.
             top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
             top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
-            hint = install_hint(missing, "atf top")  # `missing` is unbound once the except clause ends
+            hint = install_hint(ModuleNotFoundError(name="rich"), "atf top")
             top.set_defaults(run=lambda _: sys.exit(hint))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from atf_core.config import StackConfig
+from atf_sdk.commands.top import add_top_command as add_top_command  # still this module's, as docs/ says
 from atf_sdk.extras import needs_extra
 
 try:
@@ -161,25 +162,6 @@ def run_live(source: Source, interval_s: float, console: Console | None = None) 
 # -- the command -------------------------------------------------------------------
 
 
-def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
-    """`atf top`, for the CLI's build_parser (and `python -m atf_sdk.top`)."""
-    top = subparsers.add_parser("top", help="a live view: tasks by state, rates, start lag, gates, dead letters")
-    top.add_argument("--api-url", default=argparse.SUPPRESS, help="the API's URL (default: $ATF_API_URL)")
-    top.add_argument(  # unset unless given, so `atf --api-url URL top` keeps the URL given before the verb
-        "--region",
-        default=argparse.SUPPRESS,
-        help="region to sign for (default: from the URL or boto3's configuration)",
-    )
-    top.add_argument("--console-url", help="the local stack's console instead of the API, e.g. http://127.0.0.1:8081")
-    top.add_argument("--config", help="stack configuration file, for the lambda names (default: $ATF_CONFIG)")
-    top.add_argument("--lambda", dest="lambdas", action="append", help="show this lambda (repeatable)")
-    top.add_argument("--cloudwatch", action="store_true", help="finished/min and lag p95 from CloudWatch metrics")
-    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
-    top.add_argument("--once", action="store_true", help="print one frame and exit")
-    top.set_defaults(run=run_top)
-    return top  # type: ignore[no-any-return]
-
-
 def run_top(args: argparse.Namespace) -> int:
     source = _source(args)
     if args.once:
@@ -225,7 +207,8 @@ def _stack(config_path: str | None, why: str) -> StackConfig:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atf")
-    add_top_command(parser.add_subparsers(dest="verb", required=True))
+    # This module is __main__ here: run its own run_top rather than have the verb import a second copy
+    add_top_command(parser.add_subparsers(dest="verb", required=True)).set_defaults(run=run_top)
     args = parser.parse_args(["top", *(sys.argv[1:] if argv is None else argv)])
     sys.exit(args.run(args))
 

@@ -2,7 +2,8 @@
 
 - billing.py: AWS's billing rules as a botocore hook (CostMeter), and the list prices;
 - lifecycles.py: the lifecycles priced, run by the framework's own components on an embedded AWS;
-- report.py: the assumptions, the per-task figures and how they print;
+- estimate.py: the assumptions;
+- report.py: the per-task figures and how they print;
 - command.py: the `atf cost` verb (found by the CLI through the `atf.commands` entry point).
 
 They live with the local stack, not in the SDK, because they need moto and are

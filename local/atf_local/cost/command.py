@@ -21,16 +21,24 @@ import argparse
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from atf_core.config import StackConfig
-from atf_local.cost.billing import peer_costs
-from atf_local.cost.lifecycles import SCENARIOS, run_lifecycles
-from atf_local.cost.report import CostReport, Estimate, fixed_costs, frontend_costs, per_task, render
+from atf_local.cost.estimate import Estimate
+
+# The rest is imported when the verb runs: the CLI adds this verb to its parser for every command it runs,
+# and the lifecycles bring the consumer, the worker's parts, boto3 and moto (~0.3 s of CPU).
+if TYPE_CHECKING:
+    from atf_core.config import StackConfig
+    from atf_local.cost.report import CostReport
 
 
-def measure(config: StackConfig, estimate: Estimate | None = None, only: tuple[str, ...] = SCENARIOS) -> CostReport:
+def measure(config: StackConfig, estimate: Estimate | None = None, only: tuple[str, ...] | None = None) -> CostReport:
     """Run every lifecycle (or those named) on a fresh embedded AWS and price it."""
+    from atf_local.cost.billing import peer_costs
+    from atf_local.cost.lifecycles import SCENARIOS, run_lifecycles
+    from atf_local.cost.report import CostReport, fixed_costs, frontend_costs, per_task
+
+    only = SCENARIOS if only is None else only
     estimate = estimate or Estimate()
     scenarios = [
         per_task(name, run.meter.bill, run.steps, estimate.batch)
@@ -70,6 +78,8 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_cost_command(args: argparse.Namespace) -> int:
+    from atf_local.cost.report import render
+
     config = _config(args.config)
     estimate = Estimate(
         payload_bytes=args.payload_bytes,
@@ -88,6 +98,8 @@ def run_cost_command(args: argparse.Namespace) -> int:
 
 
 def _config(path: str | None) -> StackConfig:
+    from atf_core.config import StackConfig
+
     if path:
         return StackConfig.from_file(Path(path))
     try:

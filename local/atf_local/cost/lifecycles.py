@@ -35,7 +35,7 @@ from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_core.telemetry import WORKER_SERVICE, MetricBuffer
 from atf_local.cost.billing import CostMeter
-from atf_local.cost.report import Estimate
+from atf_local.cost.estimate import Estimate
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller

@@ -13,27 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from atf_core.config import StackConfig
 from atf_local.cost.billing import Bill, Price, lambda_dollars
+from atf_local.cost.estimate import Estimate
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 # What the consumer reads each poll, whatever the load: left out of the per-task figures.
 POLL_OVERHEAD = ("dynamodb.Query/", "dynamodb.GetItem/", "sqs.GetQueueAttributes/", "sqs.GetQueueUrl/")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Assumptions for what the embedded run cannot see."""
-
-    payload_bytes: int = 200
-    batch: int = 10  # tasks per scenario: 10 fills every SQS batch
-    rate: float = 100.0  # tasks/s, to spread fixed costs
-    tasks_per_request: int = 1  # API requests carry 1 task, or up to 100 with the batch route
-    frontend_ms: float = 25.0  # assumed frontend Lambda duration per request
-    frontend_mb: int = 512
-    consumer_mb: int = 512
-    consumer_groups: int = 1
-    task_seconds: float = 60.0  # the heartbeating scenario's callback
 
 
 @dataclass

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from atf_core.chains import ChainStatus, ChainView
 from atf_sdk.commands.support import add_lambda, client, common, console, guarded, json_file, json_out, when
+
+if TYPE_CHECKING:
+    from atf_core.chains import ChainView
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -21,6 +23,8 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
+    from atf_core.chains import ChainStatus
+
     with client(args) as atf:
         chain = atf.get_chain(args.id, lambda_name=args.lambda_name)
         deadline = time.monotonic() + (args.wait or 0)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from atf_core.api import MAX_DEAD_LETTER_ACTION
-from atf_core.deadletters import BulkResult, DeadLetter
 from atf_sdk.commands.support import (
+    MAX_DEAD_LETTER_ACTION,
     Exit,
     add_yes,
     client,
@@ -22,6 +21,7 @@ from atf_sdk.commands.support import (
 )
 
 if TYPE_CHECKING:
+    from atf_core.deadletters import BulkResult, DeadLetter
     from atf_sdk.client import AtfClient
 
 SHOWN = 20  # rows of a selection printed as a table; --json has them all

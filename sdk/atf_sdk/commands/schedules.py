@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from atf_core.recurrence import CatchUp, Overlap, Schedule, ScheduleSpec
 from atf_sdk.commands.support import (
+    CATCH_UP,
+    OVERLAP,
     add_lambda,
     client,
     common,
@@ -18,9 +19,14 @@ from atf_sdk.commands.support import (
     when,
 )
 
+if TYPE_CHECKING:
+    from atf_core.recurrence import Schedule, ScheduleSpec
+
 
 def _spec(args: argparse.Namespace) -> ScheduleSpec:
     """From --file, with any option given on the command line taking precedence."""
+    from atf_core.recurrence import ScheduleSpec
+
     fields: dict[str, Any] = dict(args.file or {})
     given = {
         "lambda": args.lambda_name,
@@ -125,8 +131,8 @@ def _add_put(actions: Any) -> None:
     put.add_argument("--priority")
     put.add_argument("--max-attempts", type=int)
     put.add_argument("--flow-key", help="each task's flow-control key (its lambda's key_limits apply)")
-    put.add_argument("--overlap", choices=[o.value for o in Overlap], help="while the previous task runs")
-    put.add_argument("--catch-up", choices=[c.value for c in CatchUp], help="after downtime (or a pause)")
+    put.add_argument("--overlap", choices=OVERLAP, help="while the previous task runs")
+    put.add_argument("--catch-up", choices=CATCH_UP, help="after downtime (or a pause)")
     put.add_argument("--catch-up-limit", type=int, help="at most this many missed ones with --catch-up all")
     put.set_defaults(run=guarded(_put))
 

@@ -13,15 +13,23 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from atf_core.errors import AtfError, input_error
-from atf_core.schema import json_kind
-
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from atf_core.errors import AtfError
     from atf_sdk.client import AtfClient
 
 Command = Callable[[argparse.Namespace], int]
+
+# The core's values that the verbs' options take or show in their help, spelled out rather than imported:
+# the modules that define them build pydantic models (atf_core.config loads botocore too), and every `atf`
+# command, `atf --help` included, builds every verb's parser. tests/unit/test_cli_startup.py keeps them equal.
+LAMBDA_ENV = "ATF_LAMBDA"  # atf_core.config.LAMBDA_ENV
+ON_CONFLICT = ("refuse", "replace")  # the values of atf_core.schema.OnConflict
+OVERLAP = ("skip", "allow")  # of atf_core.recurrence.Overlap
+CATCH_UP = ("skip", "once", "all")  # of atf_core.recurrence.CatchUp
+MAX_BULK = 1000  # atf_core.bulk.MAX_BULK
+MAX_DEAD_LETTER_ACTION = 1000  # atf_core.api.MAX_DEAD_LETTER_ACTION
 
 
 class Exit(IntEnum):
@@ -101,6 +109,8 @@ def guarded(run: Command) -> Command:
     def guarded_run(args: argparse.Namespace) -> int:
         from pydantic import ValidationError
 
+        from atf_core.errors import AtfError, input_error
+
         try:
             return run(args)
         except AtfError as error:
@@ -123,6 +133,8 @@ def json_object(text: str) -> dict[str, Any]:
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
+        from atf_core.schema import json_kind
+
         raise argparse.ArgumentTypeError(f"must be a JSON object, not {json_kind(value)}")
     return value
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from atf_core.bulk import MAX_BULK, BulkChange
-from atf_core.schema import Task
 from atf_sdk.commands.support import (
+    MAX_BULK,
     Exit,
     add_lambda,
     add_yes,
@@ -24,6 +23,8 @@ from atf_sdk.commands.support import (
 )
 
 if TYPE_CHECKING:
+    from atf_core.bulk import BulkChange
+    from atf_core.schema import Task
     from atf_sdk.client import AtfClient
 
 SHOWN = 20  # rows of a selection printed as a table; --json has them all
