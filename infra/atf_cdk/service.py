@@ -17,8 +17,9 @@ from typing import Literal
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 
-from atf_core.config import CONFIG_ENV, LAMBDA_ENV
+from atf_core.config import CONFIG_ENV
 from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
+from atf_core.vocabulary import LAMBDA_ENV
 
 Architecture = Literal["x86_64", "arm64"]
 # Fargate accepts only these memory sizes (MiB, lowest and highest) for each cpu.

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from atf_core.amend import Amendment
-from atf_core.bulk import MAX_BULK, TaskFilter, task_filter
+from atf_core.bulk import TaskFilter, task_filter
 from atf_core.deadletters import DeadLetter, DeadLetterFilter
 from atf_core.errors import InputError
 from atf_core.recurrence import Schedule
@@ -31,10 +31,9 @@ from atf_core.schema import (
     TaskStatus,
     utcnow,
 )
+from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 
 MAX_BATCH = 100
-# A redrive or discard writes each task it selects, inside API Gateway's 29 s.
-MAX_DEAD_LETTER_ACTION = 1000
 MAX_DEAD_LETTER_LIST = 1000
 MAX_UPCOMING = 100
 

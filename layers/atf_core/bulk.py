@@ -35,10 +35,10 @@ from atf_core.lifecycle import Assoc
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition, shard_of
+from atf_core.vocabulary import MAX_BULK
 
 S = TaskStatus
 WAITING = frozenset({S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE})
-MAX_BULK = 1000  # each selected task is one write, inside API Gateway's 29 s
 # A real run answers after this long at most (reads included), well inside API Gateway's 29 s and the
 # clients' read timeouts; what it did not reach is left as it was, and `more` says to call again.
 RUN_BUDGET_S = 6.0

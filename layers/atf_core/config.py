@@ -25,8 +25,6 @@ from atf_core.telemetry import namespace_of
 
 CONFIG_ENV = "ATF_CONFIG"
 CONFIG_FILE_ENV = "ATF_CONFIG_FILE"
-# The lambdas (comma-separated) a worker host serves by default; the CDK app sets it on each worker service.
-LAMBDA_ENV = "ATF_LAMBDA"
 # Where Lambda unpacks a function's code; a relative ATF_CONFIG_FILE is taken from there.
 TASK_ROOT_ENV = "LAMBDA_TASK_ROOT"
 # Heartbeats that may fail in a row before an executor ends itself.

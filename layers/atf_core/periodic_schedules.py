@@ -11,7 +11,7 @@ from typing import Any
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict, FlowKeyBusy, NotFound, UnknownPriority
-from atf_core.recurrence import Overlap, Schedule, ScheduleSpec, choose
+from atf_core.recurrence import Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
 from atf_core.store.items import (
@@ -24,6 +24,7 @@ from atf_core.store.items import (
     schedule_id,
 )
 from atf_core.tasks import Scheduling
+from atf_core.vocabulary import Overlap
 
 log = logging.getLogger("atf.schedules")
 SAVE_TRIES = 5

@@ -14,27 +14,16 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from atf_core.schema import COLLECTION_PATTERN, FLOW_KEY_PATTERN, NAME_PATTERN, Payload, TimeoutSeconds
+from atf_core.vocabulary import CatchUp, Overlap
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
-
-
-class Overlap(StrEnum):
-    SKIP = "skip"
-    ALLOW = "allow"
-
-
-class CatchUp(StrEnum):
-    SKIP = "skip"
-    ONCE = "once"
-    ALL = "all"
 
 
 class ScheduleSpec(BaseModel):

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from atf_core.tracing import TRACEPARENT_PATTERN
+from atf_core.vocabulary import OnConflict
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
@@ -193,13 +194,6 @@ class Task(BaseModel):
         description="When the consumer next looks at it: while it waits, when it runs (a retry's time after a "
         "failure); none once it has ended.",
     )
-
-
-class OnConflict(StrEnum):
-    """What a new task does when its flow key is held (the lambda's key_limits.singleton)."""
-
-    REFUSE = "refuse"  # it is refused (409 flow_key_busy), naming the task that holds the key
-    REPLACE = "replace"  # the holder, if not started, is cancelled and the new task takes the key
 
 
 class ScheduleRequest(BaseModel):

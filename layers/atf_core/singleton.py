@@ -13,8 +13,9 @@ from __future__ import annotations
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.errors import FlowKeyBusy, InputError
-from atf_core.schema import OnConflict, ScheduleRequest, Task
+from atf_core.schema import ScheduleRequest, Task
 from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
+from atf_core.vocabulary import OnConflict
 
 # Reads and tries again when the key changed hands between its read and its transaction; past this, the key
 # is contended and the caller is told so (a 409 it may retry).

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atf_core.vocabulary import LAMBDA_ENV
 from atf_sdk import __version__
 from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.completion import add_completion_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
 from atf_sdk.commands.support import (
-    LAMBDA_ENV,
     ON_CONFLICT,
     Exit,
     add_lambda,

@@ -20,7 +20,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from atf_core import tracing
 from atf_core.api import (
-    MAX_DEAD_LETTER_ACTION,
     BatchItem,
     BatchResult,
     BulkReprioritiseRequest,
@@ -36,13 +35,14 @@ from atf_core.api import (
     TaskAmendmentRequest,
     TaskSelection,
 )
-from atf_core.bulk import MAX_BULK, BulkChange
+from atf_core.bulk import BulkChange
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
 from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.stats import LambdaStats
+from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 from atf_sdk import routes
 from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
 

@@ -13,10 +13,11 @@ import pytest
 from atf_core.aws import make_clients
 from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic_schedules import Schedules
-from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
+from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import TaskStatus, to_ms
 from atf_core.store.items import ItemStore, schedule_from
 from atf_core.tasks import task_id_for
+from atf_core.vocabulary import CatchUp, Overlap
 from atf_local.stack import LocalStack
 from atf_sdk.client import AtfClient
 from tests.api.live import LiveStack

@@ -17,11 +17,12 @@ from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.errors import Conflict, InputError
 from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
-from atf_core.recurrence import CatchUp, Overlap, ScheduleSpec
+from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus
 from atf_core.store.base import Change, DueEntry, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.items import ItemStore
+from atf_core.vocabulary import CatchUp, Overlap
 from tests.functional.test_consumer import World
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

@@ -40,8 +40,9 @@ from atf_cdk.constructs.table import TaskTable
 from atf_cdk.nag import acknowledge
 from atf_cdk.options import NetworkSettings
 from atf_cdk.service import SecretRef, WorkerService
-from atf_core.config import CONFIG_ENV, LAMBDA_ENV, StackConfig
+from atf_core.config import CONFIG_ENV, StackConfig
 from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
+from atf_core.vocabulary import LAMBDA_ENV
 
 # Fargate's longest: a stopping host gets SIGTERM, stops taking tasks, and has
 # this long to finish the ones it holds before SIGKILL.

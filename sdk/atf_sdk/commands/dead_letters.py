@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
 from atf_sdk.commands.support import (
-    MAX_DEAD_LETTER_ACTION,
     Exit,
     add_yes,
     client,

@@ -13,6 +13,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from atf_core.vocabulary import CatchUp, OnConflict, Overlap
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -21,15 +23,11 @@ if TYPE_CHECKING:
 
 Command = Callable[[argparse.Namespace], int]
 
-# The core's values that the verbs' options take or show in their help, spelled out rather than imported:
-# the modules that define them build pydantic models (atf_core.config loads botocore too), and every `atf`
-# command, `atf --help` included, builds every verb's parser. tests/unit/test_cli_startup.py keeps them equal.
-LAMBDA_ENV = "ATF_LAMBDA"  # atf_core.config.LAMBDA_ENV
-ON_CONFLICT = ("refuse", "replace")  # the values of atf_core.schema.OnConflict
-OVERLAP = ("skip", "allow")  # of atf_core.recurrence.Overlap
-CATCH_UP = ("skip", "once", "all")  # of atf_core.recurrence.CatchUp
-MAX_BULK = 1000  # atf_core.bulk.MAX_BULK
-MAX_DEAD_LETTER_ACTION = 1000  # atf_core.api.MAX_DEAD_LETTER_ACTION
+# The core's values that the verbs' options take or show in their help come from atf_core.vocabulary, which
+# loads no model: every `atf` command, `atf --help` included, builds every verb's parser.
+ON_CONFLICT = tuple(OnConflict)
+OVERLAP = tuple(Overlap)
+CATCH_UP = tuple(CatchUp)
 
 
 class Exit(IntEnum):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from atf_core.vocabulary import MAX_BULK
 from atf_sdk.commands.support import (
-    MAX_BULK,
     Exit,
     add_lambda,
     add_yes,
