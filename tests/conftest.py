@@ -6,6 +6,7 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,19 @@ import botocore.loaders
 import botocore.session
 import pytest
 
+from atf_core.aws import AwsClients
 from atf_core.config import StackConfig
 from atf_local.environment import DUMMY_CREDENTIALS
 from atf_local.iam.synth_service import IDLE_ENV
 from atf_local.iam.template import synth_service
+from tests.reused_clients import ReusedClients
+
+# PYTHONDONTWRITEBYTECODE (set in some sandboxes and images) left each worker compiling the project's modules
+# from source and pytest rewriting every test module's asserts anew, run after run: ~11 s of CPU for a worker's
+# collection alone (~21 s instead of ~10 s). The run writes its bytecode caches as a developer's runs do; git and
+# everything that copies the sources (the layer, the functions, the wheels) leave __pycache__ out, and Python
+# checks each cache against its source. The processes the tests start read the caches (they do not write).
+sys.dont_write_bytecode = False
 
 # The local stack's operator (atf_local.iam.accounts): a test's own calls on a local stack run as it
 for _name, _value in DUMMY_CREDENTIALS.items():
@@ -116,17 +126,29 @@ def _session(region: str) -> boto3.Session:
 @pytest.fixture
 def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """In-process moto with the table and queues: for sequential tests only
-    (it has let two conditional writes both succeed under threads)."""
+    (it has let two conditional writes both succeed under threads). Its clients are the previous test's when
+    that test left them unchanged (tests/reused_clients.py); moto's state is new for each test."""
     from moto import mock_aws
 
-    from atf_core.aws import make_clients
     from atf_local.provision import provision
 
     monkeypatch.delenv("ATF_AWS_ENDPOINT", raising=False)  # never reach a server from here
     with mock_aws():
-        clients = make_clients(endpoint_url=None, session=moto_session())
+        clients = REUSED.take()
         provision(clients, config)
         yield clients
+        REUSED.give_back(clients)
+
+
+def moto_clients() -> AwsClients:
+    """The framework's four clients on in-process moto."""
+    from atf_core.aws import make_clients
+
+    return make_clients(endpoint_url=None, session=moto_session())
+
+
+# The `aws` fixture's clients, handed on to the next test unless a test changed them (tests/reused_clients.py)
+REUSED = ReusedClients(moto_clients)
 
 
 def interrupt_stack(process: subprocess.Popen[Any]) -> None:

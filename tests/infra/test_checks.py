@@ -13,6 +13,7 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_sqs as sqs
 
 from tests.infra.conftest import Synthesized
+from tests.infra.linting import lint_file
 
 ACKNOWLEDGED_RULES_METADATA = "aws:cdk:acknowledged-rules"
 # Each one is explained where it is made; this list makes adding one a visible decision.
@@ -107,5 +108,35 @@ def test_cfn_lint_finds_nothing(synth: Synthesized) -> None:
         regions=[synth.settings.region or "us-east-1"], ignore_checks=list(CFN_LINT_IGNORED)
     )
     for path in synth.template_paths:  # the account's, the environment's and each lambda's
-        matches = cfnlint.api.lint_file(path, config=config)
+        matches = lint_file(path, config)
         assert [str(m) for m in matches] == [], path.name
+
+
+def test_cfn_lint_is_really_watching(tmp_path: Path) -> None:
+    # The rules loaded once (tests/infra/linting.py) find what cfn-lint's own lint_file finds, template after
+    # template and configuration after configuration: a wrong property (E3002), and a redundant DependsOn
+    # (W3005) found, then ignored, then found again.
+    template = {
+        "Resources": {
+            "Plain": {"Type": "AWS::SQS::Queue", "Properties": {"Bogus": 1}},
+            "Rule": {"Type": "AWS::Config::ConfigRule", "DependsOn": "Plain",
+                     "Properties": {"Source": {"Owner": "AWS", "SourceIdentifier": "X"},
+                                    "InputParameters": {"a": {"Fn::GetAtt": ["Plain", "Arn"]}}}},
+        }
+    }  # fmt: skip
+    careless, clean = tmp_path / "careless.json", tmp_path / "clean.json"
+    careless.write_text(json.dumps(template))
+    clean.write_text(json.dumps({"Resources": {"Plain": {"Type": "AWS::SQS::Queue"}}}))
+    found = {
+        ignored: [str(m) for m in cfnlint.api.lint_file(careless, config=_lint_config(ignored))]
+        for ignored in ((), CFN_LINT_IGNORED)
+    }
+    assert any("E3002" in m for m in found[()]) and any("W3005" in m for m in found[()])
+    assert not any("W3005" in m for m in found[CFN_LINT_IGNORED])
+    for ignored in ((), CFN_LINT_IGNORED, ()):
+        assert [str(m) for m in lint_file(careless, _lint_config(ignored))] == found[ignored]
+        assert lint_file(clean, _lint_config(ignored)) == []
+
+
+def _lint_config(ignored: tuple[str, ...]) -> cfnlint.api.ManualArgs:
+    return cfnlint.api.ManualArgs(regions=["us-east-1"], ignore_checks=list(ignored))

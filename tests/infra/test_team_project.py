@@ -27,6 +27,7 @@ from aws_cdk.assertions import Template
 from atf_core.config import StackConfig
 from tests.docs.markdown import blocks
 from tests.infra.conftest import ROOT, Synthesized, flatten
+from tests.infra.linting import lint_file
 from tests.infra.test_checks import CFN_LINT_IGNORED
 from tests.infra.test_compute import dockerfile_health_check
 
@@ -65,7 +66,7 @@ def test_the_team_app_is_nag_and_cfn_lint_clean(team: Synthesized) -> None:
     assert [(p["pluginName"], p["conclusion"], p["violations"]) for p in plugins] == [("AwsSolutions", "success", [])]
     config = cfnlint.api.ManualArgs(regions=["eu-west-1"], ignore_checks=list(CFN_LINT_IGNORED))
     for path in team.template_paths:
-        assert [str(m) for m in cfnlint.api.lint_file(path, config=config)] == [], path.name
+        assert [str(m) for m in lint_file(path, config)] == [], path.name
 
 
 def test_the_image_is_built_from_the_teams_dockerfile(team: Synthesized) -> None:
