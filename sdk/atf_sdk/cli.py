@@ -3,7 +3,7 @@
 `atf worker` runs a worker host (`atf worker-health` checks it); every other verb talks to the frontend API
 (ATF_API_URL, or --api-url) through the SDK's client, with human tables by
 default and JSON with --json. The verbs for dead letters, schedules and chains
-live in atf_sdk.commands; `atf top` in atf_sdk.top when it is installed (its
+live in atf_sdk.commands; `atf top` in atf_sdk.top, which needs rich (the cli extra; its
 options in atf_sdk.commands.top); and the verbs installed packages declare
 under the `atf.commands` entry point (`atf cost`, with the local stack).
 """
@@ -536,19 +536,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_optional_verbs(verbs: Any) -> None:
-    """Verbs of modules that may not be installed: `atf top` (atf_sdk.top, with the console work), and the
+    """Verbs that need what may not be installed: `atf top` (rich, the cli extra), and the
     verbs other installed packages declare under the `atf.commands` entry point (`atf cost`, from atf-local):
     each entry names a function that adds its verb to the subparsers."""
-    if importlib.util.find_spec("atf_sdk.top") is not None:
-        # Whether rich is there is asked without importing it: atf_sdk.top, rich and all, loads when top runs.
-        if importlib.util.find_spec("rich") is not None:
-            add_top_command(verbs)
-        else:  # rich, the cli extra: the verb says what to install
-            # Any arguments are taken (none is an option here), so the answer is what to install.
-            top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
-            top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
-            hint = install_hint(ModuleNotFoundError(name="rich"), "atf top")
-            top.set_defaults(run=lambda _: sys.exit(hint))
+    # Whether rich is there is asked without importing it: atf_sdk.top, rich and all, loads when top runs.
+    if importlib.util.find_spec("rich") is not None:
+        add_top_command(verbs)
+    else:  # rich, the cli extra: the verb says what to install
+        # Any arguments are taken (none is an option here), so the answer is what to install.
+        top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
+        top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
+        hint = install_hint(ModuleNotFoundError(name="rich"), "atf top")
+        top.set_defaults(run=lambda _: sys.exit(hint))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)
 
