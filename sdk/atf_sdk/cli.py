@@ -546,7 +546,7 @@ def _add_optional_verbs(verbs: Any) -> None:
         # Any arguments are taken (none is an option here), so the answer is what to install.
         top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
         top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
-        hint = install_hint(ModuleNotFoundError(name="rich"), "atf top")
+        hint = install_hint("rich", "atf top")
         top.set_defaults(run=lambda _: sys.exit(hint))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)
@@ -558,9 +558,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = run(args)
     except ModuleNotFoundError as missing:  # an optional part of atf-sdk that was not installed
-        if extra_for(missing) is None:
+        if extra_for(missing.name) is None:
             raise
-        sys.exit(install_hint(missing, f"atf {args.verb}"))
+        sys.exit(install_hint(missing.name, f"atf {args.verb}"))
     sys.exit(code or 0)
 
 

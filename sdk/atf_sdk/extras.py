@@ -18,20 +18,20 @@ EXTRA_OF_MODULE = {
 }
 
 
-def extra_for(missing: ModuleNotFoundError) -> str | None:
-    """The extra that would have installed the module this import could not find, if it is one of ours."""
-    top = (missing.name or "").split(".")[0]
-    return EXTRA_OF_MODULE.get(top)
+def extra_for(module: str | None) -> str | None:
+    """The extra that installs `module` (a dotted name, as ModuleNotFoundError.name gives it), if one of ours."""
+    return EXTRA_OF_MODULE.get((module or "").split(".")[0])
 
 
-def install_hint(missing: ModuleNotFoundError, what: str) -> str:
-    extra = extra_for(missing)
+def install_hint(module: str | None, what: str) -> str:
+    """One line saying that `what` needs `module`, and the extra to install when it is one of ours."""
+    extra = extra_for(module)
     if extra is None:
-        return f"{what} cannot import {missing.name}: {missing}"
-    return f"{what} needs atf-sdk's {extra!r} extra (no module {missing.name!r}): pip install 'atf-sdk[{extra}]'"
+        return f"{what} cannot import {module!r}"
+    return f"{what} needs atf-sdk's {extra!r} extra (no module {module!r}): pip install 'atf-sdk[{extra}]'"
 
 
 def needs_extra(missing: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
     """The error to raise instead: the same kind (so `except ImportError` still catches it), one line that
     names the extra to install."""
-    return ModuleNotFoundError(install_hint(missing, what), name=missing.name)
+    return ModuleNotFoundError(install_hint(missing.name, what), name=missing.name)

@@ -20,15 +20,20 @@ from cfnlint.runner.template import run_template_by_file_paths
 
 
 @functools.cache
+def _default_config() -> ConfigMixIn:
+    return ConfigMixIn([])
+
+
+@functools.cache
 def _rules() -> Rules:
     """The rules a Runner loads for the default configuration (cfn-lint's own rules directory)."""
-    return Runner(ConfigMixIn([])).rules
+    return Runner(_default_config()).rules
 
 
 def lint_file(template: Path, config: ManualArgs) -> list[Match]:
     """What cfnlint.api.lint_file(template, config) finds: its Runner's run of one template file, neither
     parameter nor deployment files, with the rules its Runner would load for `config`."""
     mixin = ConfigMixIn(["--template", str(template)], **config)
-    assert not (mixin.append_rules != ConfigMixIn([]).append_rules or mixin.custom_rules), "rules of its own"
+    assert not (mixin.append_rules != _default_config().append_rules or mixin.custom_rules), "rules of its own"
     assert template.is_file(), template  # lint_file answers a missing file with a match; the tests never lint one
     return list(run_template_by_file_paths(mixin, _rules()))
