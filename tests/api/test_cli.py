@@ -81,8 +81,9 @@ def test_schedule_a_file_with_progress(atf: Any, tmp_path: Path) -> None:
     lines = [json.dumps({"lambda": "mail", "payload": {"i": i}, "key": f"file-{i}"}) for i in range(150)]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("\n".join(lines) + "\n\n")
-    code, out, _ = atf("schedule", "--file", str(tasks))
+    code, out, err = atf("schedule", "--file", str(tasks))
     assert code == 0 and "created" in out and "150" in out
+    assert err == ""  # no terminal on stderr: no bar, and not the empty line a bar leaves
     code, out, _ = atf("schedule", "--file", str(tasks), "--json")
     results = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and len(results) == 150 and {r["status"] for r in results} == {200}

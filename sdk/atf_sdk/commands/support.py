@@ -188,8 +188,11 @@ def add_yes(verb: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A bar on stderr while a long verb runs (a spinner when the total is unknown), gone when it ends; with no
-    terminal there rich draws nothing. Gives the function that advances it."""
+    """A bar on stderr while a long verb runs (a spinner when the total is unknown), gone when it ends. Gives the
+    function that advances it. With no terminal there, no bar: rich would still end it with an empty line."""
+    if not sys.stderr.isatty():
+        yield lambda _: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
