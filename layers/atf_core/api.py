@@ -25,6 +25,9 @@ from atf_core.schema import (
     NAME_PATTERN,
     Gate,
     GateAction,
+    JsonBool,
+    JsonInt,
+    JsonNumber,
     Moment,
     Payload,
     ScheduleRequest,
@@ -143,8 +146,8 @@ class DeadLetterSelection(BaseModel):
     error_type: str | None = Field(default=None, pattern=ERROR_TYPE_PATTERN, description="An exception class name.")
     since: Moment | None = Field(default=None, description="Died at or after (RFC 3339).")
     until: Moment | None = Field(default=None, description="Died at or before (RFC 3339).")
-    limit: int = Field(default=MAX_DEAD_LETTER_ACTION, ge=1, le=MAX_DEAD_LETTER_ACTION, description="Oldest first.")
-    dry_run: bool = Field(default=False, description="Say how many and which, and change nothing.")
+    limit: JsonInt = Field(default=MAX_DEAD_LETTER_ACTION, ge=1, le=MAX_DEAD_LETTER_ACTION, description="Oldest first.")
+    dry_run: JsonBool = Field(default=False, description="Say how many and which, and change nothing.")
 
     @field_validator("until")
     @classmethod
@@ -161,10 +164,10 @@ class DeadLetterSelection(BaseModel):
 class RedriveRequest(DeadLetterSelection):
     """A selection to send back to new, with a fresh attempt budget, at most per_second a second."""
 
-    per_second: float | None = Field(
+    per_second: JsonNumber | None = Field(
         default=None, gt=0, le=10_000, description="Drip rate: the n-th task runs n / per_second seconds from now."
     )
-    budget: int | None = Field(
+    budget: JsonInt | None = Field(
         default=None, ge=1, le=100, description="Attempts each gets on top of those used (default: the lambda's)."
     )
 
@@ -189,7 +192,7 @@ class ScheduleView(Schedule):
 class LinkRetry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    budget: int | None = Field(
+    budget: JsonInt | None = Field(
         default=None, ge=1, le=100, description="Attempts on top of those used (default: the lambda's)."
     )
 
@@ -213,7 +216,7 @@ class TaskAmendmentRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     run_at: Moment | None = Field(default=None, description="The new run time (RFC 3339).")
-    delay_seconds: float | None = DELAY
+    delay_seconds: JsonNumber | None = DELAY
     priority: str | None = Field(default=None, pattern=NAME_PATTERN, description="One of the lambda's priorities.")
     payload: Payload | None = Field(default=None, description="Replaces the payload whole.")
 
@@ -237,10 +240,10 @@ class TaskSelection(BaseModel):
     )
     since: Moment | None = Field(default=None, description="Runs next at or after (RFC 3339).")
     until: Moment | None = Field(default=None, description="Runs next at or before (RFC 3339).")
-    all: bool = Field(default=False, description="Needed when no filter is given: every waiting task.")
-    limit: int = Field(default=MAX_BULK, ge=1, le=MAX_BULK, description="The soonest N.")
-    dry_run: bool = Field(default=False, description="List what would be touched, and change nothing.")
-    per_second: float | None = Field(default=None, gt=0, le=10_000, description="The real run's rate.")
+    all: JsonBool = Field(default=False, description="Needed when no filter is given: every waiting task.")
+    limit: JsonInt = Field(default=MAX_BULK, ge=1, le=MAX_BULK, description="The soonest N.")
+    dry_run: JsonBool = Field(default=False, description="List what would be touched, and change nothing.")
+    per_second: JsonNumber | None = Field(default=None, gt=0, le=10_000, description="The real run's rate.")
 
     def filter(self) -> TaskFilter:
         statuses = None if self.status is None else frozenset(self.status)
@@ -253,7 +256,7 @@ class BulkRescheduleRequest(TaskSelection):
     """A selection to run at a new time; with per_second, the n-th n / per_second seconds after it."""
 
     run_at: Moment | None = Field(default=None, description="The new run time (RFC 3339).")
-    delay_seconds: float | None = DELAY
+    delay_seconds: JsonNumber | None = DELAY
 
     def when(self, now: datetime) -> datetime:
         run_at = _when(self.run_at, self.delay_seconds, now)

@@ -28,6 +28,7 @@ from atf_core.schema import (
     COLLECTION_PATTERN,
     FLOW_KEY_PATTERN,
     NAME_PATTERN,
+    JsonInt,
     Payload,
     ScheduleRequest,
     Task,
@@ -55,7 +56,7 @@ class LinkSpec(BaseModel):
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None
     flow_key: str | None = Field(
         default=None,

@@ -7,10 +7,13 @@ reading of pydantic's complaints for both, so a field is named alike.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+
+from atf_core.schema import json_kind
 
 
 class AtfError(Exception):
@@ -152,6 +155,10 @@ def input_error(error: ValidationError, within: str | None = None) -> InputError
     return from_validation(error.errors(include_url=False), within=within)
 
 
+# The strict types of a request's numbers and flags (atf_core.schema.JsonInt, ...), by pydantic's error type.
+JSON_TYPES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false"}
+
+
 def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputError:
     name = field or "body"
     message = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
@@ -165,6 +172,10 @@ def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputE
         return PayloadTooLarge(f"{name}: {message}", name)
     if kind.startswith(("datetime", "date_", "time")):
         return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
+    if kind in JSON_TYPES:  # pydantic's words are Python's ("a valid integer"): say what JSON came instead
+        given = json.dumps(detail.get("input"), default=repr)
+        shown = given if len(given) <= 40 else given[:37] + "..."
+        return WrongType(f"{name}: must be {JSON_TYPES[kind]}, not {json_kind(detail.get('input'))} ({shown})", name)
     if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
         return WrongType(f"{name}: {message}", name)
     return InputError(f"{name}: {message}", name)

@@ -19,7 +19,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atf_core.schema import COLLECTION_PATTERN, FLOW_KEY_PATTERN, NAME_PATTERN, Payload, TimeoutSeconds
+from atf_core.schema import (
+    COLLECTION_PATTERN,
+    FLOW_KEY_PATTERN,
+    NAME_PATTERN,
+    JsonInt,
+    JsonNumber,
+    Payload,
+    TimeoutSeconds,
+)
 from atf_core.vocabulary import CatchUp, Overlap
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
@@ -35,7 +43,7 @@ class ScheduleSpec(BaseModel):
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None
     flow_key: str | None = Field(
         default=None,
@@ -44,11 +52,11 @@ class ScheduleSpec(BaseModel):
         "singleton, an occurrence while another task holds the key is skipped.",
     )
     cron: str | None = Field(default=None, description="Five-field cron expression, e.g. '*/5 * * * *'.")
-    every_seconds: float | None = Field(default=None, ge=1, le=366 * 86400)
+    every_seconds: JsonNumber | None = Field(default=None, ge=1, le=366 * 86400)
     timezone: str = "UTC"
     overlap: Overlap = Overlap.SKIP
     catch_up: CatchUp = CatchUp.ONCE
-    catch_up_limit: int = Field(default=10, ge=1, le=1000)
+    catch_up_limit: JsonInt = Field(default=10, ge=1, le=1000)
 
     @field_validator("cron")
     @classmethod

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
 from atf_core.tracing import TRACEPARENT_PATTERN
@@ -141,8 +141,16 @@ def _zoned(moment: datetime) -> datetime:
 Moment = Annotated[datetime, AfterValidator(_zoned)]
 
 
+# A request's numbers and flags as JSON gives them: "5" or true for a delay, 2.0 for a count or "yes" for a
+# flag is a wrong_type, not read as 5, 1, 2 or True (pydantic's lax mode would convert them, and the task would
+# be written with a value its caller never sent). A whole number is still a number. Times stay lax: JSON
+# carries them as strings.
+JsonInt = Annotated[int, Strict()]
+JsonNumber = Annotated[float, Strict()]
+JsonBool = Annotated[bool, Strict()]
+
 # An attempt's time limit wherever one is set (a lambda, a task, a chain's link, a periodic schedule).
-TimeoutSeconds = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)]
+TimeoutSeconds = Annotated[JsonNumber, Field(gt=0, le=MAX_TIMEOUT_SECONDS)]
 
 
 class TaskError(BaseModel):
@@ -204,14 +212,14 @@ class ScheduleRequest(BaseModel):
     `atf_core.tasks`.
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     priority: str | None = None
     run_at: Moment | None = None
-    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
+    delay_seconds: JsonNumber | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)
     flow_key: str | None = Field(
         default=None,
@@ -225,7 +233,7 @@ class ScheduleRequest(BaseModel):
         description="For a lambda whose key_limits set singleton, while another task with this flow_key waits or "
         "runs: refuse (the default; 409 flow_key_busy) or replace (that task, if not started, is cancelled).",
     )
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     expire_at: Moment | None = Field(default=None, description="If not started by then, end as expired.")
     timeout_seconds: TimeoutSeconds | None = Field(
         default=None,

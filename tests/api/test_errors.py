@@ -419,6 +419,32 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ),
 ]
 
+# Values pydantic's lax mode would convert (and the task be written with what its caller never sent): a number or
+# a flag must come as one. (name, method, path, body, field)
+CONVERTIBLE: list[tuple[str, str, str, Any, str]] = [
+    ("delay as a string", "POST", "/v1/tasks", {**GOOD, "delay_seconds": "5"}, "delay_seconds"),
+    ("delay as a boolean", "POST", "/v1/tasks", {**GOOD, "delay_seconds": True}, "delay_seconds"),
+    ("attempts as a string", "POST", "/v1/tasks", {**GOOD, "max_attempts": "3"}, "max_attempts"),
+    ("attempts with a fraction", "POST", "/v1/tasks", {**GOOD, "max_attempts": 2.0}, "max_attempts"),
+    ("time limit as a boolean", "POST", "/v1/tasks", {**GOOD, "timeout_seconds": True}, "timeout_seconds"),
+    ("batch delay", "POST", "/v1/tasks/batch", {"tasks": [{**GOOD, "delay_seconds": "5"}]}, "tasks[0].delay_seconds"),
+    ("dry run as a string", "POST", "/v1/tasks/bulk/cancel", {"all": True, "dry_run": "true"}, "dry_run"),
+    ("all as a number", "POST", "/v1/tasks/bulk/cancel", {"all": 1}, "all"),
+    ("budget as a string", "POST", "/v1/lambdas/chore/dead-letters/redrive", {"budget": "2"}, "budget"),
+    ("cadence as a string", "PUT", "/v1/schedules/every", {"lambda": "chore", "every_seconds": "60"}, "every_seconds"),
+    (
+        "link attempts as a string",
+        "POST",
+        "/v1/chains",
+        {"links": [{"name": "a", "lambda": "chore", "max_attempts": "3"}]},
+        "links[0].max_attempts",
+    ),
+]
+CASES += [
+    (name, method, path, body, "application/json", 400, "wrong_type", field)
+    for name, method, path, body, field in CONVERTIBLE
+]
+
 
 @pytest.mark.parametrize(
     ("method", "path", "body", "content_type", "status", "code", "field"),

@@ -171,6 +171,20 @@ SAME_AS_THE_API: list[tuple[str, Call, str, str, Any]] = [
         {"lambda": "work", "colour": "red"},
     ),
     ("missing lambda", lambda a: a.submit({"payload": {}}), "POST", TASKS, {"payload": {}}),
+    (
+        "delay as a string",
+        lambda a: a.submit({"lambda": "work", "delay_seconds": "5"}),
+        "POST",
+        TASKS,
+        {"lambda": "work", "delay_seconds": "5"},
+    ),
+    (
+        "attempts as a boolean",
+        lambda a: a.submit({"lambda": "work", "max_attempts": True}),
+        "POST",
+        TASKS,
+        {"lambda": "work", "max_attempts": True},
+    ),
     ("batch item", lambda a: a.schedule_many(MANY), "POST", BATCH, {"tasks": MANY}),
     (
         "until no offset",

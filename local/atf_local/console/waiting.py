@@ -31,6 +31,7 @@ ACTIONS: dict[str, type[TaskSelection]] = {
 SELECTION_FIELDS = ("lambda", "collection", "flow_key", "status", "since", "until", "all")
 ACTION_FIELDS = ("run_at", "delay_seconds", "priority", "per_second", "dry_run")
 TIME_FIELDS = ("since", "until", "run_at")
+NUMBER_FIELDS = ("delay_seconds", "per_second")  # a form's text: read as the number the API's JSON would carry
 M = TypeVar("M", bound=BaseModel)
 PAST = {"cancel": "Cancelled", "reschedule": "Rescheduled", "reprioritise": "Reprioritised"}
 
@@ -62,6 +63,8 @@ def _parsed(model: type[M], form: Mapping[str, Any], fields: tuple[str, ...]) ->
             continue
         if name in TIME_FIELDS and isinstance(value, str):
             value = _utc(value)
+        if name in NUMBER_FIELDS and isinstance(value, str):
+            value = _number(name, value)
         body[name] = [value] if name == "status" else value
     for flag in ("all", "dry_run"):
         if flag in body:
@@ -70,6 +73,13 @@ def _parsed(model: type[M], form: Mapping[str, Any], fields: tuple[str, ...]) ->
         return model.model_validate(body)
     except ValidationError as error:
         raise input_error(error) from None
+
+
+def _number(name: str, typed: str) -> float:
+    try:
+        return float(typed)
+    except ValueError:
+        raise InputError(f"{name}: must be a number, not {typed!r}", name) from None
 
 
 def _utc(typed: str) -> str:
