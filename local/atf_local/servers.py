@@ -113,23 +113,44 @@ def keep_alive(handler: type[WSGIRequestHandler]) -> Any:
             body = None
             if not environ.get("wsgi.input_terminated"):  # werkzeug's mark of a chunked body
                 body = environ["wsgi.input"] = LimitedStream(self.rfile, int(environ.get("CONTENT_LENGTH") or 0))
-            try:
-                status, headers, content = _whole_answer(self.server.app, environ)
-            except Exception:  # noqa: BLE001 -- any failure is a 500 to the client, as werkzeug answers
-                self.log_error("moto failed a request:\n%s", traceback.format_exc())
-                status, headers, content, body = "500 Internal Server Error", [], b"", None
+            answer = _answer(self.server.app, environ, self.log_error)
+            if answer is None:  # gone before its body ended (a killed host): no one to answer, no fault
+                self.close_connection = True
+                return
+            status, headers, content, failed = answer
             if self.command == "HEAD":
                 content = b""  # its headers only (no AWS call this stack serves is a HEAD)
-            if body is None:
+            if not _read_to_end(None if failed else body):  # after a failure, where the body ends is not known
                 self.close_connection = True
-            else:
-                try:
-                    body.exhaust()  # the next request starts where this body ends
-                except ClientDisconnected:
-                    self.close_connection = True
             self.wfile.write(_head(status, headers, len(content), self.close_connection) + content)
 
     return KeepAlive
+
+
+def _read_to_end(body: LimitedStream | None) -> bool:
+    """Whether the connection can serve a next request: a body of known length read to its end (the next
+    request starts there)."""
+    if body is None:
+        return False
+    try:
+        body.exhaust()
+    except ClientDisconnected:
+        return False
+    return True
+
+
+def _answer(
+    app: App, environ: dict[str, Any], log_error: Callable[..., None]
+) -> tuple[str, list[tuple[str, str]], bytes, bool] | None:
+    """The application's whole answer and whether it failed (a 500, as werkzeug answers a failure); None when
+    the client went away before its body ended."""
+    try:
+        return (*_whole_answer(app, environ), False)
+    except ClientDisconnected:
+        return None
+    except Exception:  # noqa: BLE001 -- any failure is a 500 to the client
+        log_error("moto failed a request:\n%s", traceback.format_exc())
+        return "500 Internal Server Error", [], b"", True
 
 
 def _whole_answer(app: App, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:

@@ -4,7 +4,9 @@ never let one request's body run into the next."""
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -79,6 +81,21 @@ def test_the_connection_closes_when_it_must(port: int, case: str) -> None:
     assert b"\r\nConnection: close\r\n" in received
     if status == b"200":
         assert received.endswith(b"/read:hi")
+
+
+def test_a_client_gone_mid_body_is_no_failure_and_the_server_serves_on(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a client (a worker host killed mid-call) that sends part of a body the application reads, and goes
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    raw.sendall(b"POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b")
+    raw.close()
+    # Then the next client is served, and the server logged no failure (nor a traceback) for the one gone
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for _ in range(20):  # the gone client's thread may finish after the next client's answer
+        assert ask(connection, "/read", b"next") == (200, b"/read:next", "None")
+        time.sleep(0.05)
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_boto3_calls_reuse_their_connections_against_moto() -> None:
