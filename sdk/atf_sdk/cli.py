@@ -238,7 +238,9 @@ def _task_table(tasks: list[Task]) -> None:
 
     table = Table("id", "lambda", "collection", "priority", "status", "attempts", "scheduled", "finished", "last error")
     for task in tasks:
-        error = f"{task.last_error.type}: {task.last_error.message}" if task.last_error else (task.reason or "")
+        # The attempt it came from: beside a task that ended well, an error is its history, not its outcome.
+        failed = task.last_error
+        error = f"attempt {failed.attempt}: {failed.type}: {failed.message}" if failed else (task.reason or "")
         table.add_row(
             task.id,
             task.lambda_,
