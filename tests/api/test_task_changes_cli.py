@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -54,6 +55,20 @@ def test_change_prints_the_task_and_a_claimed_one_exits_4(atf: Any, client: AtfC
     assert code == 3
 
 
+def test_a_time_without_an_offset_is_refused_as_the_api_refuses_it(atf: Any, client: AtfClient) -> None:
+    task_id = client.schedule("work", delay_seconds=600).id
+    for verb in (["change", task_id, "--run-at"], ["change", task_id, "--at"], ["schedule", "work", "--run-at"]):
+        # When a time comes without its offset (read as UTC, it would be hours off for most who type it)
+        code, _, err = atf(*verb, "2030-01-01T00:00:00")
+        # Then nothing is sent: the CLI says what is missing
+        assert code == 2 and "needs a time zone offset" in err, verb
+    assert client.get(task_id).scheduled_at > client.get(task_id).created_at  # unchanged: still ten minutes on
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0).astimezone(timezone(timedelta(hours=2)))
+    code, out, err = atf("change", task_id, "--run-at", tomorrow.isoformat(), "--json")
+    assert code == 0, err
+    assert datetime.fromisoformat(json.loads(out)["scheduled_at"].replace("Z", "+00:00")) == tomorrow
+
+
 def test_a_bulk_dry_run_lists_and_the_real_run_needs_yes_without_a_terminal(
     atf: Any, client: AtfClient, collection: str
 ) -> None:
@@ -80,7 +95,8 @@ def test_bad_bulk_input_exits_2_naming_the_field(atf: Any) -> None:
     assert code == 2 and "--status" in err
     code, _, err = atf("bulk", "reschedule", "--lambda", "work", "--at", "2030-01-01T00:00:00Z", "--delay", "5")
     assert code == 2 and "--delay" in err
-    code, _, err = atf("bulk", "cancel", "--lambda", "work", "--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01")
+    window = ["--since", "2030-01-02T00:00:00Z", "--until", "2030-01-01T00:00:00Z"]
+    code, _, err = atf("bulk", "cancel", "--lambda", "work", *window)
     assert code == 2 and err.rstrip().endswith("(until)")
     code, _, err = atf("bulk", "reprioritise", "--lambda", "work", "--priority", "urgent", "--json")
     assert code == 2 and json.loads(err)["field"] == "priority"

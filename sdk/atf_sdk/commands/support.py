@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -147,11 +147,15 @@ def json_file(path: str) -> dict[str, Any]:
 
 
 def moment(text: str) -> datetime:
+    """An RFC 3339 time with its offset. One without is refused, as the API refuses it: read as UTC it would
+    be hours off for whoever typed their own clock's time."""
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {error}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} needs a time zone offset (RFC 3339), e.g. {text}Z")
+    return parsed
 
 
 def common(*, where: str = "verb") -> argparse.ArgumentParser:

@@ -116,7 +116,7 @@ def _summary(done: BulkChange, verb: str) -> None:
 
 def _when_options(verb: argparse.ArgumentParser, required: bool) -> None:
     at = verb.add_mutually_exclusive_group(required=required)
-    at.add_argument("--at", type=moment, help="the new run time (RFC 3339)")
+    at.add_argument("--at", "--run-at", dest="at", type=moment, help="the new run time (RFC 3339)")
     at.add_argument("--delay", type=float, metavar="SECONDS", help="the new run time, seconds from now")
 
 
