@@ -156,7 +156,12 @@ def input_error(error: ValidationError, within: str | None = None) -> InputError
 
 
 # The strict types of a request's numbers and flags (atf_core.schema.JsonInt, ...), by pydantic's error type.
-JSON_TYPES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false"}
+JSON_TYPES = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+}
 
 
 def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputError:

@@ -136,9 +136,18 @@ def _zoned(moment: datetime) -> datetime:
     return moment
 
 
+def _a_time(value: Any) -> Any:
+    # pydantic's lax mode reads a number as seconds since 1970: JSON carries a time as an RFC 3339 string.
+    if isinstance(value, int | float):
+        raise PydanticCustomError(
+            "moment_type", "must be an RFC 3339 time (a string), not {kind}", {"kind": json_kind(value)}
+        )
+    return value
+
+
 # A moment a request names (a task's run_at and expire_at, a gate's until, a dead-letter window's
-# ends): with its time zone, and one that can be taken to UTC.
-Moment = Annotated[datetime, AfterValidator(_zoned)]
+# ends): an RFC 3339 string (or a datetime, from Python) with its time zone, and one that can be taken to UTC.
+Moment = Annotated[datetime, BeforeValidator(_a_time), AfterValidator(_zoned)]
 
 
 # A request's numbers and flags as JSON gives them: "5" or true for a delay, 2.0 for a count or "yes" for a
