@@ -133,7 +133,11 @@ class _Handler(BaseHTTPRequestHandler):
         if chosen is None:
             self._dead_letters(form, "Choose a lambda", error=True)
             return
-        per_second = float(form["per_second"]) if form.get("per_second") else None
+        try:
+            per_second = waiting.redrive_rate(form)
+        except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
+            self._dead_letters(form, f"{refused.code}: {refused}", error=True)
+            return
         result = self.server.data.redrive(chosen, dry_run=bool(form.get("dry_run")), per_second=per_second)
         self._dead_letters(form, pages.redrive_message(result))
 

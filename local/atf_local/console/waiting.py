@@ -16,7 +16,13 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
-from atf_core.api import BulkReprioritiseRequest, BulkRescheduleRequest, TaskAmendmentRequest, TaskSelection
+from atf_core.api import (
+    BulkReprioritiseRequest,
+    BulkRescheduleRequest,
+    RedriveRequest,
+    TaskAmendmentRequest,
+    TaskSelection,
+)
 from atf_core.bulk import WAITING, BulkChange
 from atf_core.config import StackConfig
 from atf_core.errors import InputError, input_error
@@ -42,6 +48,11 @@ def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSe
         raise InputError(f"action {action!r} is not one of {sorted(ACTIONS)}", "action")
     fields = SELECTION_FIELDS + (ACTION_FIELDS if action != "cancel" else ("per_second", "dry_run"))
     return _parsed(ACTIONS[action], form, fields)
+
+
+def redrive_rate(form: Mapping[str, str]) -> float | None:
+    """The dead-letter page's per_second, checked as the redrive route checks it (blank: all at once)."""
+    return _parsed(RedriveRequest, form, ("per_second",)).per_second
 
 
 def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:
