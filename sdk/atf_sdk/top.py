@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from atf_core.config import StackConfig
+from atf_sdk.commands.support import console as table_console
 from atf_sdk.commands.top import add_top_command as add_top_command  # still this module's, as docs/ says
 from atf_sdk.extras import needs_extra
 
@@ -42,14 +43,15 @@ STYLE = {"success": "green", "dead_letter": "bold red", "fatal_failure": "red", 
 # -- rendering ---------------------------------------------------------------------
 
 
-def render(snapshot: Snapshot, error: str | None = None) -> RenderableType:
-    """One frame."""
+def render(snapshot: Snapshot, error: str | None = None, live: bool = True) -> RenderableType:
+    """One frame (of the live view, which says how to quit it, or the one --once prints)."""
     title = Text.assemble(("atf top", "bold"), f"  {snapshot.source}  ", (f"{snapshot.as_of:%H:%M:%S} UTC", "dim"))
     parts: list[RenderableType] = [title, _tasks(snapshot), _gates(snapshot), _dead_letters(snapshot)]
     parts += [Text(note, style="dim") for note in snapshot.notes]
     if error:
         parts.append(Text(f"refresh failed: {error}", style="bold red"))
-    parts.append(Text("q or Ctrl-C quits", style="dim"))
+    if live:
+        parts.append(Text("q or Ctrl-C quits", style="dim"))
     return Group(*parts)
 
 
@@ -99,10 +101,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
 
 
-def render_text(snapshot: Snapshot, width: int = 120) -> str:
+def render_text(snapshot: Snapshot, width: int = 120, live: bool = True) -> str:
     """One frame as plain text, without colour, as a test or a log reads it (--once prints `render` itself)."""
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None, force_terminal=False).print(render(snapshot))
+    Console(file=out, width=width, color_system=None, force_terminal=False).print(render(snapshot, live=live))
     return out.getvalue()
 
 
@@ -164,8 +166,8 @@ def run_live(source: Source, interval_s: float, console: Console | None = None) 
 
 def run_top(args: argparse.Namespace) -> int:
     source = _source(args)
-    if args.once:
-        Console().print(render(source.snapshot()))
+    if args.once:  # to a pipe or a file, rows are kept whole, as every atf table is
+        table_console().print(render(source.snapshot(), live=False))
         return 0
     return run_live(source, args.interval)
 

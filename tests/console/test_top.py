@@ -58,6 +58,7 @@ def test_one_frame_shows_counts_rates_lag_gates_and_dead_letters() -> None:
     assert line_of(frame, "mail/*").split() == ["mail/*", "pause", "-", "maintenance"]
     assert "dead letters: work 0  mail 3" in frame
     assert "q or Ctrl-C quits" in frame
+    assert "q or Ctrl-C quits" not in render_text(a_snapshot(), live=False)  # --once's frame: nothing to quit
 
 
 class _Snapshots(BaseHTTPRequestHandler):
@@ -195,10 +196,13 @@ def test_the_console_source_and_once(console_stack: ConsoleStack) -> None:
     assert "success" in snapshot.columns()
     once = subprocess.run(
         [sys.executable, "-m", "atf_sdk.top", "--once", "--console-url", console_stack.console],
-        capture_output=True, text=True, timeout=60, cwd=REPO, env={**os.environ, "COLUMNS": "160"},
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={name: value for name, value in os.environ.items() if name != "COLUMNS"},
     )  # fmt: skip
     assert once.returncode == 0, once.stderr
     assert line_of(once.stdout, "mail", "normal")
+    # Printed to a pipe, its rows are whole (no cell cut to "…" to fit 80 columns), and it says no "q quits"
+    assert "…" not in once.stdout and "q or Ctrl-C" not in once.stdout, once.stdout
 
 
 class RecordingCloudWatch:
