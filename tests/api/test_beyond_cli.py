@@ -4,6 +4,7 @@ default, JSON with --json, errors as one line and exit status 1."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) ->
     assert code == 0 and "paused" in out and "next: none while paused" in out
     code, out, _ = atf("schedules", "list", "--lambda", "chore")
     assert code == 0 and name in out and "every 300 s" in out
+    (row,) = [line for line in out.splitlines() if name in line]
+    assert "paused" in row and not re.search(r"\d{4}-\d\d-\d\dT", row), "paused: no next occurrence shown"
     assert atf("schedules", "resume", name)[1].startswith(f"schedule {name} resumed, next at")
     assert atf("schedules", "delete", name, "--json")[1].strip() == json.dumps({"deleted": name}, indent=2)
     code, _, err = atf("schedules", "get", name)

@@ -72,7 +72,15 @@ def _list(args: argparse.Namespace) -> int:
     table = Table("name", "lambda", "cadence", "collection", "state", "next", "fired", "skipped")
     for s in schedules:
         state = "paused" if s.paused else "active"
-        row = (s.name, s.spec.lambda_, _cadence(s), s.spec.collection, state, when(s.next_occurrence))
+        # A paused schedule keeps the occurrence it would fire next, but has none coming: "-", as `show` says.
+        row = (
+            s.name,
+            s.spec.lambda_,
+            _cadence(s),
+            s.spec.collection,
+            state,
+            when(None if s.paused else s.next_occurrence),
+        )
         table.add_row(*row, str(s.fired), str(s.skipped))
     console().print(table if schedules else "no schedules")
     return 0

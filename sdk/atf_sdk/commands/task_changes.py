@@ -80,7 +80,7 @@ def _bulk(args: argparse.Namespace) -> int:
     with client(args) as atf:
         if not (args.dry_run or args.yes):
             would = _call(atf, args, dry_run=True)
-            question = f"{args.action} {len(would.matched)}{'+' if would.more else ''} waiting tasks?"
+            question = f"{args.action} {_waiting(len(would.matched), '+' if would.more else '')}?"
             if would.matched and not confirmed(args, question):
                 return Exit.FAILED
         with progress(f"{args.action}: changing", None):
@@ -92,14 +92,18 @@ def _bulk(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _waiting(count: int, more: str = "") -> str:
+    return f"{count}{more} waiting task{'' if count == 1 and not more else 's'}"
+
+
 def _summary(done: BulkChange, verb: str) -> None:
     from rich.table import Table
 
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
-        title = f"dry run: would {verb} {len(done.matched)} waiting tasks{more}"
-    else:
-        title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}"
+        title = f"dry run: would {verb} {_waiting(len(done.matched))}{more}"
+    else:  # the rows are the tasks as they were matched: a reprioritised one still shows its old priority
+        title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}; as they were before"
     table = Table("id", "lambda", "collection", "flow key", "priority", "status", "runs at", title=title)
     for task in done.matched[:SHOWN]:
         row = (task.id, task.lambda_name, task.collection, task.flow_key or "", task.priority, task.status.value)
