@@ -24,6 +24,7 @@ from typing import Any
 
 from atf_core.config import StackConfig
 from atf_sdk.commands.support import console as table_console
+from atf_sdk.commands.support import usage
 from atf_sdk.commands.top import add_top_command as add_top_command  # still this module's, as docs/ says
 from atf_sdk.extras import needs_extra
 
@@ -179,7 +180,7 @@ def _source(args: argparse.Namespace) -> Source:
 
     endpoint = getattr(args, "api_url", None) or os.environ.get(API_URL_ENV)
     if not endpoint:
-        raise SystemExit(f"atf top: set {API_URL_ENV}, or pass --api-url or --console-url")
+        usage(f"atf top: set {API_URL_ENV}, or pass --api-url or --console-url")
     client = AtfClient(endpoint, region=getattr(args, "region", None))
     rates = None
     if args.cloudwatch:
@@ -204,7 +205,7 @@ def _stack(config_path: str | None, why: str) -> StackConfig:
     try:
         return StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
     except RuntimeError:
-        raise SystemExit(f"atf top: {why}") from None
+        usage(f"atf top: {why}")
 
 
 def main(argv: list[str] | None = None) -> None:

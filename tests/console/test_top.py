@@ -239,11 +239,15 @@ def test_cloudwatch_rates_read_the_worker_hosts_series() -> None:
     assert all(q["Metric"]["Namespace"] == "ATF/prod" for q in lag_queries)  # the environment's own
 
 
-def test_cloudwatch_rates_need_the_stack_whose_namespace_they_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cloudwatch_rates_need_the_stack_whose_namespace_they_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each deployed environment emits into a namespace of its name: without the stack there is none to read."""
     from atf_sdk.top import main
 
     monkeypatch.delenv("ATF_CONFIG", raising=False)
     monkeypatch.delenv("ATF_CONFIG_FILE", raising=False)
-    with pytest.raises(SystemExit, match=r"--cloudwatch reads an environment's own metrics: name its stack"):
+    with pytest.raises(SystemExit) as exited:
         main(["--api-url", "http://127.0.0.1:9", "--cloudwatch", "--once"])
+    assert exited.value.code == 2, "a usage error, as argparse's"
+    assert "--cloudwatch reads an environment's own metrics: name its stack" in capsys.readouterr().err
