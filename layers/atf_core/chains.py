@@ -35,6 +35,7 @@ from atf_core.schema import (
     TaskStatus,
     TimeoutSeconds,
     from_ms,
+    refusal,
     to_ms,
     utcnow,
 )
@@ -78,36 +79,40 @@ class ChainSpec(BaseModel):
         # The chain item holds the spec twice (itself and its fingerprint) and
         # must fit DynamoDB's 400 KB item limit.
         if len(self.model_dump_json(by_alias=True)) > MAX_CHAIN_SPEC_BYTES:
-            raise ValueError(f"the chain is over {MAX_CHAIN_SPEC_BYTES} bytes as JSON; keep large data out of payloads")
+            raise refusal(
+                f"the chain is over {MAX_CHAIN_SPEC_BYTES} bytes as JSON; keep large data out of payloads", "links"
+            )
         names = [link.name for link in self.links]
-        if len(set(names)) != len(names):
-            raise ValueError("link names must be distinct")
-        for link in self.links:
+        for index, link in enumerate(self.links):
+            if link.name in names[:index]:
+                raise refusal(f"link names must be distinct: {link.name!r} is taken", "links", index, "name")
             missing = [p for p in link.after if p not in names]
             if missing:
-                raise ValueError(f"link {link.name!r} waits for unknown links {missing}")
-        if _has_cycle({link.name: link.after for link in self.links}):
-            raise ValueError("links wait for each other in a cycle")
+                raise refusal(f"link {link.name!r} waits for unknown links {missing}", "links", index, "after")
+        looped = _in_a_cycle({link.name: link.after for link in self.links})
+        if looped is not None:
+            raise refusal(f"link {looped!r} waits for itself through a cycle", "links", names.index(looped), "after")
         return self
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json", by_alias=True, exclude={"key"}), sort_keys=True)
 
 
-def _has_cycle(parents: dict[str, list[str]]) -> bool:
+def _in_a_cycle(parents: dict[str, list[str]]) -> str | None:
+    """A link that waits, through its parents, for itself; None when the links wait in no cycle."""
     state: dict[str, int] = {}  # 1 visiting, 2 done
 
-    def visit(node: str) -> bool:
-        if state.get(node) == 1:
-            return True
+    def visit(node: str) -> str | None:
+        if state.get(node) == 1:  # met again while its own parents are being visited: it is on a cycle
+            return node
         if state.get(node) == 2:
-            return False
+            return None
         state[node] = 1
-        cyclic = any(visit(p) for p in parents[node])
+        looped = next((hit for parent in parents[node] if (hit := visit(parent)) is not None), None)
         state[node] = 2
-        return cyclic
+        return looped
 
-    return any(visit(n) for n in parents)
+    return next((hit for node in parents if (hit := visit(node)) is not None), None)
 
 
 class ChainStatus(StrEnum):

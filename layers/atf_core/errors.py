@@ -7,13 +7,12 @@ reading of pydantic's complaints for both, so a field is named alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from atf_core.schema import json_kind
+from atf_core.schema import not_as_expected
 
 
 class AtfError(Exception):
@@ -141,7 +140,9 @@ def from_validation(
     """
     first = problems[0]
     kind = str(first.get("type", ""))
-    field = where(first.get("loc", ())) if kind != "json_invalid" else None
+    # A check across a model's fields names the field at fault (atf_core.schema.refusal) within the model.
+    loc = (*first.get("loc", ()), *(first.get("ctx") or {}).get("at", ()))
+    field = where(loc) if kind != "json_invalid" else None
     if within is not None:
         field = f"{within}.{field}" if field else within
     error = _classify(kind, field, first)
@@ -178,9 +179,7 @@ def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputE
     if kind.startswith(("datetime", "date_", "time")):
         return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
     if kind in JSON_TYPES:  # pydantic's words are Python's ("a valid integer"): say what JSON came instead
-        given = json.dumps(detail.get("input"), default=repr)
-        shown = given if len(given) <= 40 else given[:37] + "..."
-        return WrongType(f"{name}: must be {JSON_TYPES[kind]}, not {json_kind(detail.get('input'))} ({shown})", name)
+        return WrongType(f"{name}: {not_as_expected(JSON_TYPES[kind], detail.get('input'))}", name)
     if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
         return WrongType(f"{name}: {message}", name)
     return InputError(f"{name}: {message}", name)

@@ -27,6 +27,7 @@ from atf_core.schema import (
     JsonNumber,
     Payload,
     TimeoutSeconds,
+    refusal,
 )
 from atf_core.vocabulary import CatchUp, Overlap
 
@@ -86,8 +87,10 @@ class ScheduleSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_cadence(self) -> ScheduleSpec:
-        if (self.cron is None) == (self.every_seconds is None):
-            raise ValueError("give exactly one of cron or every_seconds")
+        if self.cron is None and self.every_seconds is None:
+            raise refusal("give exactly one of cron or every_seconds", "cron")
+        if self.cron is not None and self.every_seconds is not None:
+            raise refusal("give exactly one of cron or every_seconds", "every_seconds")
         return self
 
     def occurrences(self, after: datetime, up_to: datetime, anchor: datetime) -> list[datetime]:

@@ -99,6 +99,22 @@ def json_kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def not_as_expected(expected: str, value: Any) -> str:
+    """'must be a number, not a string ("5")': what a field takes, and what JSON came instead, cut short."""
+    given = json.dumps(value, default=repr)
+    shown = given if len(given) <= 40 else given[:37] + "..."
+    return f"must be {expected}, not {json_kind(value)} ({shown})"
+
+
+def refusal(reason: str, *at: str | int) -> PydanticCustomError:
+    """A check across a model's fields, refused at the field at fault rather than at the whole model.
+
+    `at` is that field's place within the model; atf_core.errors adds it to the model's own place, so
+    the API names, say, `links[2].after` and not the request's body.
+    """
+    return PydanticCustomError("value_error", "{reason}", {"reason": reason, "at": at})
+
+
 def _a_json_object(value: Any) -> Any:
     # Checked before pydantic's own dict check, whose words ("a valid dictionary") are Python's, not JSON's.
     if not isinstance(value, Mapping):
@@ -140,7 +156,7 @@ def _a_time(value: Any) -> Any:
     # pydantic's lax mode reads a number as seconds since 1970: JSON carries a time as an RFC 3339 string.
     if isinstance(value, int | float):
         raise PydanticCustomError(
-            "moment_type", "must be an RFC 3339 time (a string), not {kind}", {"kind": json_kind(value)}
+            "moment_type", "{problem}", {"problem": not_as_expected("an RFC 3339 time (a string)", value)}
         )
     return value
 
@@ -258,9 +274,9 @@ class ScheduleRequest(BaseModel):
     @model_validator(mode="after")
     def _one_way_to_say_when(self) -> ScheduleRequest:
         if self.run_at is not None and self.delay_seconds is not None:
-            raise ValueError("give run_at or delay_seconds, not both")
+            raise refusal("give run_at or delay_seconds, not both", "delay_seconds")
         if self.on_conflict is not None and self.flow_key is None:
-            raise ValueError("on_conflict applies to a task with a flow_key")
+            raise refusal("on_conflict applies to a task with a flow_key", "on_conflict")
         return self
 
     def due_time(self, now: datetime) -> datetime:

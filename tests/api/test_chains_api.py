@@ -91,13 +91,23 @@ def test_a_links_time_limit_is_its_tasks(client: AtfClient) -> None:
     ("body", "field"),
     [
         ({"links": []}, "links"),
-        ({"links": [{"name": "a", "lambda": "chore", "after": ["a"]}]}, "body"),
-        ({"links": [{"name": "a", "lambda": "chore"}, {"name": "a", "lambda": "chore"}]}, "body"),
-        ({"links": [{"name": "a", "lambda": "chore", "after": ["z"]}]}, "body"),
+        ({"links": [{"name": "a", "lambda": "chore", "after": ["a"]}]}, "links[0].after"),
+        ({"links": [{"name": "a", "lambda": "chore"}, {"name": "a", "lambda": "chore"}]}, "links[1].name"),
+        ({"links": [{"name": "a", "lambda": "chore", "after": ["z"]}]}, "links[0].after"),
+        (  # a cycle further in is named at a link on it
+            {
+                "links": [
+                    {"name": "a", "lambda": "chore"},
+                    {"name": "b", "lambda": "chore", "after": ["a", "c"]},
+                    {"name": "c", "lambda": "chore", "after": ["b"]},
+                ]
+            },
+            "links[1].after",
+        ),
         ({"links": [{"name": "a b", "lambda": "chore"}]}, "links[0].name"),
         ({"links": [{"name": "a", "lambda": "chore"}, {"name": "b", "lambda": "nope"}]}, "links.b.lambda"),
         ({"links": [{"name": "a", "lambda": "chore", "priority": "low"}]}, "links.a.priority"),
-        ({"links": [{"name": "a", "lambda": "chore", "payload": {"x": "y" * 200_000}}]}, "body"),
+        ({"links": [{"name": "a", "lambda": "chore", "payload": {"x": "y" * 200_000}}]}, "links"),
         ({"links": [{"name": "a", "lambda": "chore"}], "colour": "red"}, "colour"),
         ({"links": [{"name": "a", "lambda": "chore", "timeout_seconds": 0}]}, "links[0].timeout_seconds"),
     ],

@@ -107,8 +107,8 @@ def test_stats_show_the_lambdas_schedules(client: AtfClient) -> None:
         ({"lambda": "chore", "cron": "every day"}, "cron"),
         ({"lambda": "chore", "cron": "0 0 30 2 *"}, "cron"),  # 30 February never comes
         ({"lambda": "chore", "cron": "0 0 1 1 * 0 2031"}, "cron"),  # a year field runs out
-        ({"lambda": "chore"}, "body"),
-        ({"lambda": "chore", "cron": "* * * * *", "every_seconds": 5}, "body"),
+        ({"lambda": "chore"}, "cron"),
+        ({"lambda": "chore", "cron": "* * * * *", "every_seconds": 5}, "every_seconds"),
         ({"lambda": "chore", "every_seconds": 0.5}, "every_seconds"),
         ({"lambda": "chore", "every_seconds": 5, "timezone": "Mars/Olympus"}, "timezone"),
         ({"lambda": "chore", "every_seconds": 5, "overlap": "queue"}, "overlap"),

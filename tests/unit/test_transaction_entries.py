@@ -58,7 +58,7 @@ def test_the_lambdas_defaults_and_the_index_entry_come_from_the_configuration(co
         ({"lambda": "work", "payload": [1, 2]}, WrongType, "payload"),
         ({"lambda": "work", "colour": "red"}, UnknownField, "colour"),
         ({"lambda": "work", "max_attempts": 0}, InputError, "max_attempts"),
-        ({"lambda": "work", "delay_seconds": 5, "run_at": "2030-01-01T00:00:00Z"}, InputError, "body"),
+        ({"lambda": "work", "delay_seconds": 5, "run_at": "2030-01-01T00:00:00Z"}, InputError, "delay_seconds"),
         ({"lambda": "work", "expire_at": "2020-01-01T00:00:00Z"}, InputError, "expire_at"),
         ({"payload": {}}, InputError, "lambda"),
     ],
