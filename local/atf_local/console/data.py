@@ -126,7 +126,8 @@ class ConsoleData:
             notes=["finished/min: the last minute; lag p95: first attempts claimed in the last 5 minutes"],
         )  # fmt: skip
 
-    def key_rows(self, tasks: list[Task], now: datetime | None = None) -> list[KeyRow]:
+    @staticmethod
+    def key_rows(tasks: list[Task], now: datetime | None = None) -> list[KeyRow]:
         """The busiest flow keys (most waiting and running), up to KEYS_SHOWN; keyless tasks are not counted."""
         now = now or utcnow()
         counts: dict[tuple[str, str], Counter[str]] = {}
@@ -140,7 +141,8 @@ class ConsoleData:
                 tally["running"] += 1
             elif task.finished_at is not None and now - task.finished_at <= THROUGHPUT_WINDOW:
                 tally["finished"] += 1
-        rows = [KeyRow(name, key, c["waiting"], c["running"], c["finished"]) for (name, key), c in counts.items()]
+        # A key whose tasks all ended over a minute ago (say, cancelled) has nothing to show: no row of 0/0/0.
+        rows = [KeyRow(name, key, c["waiting"], c["running"], c["finished"]) for (name, key), c in counts.items() if c]
         rows.sort(key=lambda r: (-(r.waiting + r.running), r.lambda_name, r.flow_key))
         return rows[:KEYS_SHOWN]
 
