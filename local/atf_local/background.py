@@ -6,11 +6,15 @@ import threading
 from http.server import ThreadingHTTPServer
 from typing import Self
 
+# How often a server's accept loop looks for a stop: shutdown() waits for that look, so socketserver's default
+# of 0.5 s made every stop of a server (a stack's, a test's stand-in) take up to half a second.
+SHUTDOWN_POLL_S = 0.05
+
 
 class BackgroundServer:
     def __init__(self, server: ThreadingHTTPServer, name: str) -> None:
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), name=name, daemon=True)
 
     @property
     def port(self) -> int:

@@ -38,6 +38,7 @@ from werkzeug.serving import WSGIRequestHandler
 from werkzeug.wsgi import LimitedStream
 
 from atf_local import request_head
+from atf_local.background import SHUTDOWN_POLL_S
 from atf_local.direct_calls import direct_calls
 
 ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
@@ -64,7 +65,9 @@ class MotoServer:
         # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
         self._handler = keep_alive(getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler)
         self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=self._handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"moto-{port}")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True, name=f"moto-{port}"
+        )
 
     def start(self) -> MotoServer:
         self._thread.start()
