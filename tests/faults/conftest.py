@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,10 @@ from atf_local.stack import free_port, wait_for_port
 from tests.conftest import TEST_CONFIG
 
 
-@pytest.fixture
-def endpoint(tmp_path: Path) -> Iterator[str]:
-    config = tmp_path / "stack.json"
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for a module's tests (each starts one in 3-4 s): they write items and queues of their own."""
+    config = tmp_path_factory.mktemp("endpoint") / "stack.json"
     config.write_text(json.dumps(TEST_CONFIG))
     port = free_port()
     command = [sys.executable, "-m", "atf_local.faults.server", "--config", str(config), "--aws-port", str(port)]
