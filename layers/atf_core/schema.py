@@ -99,11 +99,12 @@ def json_kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def not_as_expected(expected: str, value: Any) -> str:
-    """'must be a number, not a string ("5")': what a field takes, and what JSON came instead, cut short."""
+def not_as_expected(expected: str, value: Any, kind: str | None = None) -> str:
+    """'must be a number, not a string ("5")': what a field takes, and what JSON came instead (of `kind`, if
+    JSON's own word for it would not say it), cut short."""
     given = json.dumps(value, default=repr)
     shown = given if len(given) <= 40 else given[:37] + "..."
-    return f"must be {expected}, not {json_kind(value)} ({shown})"
+    return f"must be {expected}, not {kind or json_kind(value)} ({shown})"
 
 
 def refusal(reason: str, *at: str | int) -> PydanticCustomError:
@@ -153,12 +154,23 @@ def _zoned(moment: datetime) -> datetime:
 
 
 def _a_time(value: Any) -> Any:
-    # pydantic's lax mode reads a number as seconds since 1970: JSON carries a time as an RFC 3339 string.
+    # pydantic's lax mode reads a number, or a string of one, as seconds since 1970: JSON carries a time as an
+    # RFC 3339 string, and "1795740000" is not one.
     if isinstance(value, int | float):
-        raise PydanticCustomError(
-            "moment_type", "{problem}", {"problem": not_as_expected("an RFC 3339 time (a string)", value)}
-        )
-    return value
+        problem = not_as_expected("an RFC 3339 time (a string)", value)
+    elif isinstance(value, str) and _a_number(value):
+        problem = not_as_expected("an RFC 3339 time such as 2030-01-01T00:00:00Z", value, "a number in a string")
+    else:
+        return value
+    raise PydanticCustomError("moment_type", "{problem}", {"problem": problem})
+
+
+def _a_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # A moment a request names (a task's run_at and expire_at, a gate's until, a dead-letter window's

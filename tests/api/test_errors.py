@@ -458,6 +458,8 @@ CONVERTIBLE: list[tuple[str, str, str, Any, str]] = [
     ("attempts with a fraction", "POST", "/v1/tasks", {**GOOD, "max_attempts": 2.0}, "max_attempts"),
     ("time limit as a boolean", "POST", "/v1/tasks", {**GOOD, "timeout_seconds": True}, "timeout_seconds"),
     ("run time as a number", "POST", "/v1/tasks", {**GOOD, "run_at": 1795740000}, "run_at"),
+    ("run time as a number in a string", "POST", "/v1/tasks", {**GOOD, "run_at": "1795740000"}, "run_at"),
+    ("expiry as a number in a string", "POST", "/v1/tasks", {**GOOD, "expire_at": "1795740000.5"}, "expire_at"),
     ("gate end as a number", "PUT", "/v1/gates/work", {"action": "pause", "until": 1795740000}, "until"),
     ("window start as a number", "POST", "/v1/tasks/bulk/cancel", {"since": 1795740000}, "since"),
     ("priority as a number", "POST", "/v1/tasks", {**GOOD, "priority": 5}, "priority"),
