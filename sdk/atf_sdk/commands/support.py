@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from atf_core.vocabulary import CatchUp, OnConflict, Overlap
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
     from rich.console import Console
 
     from atf_core.errors import AtfError
@@ -147,15 +149,24 @@ def json_file(path: str) -> dict[str, Any]:
 
 
 def moment(text: str) -> datetime:
-    """An RFC 3339 time with its offset. One without is refused, as the API refuses it: read as UTC it would
-    be hours off for whoever typed their own clock's time."""
+    """An RFC 3339 time with its offset, read by the API's own rules (atf_core.schema.Moment): one without an
+    offset, or a number, is refused here as the API would refuse it. Read as UTC, a time without an offset
+    would be hours off for whoever typed their own clock's time."""
+    from pydantic import ValidationError
+
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {error}") from None
-    if parsed.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} needs a time zone offset (RFC 3339), e.g. {text}Z")
-    return parsed
+        return _moment_type().validate_python(text)
+    except ValidationError as refused:
+        raise argparse.ArgumentTypeError(f"{text!r}: {refused.errors()[0]['msg']}") from None
+
+
+@functools.cache
+def _moment_type() -> TypeAdapter[datetime]:
+    from pydantic import TypeAdapter
+
+    from atf_core.schema import Moment
+
+    return TypeAdapter(Moment)
 
 
 def common(*, where: str = "verb") -> argparse.ArgumentParser:
