@@ -107,12 +107,14 @@ def test_bulk_selects_by_flow_key(atf: Any, client: AtfClient, collection: str) 
     keyed = client.schedule("work", collection=collection, flow_key=key, delay_seconds=600).id
     code, out, _ = atf("bulk", "cancel", "--flow-key", key, "--dry-run", "--json")
     assert code == 0 and [(t["id"], t["flow_key"]) for t in json.loads(out)["matched"]] == [(keyed, key)]
+    code, out, _ = atf("bulk", "cancel", "--flow-key", key, "--dry-run")
+    assert code == 0 and "dry run: would cancel 1 waiting task" in out and "1 waiting tasks" not in out
     code, out, _ = atf("bulk", "cancel", "--flow-key", key, "--yes")
     assert code == 0 and "cancel: 1 of 1 matched changed" in out and key in out
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--dry-run")
     assert code == 0 and "dry run: would cancel 2 waiting tasks" in out
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--status", "new", "--limit", "1", "--dry-run")
-    assert code == 0 and "would cancel 1 waiting task" in out and "1 waiting tasks" not in out
+    assert code == 0 and "dry run: would cancel 1+ waiting tasks" in out and "than --limit 1" in out
     assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2, "the keyless ones stay"
     code, _, err = atf("bulk", "cancel", "--flow-key", "a b")
     assert code == 2 and err.rstrip().endswith("(flow_key)")

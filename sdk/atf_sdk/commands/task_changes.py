@@ -80,7 +80,7 @@ def _bulk(args: argparse.Namespace) -> int:
     with client(args) as atf:
         if not (args.dry_run or args.yes):
             would = _call(atf, args, dry_run=True)
-            question = f"{args.action} {_waiting(len(would.matched), '+' if would.more else '')}?"
+            question = f"{args.action} {_waiting(len(would.matched), would.more)}?"
             if would.matched and not confirmed(args, question):
                 return Exit.FAILED
         with progress(f"{args.action}: changing", None):
@@ -92,8 +92,9 @@ def _bulk(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _waiting(count: int, more: str = "") -> str:
-    return f"{count}{more} waiting task{'' if count == 1 and not more else 's'}"
+def _waiting(count: int, more: bool) -> str:
+    """'3 waiting tasks'; '3+ waiting tasks' where the selection holds more than the limit let through."""
+    return f"{count}{'+' if more else ''} waiting task{'' if count == 1 and not more else 's'}"
 
 
 def _summary(done: BulkChange, verb: str) -> None:
@@ -101,7 +102,7 @@ def _summary(done: BulkChange, verb: str) -> None:
 
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
-        title = f"dry run: would {verb} {_waiting(len(done.matched))}{more}"
+        title = f"dry run: would {verb} {_waiting(len(done.matched), done.more)}{more}"
     else:  # the rows are the tasks as they were matched: a reprioritised one still shows its old priority
         title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}; as they were before"
     table = Table("id", "lambda", "collection", "flow key", "priority", "status", "runs at", title=title)
