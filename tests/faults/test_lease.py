@@ -23,6 +23,7 @@ from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Outcome, TaskStore
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
+from tests.builders import a_task
 
 # The shortest timeouts the configuration accepts, so the test is quick.
 TIMEOUTS = Timeouts(heartbeat_interval=0.2, heartbeat=7, claim=7)
@@ -50,13 +51,12 @@ class Terminated(BaseException):
     """What os._exit does to the thread that calls it: nothing after it runs."""
 
 
-def a_task(claim_age_s: float = 0.0) -> Task:
+def a_claimed_task(claim_age_s: float = 0.0) -> Task:
     now = utcnow()
-    return Task.model_validate({
-        "id": "t1", "lambda": "steady", "collection": "default", "priority": "normal", "payload": {},
-        "status": TaskStatus.CLAIMED, "attempt": 1, "max_attempts": 3, "scheduled_at": now, "created_at": now,
-        "claimed_at": now - timedelta(seconds=claim_age_s),
-    })  # fmt: skip
+    claimed_at = now - timedelta(seconds=claim_age_s)
+    return a_task(
+        now, lambda_="steady", collection="default", status=TaskStatus.CLAIMED, attempt=1, claimed_at=claimed_at
+    )
 
 
 def test_an_executor_whose_heartbeat_calls_hang_is_gone_within_the_lease() -> None:
@@ -70,7 +70,7 @@ def test_an_executor_whose_heartbeat_calls_hang_is_gone_within_the_lease() -> No
         died.set()
 
     heartbeats = Heartbeats(cast(TaskStore, store), TIMEOUTS, terminate=terminate)
-    heartbeats.track(a_task())
+    heartbeats.track(a_claimed_task())
     threading.Thread(target=heartbeats.run, daemon=True).start()
     try:
         assert died.wait(FLOOR + 3 * TIMEOUTS.call_budget), "the executor never ended itself"
@@ -93,5 +93,5 @@ def test_a_task_handed_over_after_its_lease_ran_out_is_not_started() -> None:
     store = cast(TaskStore, HangingStore(0))
     runner = TaskRunner(store, config, "steady", lambda task: ran.append(task.id), heartbeats)
     with contextlib.suppress(Terminated):
-        runner.run(a_task(claim_age_s=FLOOR + 1))
+        runner.run(a_claimed_task(claim_age_s=FLOOR + 1))
     assert ran == [], "a task whose lease had run out was started"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from atf_core.schema import Task, TaskError, TaskStatus
+from atf_core.schema import TaskError, TaskStatus
 from atf_sdk.cli import _task_table
-
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
+from tests.builders import NOW, a_task
 
 
 def test_an_error_beside_a_success_names_the_attempt_it_came_from(
@@ -18,10 +15,7 @@ def test_an_error_beside_a_success_names_the_attempt_it_came_from(
     monkeypatch.setenv("COLUMNS", "250")  # one line a row
     # Given a task that succeeded on its third attempt, after a failed second
     failed = TaskError(type="RuntimeError", message="flaky", attempt=2, at=NOW)
-    task = Task(
-        id="t1", lambda_="work", collection="c", priority="normal", payload={}, status=TaskStatus.SUCCESS,
-        attempt=3, max_attempts=5, scheduled_at=NOW, created_at=NOW, last_error=failed, errors=[failed],
-    )  # fmt: skip
+    task = a_task(NOW, status=TaskStatus.SUCCESS, attempt=3, max_attempts=5, last_error=failed, errors=[failed])
     # When its row is printed
     _task_table([task])
     # Then the error is shown as the second attempt's, beside the success

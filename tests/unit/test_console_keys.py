@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from atf_core.schema import Task, TaskStatus
 from atf_local.console.data import ConsoleData, KeyRow
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.builders import NOW, a_task
 
 
 def _task(flow_key: str | None, status: TaskStatus, finished_ago: timedelta | None = None) -> Task:
-    return Task(
+    return a_task(
+        NOW - timedelta(minutes=5),
         id=f"{flow_key}-{status}-{finished_ago}",
-        lambda_="work",
-        collection="c",
-        priority="normal",
-        payload={},
         status=status,
         attempt=1,
-        max_attempts=3,
-        scheduled_at=NOW - timedelta(minutes=5),
-        created_at=NOW - timedelta(minutes=5),
         flow_key=flow_key,
         finished_at=None if finished_ago is None else NOW - finished_ago,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -26,25 +26,13 @@ from atf_core.consumer.decide import (
 from atf_core.definitions import Attr
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, to_ms
 from atf_core.store.base import DueEntry
+from tests.builders import NOW, a_task
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 NOW_MS = to_ms(NOW)
 
 
 def _task(status: TaskStatus = TaskStatus.NEW, attempt: int = 0, lambda_name: str = "work", **times: datetime) -> Task:
-    return Task(
-        id="t1",
-        lambda_=lambda_name,
-        collection="c",
-        priority="normal",
-        payload={},
-        status=status,
-        attempt=attempt,
-        max_attempts=3,
-        scheduled_at=NOW - timedelta(minutes=5),
-        created_at=NOW - timedelta(minutes=5),
-        **times,
-    )
+    return a_task(NOW - timedelta(minutes=5), status=status, attempt=attempt, lambda_=lambda_name, **times)
 
 
 def _look(task: Task | None, **facts: object) -> Look:

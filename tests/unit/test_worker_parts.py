@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,15 +17,11 @@ from atf_core.store.base import Change, Outcome, TaskRef
 from atf_sdk.worker.buffers import Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.heartbeat import Heartbeats
-
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
+from tests.builders import NOW, a_task
 
 
 def task(task_id: str = "t1", attempt: int = 1) -> Task:
-    return Task(
-        id=task_id, lambda_="work", collection="c", priority="normal", payload={}, status=TaskStatus.CLAIMED,
-        attempt=attempt, max_attempts=3, scheduled_at=NOW, created_at=NOW,
-    )  # fmt: skip
+    return a_task(id=task_id, status=TaskStatus.CLAIMED, attempt=attempt)
 
 
 class ScriptedStore:
