@@ -50,3 +50,42 @@ def test_racing_conditional_writes_on_one_item_have_one_winner(endpoint: str) ->
     for thread in threads:
         thread.join(timeout=120)
     assert [wins[v] for v in range(ROUNDS)] == [1] * ROUNDS
+
+
+def test_a_read_sees_a_write_whole_or_not_at_all(endpoint: str) -> None:
+    # Given an item whose attributes one writer sets together, version after version, as a task's result
+    # write sets its status, result and end time in one UpdateItem
+    table, names = TEST_CONFIG["table_name"], tuple(f"a{i}" for i in range(16))
+    db = make_clients(endpoint).dynamodb
+    db.put_item(TableName=table, Item={"id": {"S": "whole"}, **{n: {"N": "0"} for n in names}})
+    written = threading.Event()
+
+    def writer() -> None:
+        db = make_clients(endpoint).dynamodb
+        for version in range(1, 300):
+            db.update_item(
+                TableName=table, Key={"id": {"S": "whole"}},
+                UpdateExpression="SET " + ", ".join(f"#{n} = :v" for n in names),
+                ExpressionAttributeNames={f"#{n}": n for n in names},
+                ExpressionAttributeValues={":v": {"N": str(version)}},
+            )  # fmt: skip
+        written.set()
+
+    torn: list[dict[str, str]] = []
+
+    def reader() -> None:
+        db = make_clients(endpoint).dynamodb
+        while not written.is_set():
+            item = db.get_item(TableName=table, Key={"id": {"S": "whole"}}, ConsistentRead=True)["Item"]
+            seen = {n: item[n]["N"] for n in names}
+            if len(set(seen.values())) > 1:
+                torn.append(seen)
+
+    # When readers read it all the while
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    # Then no read saw some of a write's attributes without the others, as DynamoDB never shows one
+    assert written.is_set() and torn == [], f"{len(torn)} torn reads, e.g. {torn[:3]}"
