@@ -82,7 +82,8 @@ def test_a_read_sees_a_write_whole_or_not_at_all(endpoint: str) -> None:
                 torn.append(seen)
 
     # When readers read it all the while
-    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(3)]
+    # (daemons: should the writer fail, they must not keep the session alive; its assertion reports it)
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader, daemon=True) for _ in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -100,11 +100,11 @@ def _waiting(count: int, more: bool) -> str:
 def _summary(done: BulkChange, verb: str) -> None:
     from rich.table import Table
 
-    more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
+    first_shown = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
-        title = f"dry run: would {verb} {_waiting(len(done.matched), done.more)}{more}"
+        title = f"dry run: would {verb} {_waiting(len(done.matched), done.more)}{first_shown}"
     else:  # the rows are the tasks as they were matched: a reprioritised one still shows its old priority
-        title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{more}; as they were before"
+        title = f"{verb}: {done.changed} of {len(done.matched)} matched changed{first_shown}; as they were before"
     table = Table("id", "lambda", "collection", "flow key", "priority", "status", "runs at", title=title)
     for task in done.matched[:SHOWN]:
         row = (task.id, task.lambda_name, task.collection, task.flow_key or "", task.priority, task.status.value)
