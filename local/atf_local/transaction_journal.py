@@ -6,8 +6,8 @@ keyed task's transaction copied them all, and in `make test` the copies were the
 in-process moto's time in one xdist worker (py-spy: 21.6 s of its ~280 s). Here a transaction's backup
 is the items its entries name (at most 100), and a rollback writes them back through the table's own
 put and delete, so the index filings (atf_local.partitions) follow. The table object stays the one
-moto serves. The wrapper runs under the write lock (atf_local.atomic), so no other write comes between
-the backup and a rollback.
+moto serves. The wrapper runs under the lock every DynamoDB call takes (atf_local.atomic), so no other
+call comes between the backup and a rollback.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def journaled(transact: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _journaling.on = False
 
+    call._atf_journaled = True  # type: ignore[attr-defined]
     return call
 
 
