@@ -65,6 +65,7 @@ def utcnow() -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ENCODER = json.JSONEncoder(default=repr)  # json.dumps's own defaults
 
 
 def to_ms(moment: datetime) -> int:
@@ -102,9 +103,18 @@ def json_kind(value: Any) -> str:
 def not_as_expected(expected: str, value: Any, kind: str | None = None) -> str:
     """'must be a number, not a string ("5")': what a field takes, and what JSON came instead (of `kind`, if
     JSON's own word for it would not say it), cut short."""
-    given = json.dumps(value, default=repr)
-    shown = given if len(given) <= 40 else given[:37] + "..."
-    return f"must be {expected}, not {kind or json_kind(value)} ({shown})"
+    return f"must be {expected}, not {kind or json_kind(value)} ({_shown(value)})"
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    """`value` as JSON, cut to `width` characters. Encoded only as far as shown: a refused value may be most
+    of a request's body."""
+    given = ""
+    for chunk in _ENCODER.iterencode(value):  # chunk by chunk, not the whole document first
+        given += chunk
+        if len(given) > width:
+            return given[: width - 3] + "..."
+    return given
 
 
 def refusal(reason: str, *at: str | int) -> PydanticCustomError:
