@@ -29,7 +29,7 @@ ROUNDS = 150
 @pytest.fixture
 def world() -> Iterator[dict[str, Any]]:
     with mock_aws():
-        atomic_dynamodb()  # as a local stack installs it: the journal under the write lock
+        atomic_dynamodb()  # as a local stack installs it: the journal under the lock every DynamoDB call takes
         fast_queries()  # and index Queries from the filings the journal's rollback must keep right
         clients = {region: boto3.client("dynamodb", region_name=region) for region in (JOURNALED, REFERENCE)}
         for client in clients.values():
