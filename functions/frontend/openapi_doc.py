@@ -54,8 +54,12 @@ _GATEWAY_RESPONSES = {
         "role lacks a grant; not retried, its log names the call); retry 502, 503 and 504 with backoff"
     ),
 }
-# Answered by API Gateway for a body over its 10 MB limit, before the function sees it.
-_TOO_LARGE = ("413", "The body is over API Gateway's 10 MB limit (code payload_too_large)")
+# Answered by API Gateway, before the function sees the request (atf_core.api.MAX_EVENT_BYTES).
+_TOO_LARGE = (
+    "413",
+    "The body is over API Gateway's 10 MB limit (code payload_too_large), or the request over the 6 MiB event "
+    "a Lambda function may be invoked with (a message alone); schedule_many sends batches that fit",
+)
 # Each operation's tag, by the first path prefix it starts with; more specific prefixes first.
 TAGS = {
     "/v1/tasks": ("tasks", "Schedule, inspect, change and cancel tasks, one or a selection at once"),

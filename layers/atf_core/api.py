@@ -9,6 +9,7 @@ ChainView), wrapped here only where a list or an extra field needs a home.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -39,6 +40,17 @@ from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 MAX_BATCH = 100
 MAX_DEAD_LETTER_LIST = 1000
 MAX_UPCOMING = 100
+# The frontend is a Lambda function: a request reaches it as an event holding its body as a JSON string, and
+# Lambda refuses a synchronous invocation over 6 MiB, below API Gateway's own 10 MB (a batch of 100 tasks
+# may be 25 MB). The SDK keeps a body within MAX_REQUEST_BODY_BYTES of it as an event counts it; the rest
+# is room for the headers (there twice), the request's context and each batched task's traceparent.
+MAX_EVENT_BYTES = 6 * 1024 * 1024
+MAX_REQUEST_BODY_BYTES = MAX_EVENT_BYTES - 64 * 1024
+
+
+def in_an_event(body: str) -> int:
+    """The bytes `body` takes in its Lambda event: a JSON string, its quotes and backslashes escaped."""
+    return len(json.dumps(body).encode())
 
 
 class ErrorBody(BaseModel):

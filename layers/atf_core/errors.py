@@ -196,6 +196,8 @@ _BY_STATUS: dict[int, type[AtfError]] = {
     403: MissingAuthentication,
     404: NotFound,
     409: Conflict,
+    # API Gateway's answer to a request whose event is over Lambda's limit (atf_core.api.MAX_EVENT_BYTES)
+    413: PayloadTooLarge,
     415: UnsupportedMediaType,
     429: Throttled,
     502: Unavailable,

@@ -11,6 +11,10 @@ its STS sessions), and the caller's policies must allow execute-api:Invoke on
 the request's ARN; a refusal answers 403 as API Gateway does and never reaches
 the handler. The event's requestContext.identity names the caller as API
 Gateway's does (userArn, caller, accessKey, accountId).
+
+Sizes, as on AWS: a body over API Gateway's 10 MB is refused unread, and a
+request whose event is over what Lambda may be invoked with (6 MiB) is refused
+before the handler, both 413 `payload_too_large`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import boto3
 
+from atf_core.api import MAX_EVENT_BYTES
 from atf_core.aws import make_clients
 from atf_local.background import BackgroundServer
 from atf_local.consumer_process import FakeLambdaContext
@@ -149,6 +154,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if caller is None:
             return
         event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0], caller)
+        if len(json.dumps(event, separators=(",", ":")).encode()) > MAX_EVENT_BYTES:
+            # Lambda would refuse to be invoked with it, however far below API Gateway's limit the body is
+            message = f"the request is over the {MAX_EVENT_BYTES} bytes a Lambda function's event may take"
+            self._send(*_refusal(413, "payload_too_large", message, "body"))
+            return
         try:
             result = from_result(self.server.invoke(event))
         except Exception:

@@ -9,10 +9,11 @@ returned. Input checked here before sending is refused with the errors the API w
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -20,6 +21,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from atf_core import tracing
 from atf_core.api import (
+    MAX_BATCH,
+    MAX_REQUEST_BODY_BYTES,
     BatchItem,
     BatchResult,
     BulkReprioritiseRequest,
@@ -34,6 +37,7 @@ from atf_core.api import (
     ScheduleView,
     TaskAmendmentRequest,
     TaskSelection,
+    in_an_event,
 )
 from atf_core.bulk import BulkChange
 from atf_core.chains import ChainSpec, ChainView
@@ -46,7 +50,6 @@ from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 from atf_sdk import routes
 from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
 
-BATCH_SIZE = 100
 Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
 _BULK_RESULT = TypeAdapter(BulkResult)
@@ -141,12 +144,12 @@ class TaskCalls(ApiClient):
     def schedule_many(
         self, requests: Iterable[ScheduleRequest | dict[str, Any]], on_progress: Progress | None = None
     ) -> Plan[list[BatchItem]]:
-        """Schedule tasks in batches of 100; one result per task, in order. Each task is
-        checked here first, so a malformed one fails before anything is sent."""
+        """Schedule tasks in batches of up to 100 (fewer where their payloads would make a request larger
+        than the API takes); one result per task, in order. Each task is checked here first, so a malformed
+        one fails before anything is sent."""
         tasks = [keyed(checked(ScheduleRequest, r, f"tasks[{i}]")) for i, r in enumerate(requests)]
         results: list[BatchItem] = []
-        for start in range(0, len(tasks), BATCH_SIZE):
-            chunk = tasks[start : start + BATCH_SIZE]
+        for start, chunk in _batches(tasks):
             batch = yield from self._batch(chunk, start)
             results += [item.model_copy(update={"index": start + item.index}) for item in batch]
             if on_progress:
@@ -500,6 +503,20 @@ def one_lambda(names: Iterable[str]) -> str | None:
 
 def _wire(request: ScheduleRequest) -> dict[str, Any]:
     return request.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _batches(tasks: list[ScheduleRequest]) -> Iterator[tuple[int, list[ScheduleRequest]]]:
+    """`tasks` in order, as (first index, batch): at most MAX_BATCH a batch, and a batch's body within
+    MAX_REQUEST_BODY_BYTES as its Lambda event counts it (a task's payload alone may be 256 KiB)."""
+    start, size = 0, 0
+    for index, task in enumerate(tasks):
+        cost = in_an_event(json.dumps(_wire(task)))  # as the transport writes it; its quotes pay for the comma
+        if index > start and (index - start == MAX_BATCH or size + cost > MAX_REQUEST_BODY_BYTES):
+            yield start, tasks[start:index]
+            start, size = index, 0
+        size += cost
+    if tasks:
+        yield start, tasks[start:]
 
 
 def _renumbered(error: AtfError, indices: list[int]) -> AtfError:
