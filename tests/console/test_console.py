@@ -116,6 +116,7 @@ def test_dead_letters_are_filtered_and_a_filtered_selection_is_redriven(console_
     page.select_option("#filter select[name=lambda]", "work")
     page.fill("#filter input[name=collection]", "billing")
     page.click("#filter button")
+    page.wait_for_load_state("load")  # the click returns as the next page begins to load; the rows may not be in
     listed = page.locator("#dead-letters tbody tr td:first-child").all_inner_texts()
     assert sorted(listed) == sorted(selected)
 

@@ -16,6 +16,9 @@ HOUR = 3600
 
 
 def listed(page: Any) -> list[str]:
+    # A click that navigates returns once the next page has begun to load, and all_inner_texts does not wait
+    # for rows: CI once read none of a page still loading (under load, one run in many).
+    page.wait_for_load_state("load")
     return page.locator("#waiting tbody tr td:first-child").all_inner_texts()
 
 
