@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from botocore.exceptions import ClientError
 
 from atf_core.api import ErrorBody
-from atf_core.aws import AUTHORIZATION_CODES, THROTTLING_CODES
+from atf_core.aws import AUTHORIZATION_CODES, INVALID_REQUEST_CODE, THROTTLING_CODES
 from atf_core.errors import (
     AtfError,
     InputError,
@@ -78,6 +78,8 @@ def from_client_error(error: ClientError) -> AtfError:
         return Internal("the frontend is not allowed a call it needs; its log names the action")
     if code in THROTTLING_CODES:
         return Throttled("the task store is throttling; retry with backoff")
+    if code == INVALID_REQUEST_CODE:  # the framework asked something DynamoDB never takes: a retry cannot help
+        return Internal("the task store refused a request the framework made; its log names the call")
     return Unavailable("the task store did not answer; retry with backoff")
 
 
@@ -135,10 +137,15 @@ class _Handlers:
     def store_failed(self, error: ClientError) -> Response[ErrorBody]:
         answer = from_client_error(error)
         if isinstance(answer, Internal):
-            # A grant the frontend's role lacks: an operator must act, so it is an error, naming the call
-            # (AWS's message names the action and the resource).
-            denied = {"operation": error.operation_name, "error": str(error)}
-            self._logger.error("AWS refused a call: missing permission", extra=denied)
+            # A grant the frontend's role lacks, or a request DynamoDB never takes: an operator or a fix must
+            # act, so it is an error, naming the call (AWS's message names the action or the problem).
+            refused = {"operation": error.operation_name, "error": str(error)}
+            why = (
+                "an invalid request"
+                if error.response["Error"].get("Code") == INVALID_REQUEST_CODE
+                else "missing permission"
+            )
+            self._logger.error(f"AWS refused a call: {why}", extra=refused)
         else:
             self._logger.warning("task store call failed", extra={"error": str(error)})
         return error_response(answer)

@@ -41,6 +41,8 @@ THROTTLING_CODES = frozenset(
 )
 # Answers that say the caller's role may not do what it asked (DynamoDB, SQS in its JSON and query
 # protocols, and a KMS key the role cannot use): a missing grant, which no retry mends.
+# What DynamoDB answers a request it never takes (an item over 400 KB, a malformed expression): a defect
+INVALID_REQUEST_CODE = "ValidationException"
 AUTHORIZATION_CODES = frozenset(
     {
         "AccessDenied",

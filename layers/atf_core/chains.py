@@ -76,9 +76,8 @@ class ChainSpec(BaseModel):
 
     @model_validator(mode="after")
     def _a_dag(self) -> ChainSpec:
-        # The chain item holds the spec twice (itself and its fingerprint) and
-        # must fit DynamoDB's 400 KB item limit.
-        if len(self.model_dump_json(by_alias=True)) > MAX_CHAIN_SPEC_BYTES:
+        # The chain item holds the spec, as UTF-8, and must fit DynamoDB's 400 KB item limit.
+        if len(self.model_dump_json(by_alias=True).encode()) > MAX_CHAIN_SPEC_BYTES:
             raise refusal(
                 f"the chain is over {MAX_CHAIN_SPEC_BYTES} bytes as JSON; keep large data out of payloads", "links"
             )
@@ -279,7 +278,8 @@ class Chains:
 
 def _fields(chain: StoredChain) -> dict[str, Any]:
     spec = chain.spec
-    return {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(chain.created_at), "fp": spec.fingerprint()}
+    # (0.1.0 also wrote its fingerprint, read by nothing, and as \u escapes a spec over the item's 400 KB)
+    return {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(chain.created_at)}
 
 
 def _chain_item(chain_id: str) -> str:

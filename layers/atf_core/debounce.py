@@ -21,7 +21,7 @@ from atf_core.amend import ONE_MS, Amendment, new_entry
 from atf_core.config import Debounce, StackConfig
 from atf_core.definitions import Attr
 from atf_core.errors import FlowKeyBusy, InputError, NotFound
-from atf_core.schema import ScheduleRequest, Task, TaskStatus, encode_payload, to_ms
+from atf_core.schema import ScheduleRequest, Task, TaskStatus, encode_payload, same_request, to_ms
 from atf_core.store.base import Change, CreateResult, MergeRecord, TaskRef, TaskStore
 
 # Reads and tries again when the key's pending task changed between its read and the write; past this, the key
@@ -121,4 +121,6 @@ def _repeat(store: TaskStore, task: Task, fingerprint: str) -> CreateResult | No
     merged_into = store.get(record.task_id)
     if merged_into is None:
         raise NotFound(f"the task request key {task.key!r} was merged into, {record.task_id}, is gone", "key")
-    return CreateResult(merged_into, created=False, conflict=record.fingerprint != fingerprint, debounced=True)
+    return CreateResult(
+        merged_into, created=False, conflict=not same_request(record.fingerprint, fingerprint), debounced=True
+    )

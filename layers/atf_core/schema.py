@@ -6,6 +6,7 @@ these models; nothing else defines the shape of a task.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -83,6 +84,20 @@ def maybe_from_ms(millis: int | float | None) -> datetime | None:
 
 def encode_payload(payload: dict[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+# A request's fingerprint is a digest of it: the task's item holds it beside the payload, and both in full
+# (256 KiB each) would be over DynamoDB's 400 KB item. 0.1.0 stored the request's JSON itself.
+FINGERPRINT_PREFIX = "sha256:"
+
+
+def digest(canonical: str) -> str:
+    return FINGERPRINT_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def same_request(stored: str, fingerprint: str) -> bool:
+    """Whether a stored fingerprint is this one: a digest, or an item of 0.1.0's request JSON, digested here."""
+    return stored == fingerprint or (not stored.startswith(FINGERPRINT_PREFIX) and digest(stored) == fingerprint)
 
 
 def json_kind(value: Any) -> str:
@@ -307,7 +322,11 @@ class ScheduleRequest(BaseModel):
         return now + timedelta(seconds=self.delay_seconds or 0)
 
     def fingerprint(self) -> str:
-        """What makes two requests with one idempotency key the same request."""
+        """What makes two requests with one idempotency key the same request: a digest of `canonical()`."""
+        return digest(self.canonical())
+
+    def canonical(self) -> str:
+        """The request as JSON, without what a repeat of it may change."""
         # The trace context is where a request was made from, not what it asks for: a retry from another span
         # is still the same request. So is one that would have replaced another holder of its flow key.
         body = self.model_dump(mode="json", by_alias=True, exclude={"key", "traceparent", "on_conflict"})

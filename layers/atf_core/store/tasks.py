@@ -10,7 +10,7 @@ from atf_core.calls import calls
 from atf_core.config import StackConfig
 from atf_core.definitions import GATES_ITEM_ID, Attr
 from atf_core.lifecycle import Assoc, Transition
-from atf_core.schema import Gate, Task, TaskStatus
+from atf_core.schema import Gate, Task, TaskStatus, same_request
 from atf_core.store import codec, holders, merges
 from atf_core.store.base import (
     Change,
@@ -175,7 +175,7 @@ def create_refused(task_id: str, existing: Item | None, fingerprint: str) -> Cre
     if existing is None:
         raise RuntimeError(f"creating task {task_id} was refused, but DynamoDB returned no item in its way")
     stored = codec.from_item(existing)
-    same = stored.get(Attr.FINGERPRINT) == fingerprint
+    same = same_request(stored.get(Attr.FINGERPRINT, ""), fingerprint)
     replaced = stored.get(Attr.REPLACED) if same else None
     return CreateResult(task=codec.item_to_task(existing), created=False, conflict=not same, replaced=replaced)
 
