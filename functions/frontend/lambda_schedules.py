@@ -10,11 +10,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.access import scoped
-from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
+from atf_core.api import MAX_SCHEDULE_PAGE, MAX_UPCOMING, ScheduleList, ScheduleView
 from atf_core.recurrence import Schedule, ScheduleSpec
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.ownership import same_lambda
-from functions.frontend.params import LambdaName, ScheduleName
+from functions.frontend.params import LambdaName, PageAfter, PageLimit, ScheduleName
 from functions.frontend.schedules import listed, viewed
 from functions.frontend.services import services
 
@@ -33,11 +33,13 @@ def put_lambda_schedule(lambda_name: LambdaName, name: ScheduleName, spec: Annot
 
 @router.get(
     scoped("GET", "/schedules").resolver_path(),
-    summary="This lambda's schedules",
-    responses={**ok(200, "The schedules, by name", ScheduleList), **error_responses(400)},
+    summary="This lambda's schedules, a page at a time",
+    responses={**ok(200, "A page of schedules, by name", ScheduleList), **error_responses(400)},
 )
-def list_lambda_schedules(lambda_name: LambdaName) -> ScheduleList:
-    return listed(lambda_name)
+def list_lambda_schedules(
+    lambda_name: LambdaName, after: PageAfter = None, limit: PageLimit = MAX_SCHEDULE_PAGE
+) -> ScheduleList:
+    return listed(lambda_name, after, limit)
 
 
 @router.get(

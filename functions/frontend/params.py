@@ -1,12 +1,12 @@
-"""Path parameters shared by the routes, each with the pattern the core enforces."""
+"""Path and query parameters shared by the routes, each with the pattern the core enforces."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
-from atf_core.api import TASK_ID_PATTERN
+from atf_core.api import MAX_SCHEDULE_PAGE, TASK_ID_PATTERN
 from atf_core.chains import LINK_NAME_PATTERN
 from atf_core.recurrence import SCHEDULE_NAME_PATTERN
 from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
@@ -17,3 +17,11 @@ Collection = Annotated[str, Path(pattern=COLLECTION_PATTERN, description="A coll
 ScheduleName = Annotated[str, Path(pattern=SCHEDULE_NAME_PATTERN, description="The schedule's name.")]
 ChainId = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="A chain id, as creating it returned it.")]
 LinkName = Annotated[str, Path(pattern=LINK_NAME_PATTERN, description="A link of that chain.")]
+
+# A page of schedules: keyset paging by name, so a schedule put or deleted between pages moves no other one.
+PageAfter = Annotated[
+    str | None, Query(pattern=SCHEDULE_NAME_PATTERN, description="Start after this name: a page's `next`.")
+]
+PageLimit = Annotated[
+    int, Query(ge=1, le=MAX_SCHEDULE_PAGE, description="At most this many (fewer where a response holds fewer).")
+]

@@ -5,18 +5,19 @@ The consumer fires them; these routes only manage them.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from atf_core.api import MAX_UPCOMING, ScheduleList, ScheduleView
+from atf_core.api import MAX_EVENT_BODY_BYTES, MAX_SCHEDULE_PAGE, MAX_UPCOMING, ScheduleList, ScheduleView, in_an_event
 from atf_core.clock import process_clock
 from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import NAME_PATTERN
 from functions.frontend.openapi_doc import error_responses, ok
-from functions.frontend.params import ScheduleName
+from functions.frontend.params import PageAfter, PageLimit, ScheduleName
 from functions.frontend.services import services
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -33,20 +34,34 @@ def put_schedule(name: ScheduleName, spec: Annotated[ScheduleSpec, Body()]) -> S
 
 @router.get(
     "/v1/schedules",
-    summary="Every schedule, or a lambda's",
-    responses={**ok(200, "The schedules, by name", ScheduleList), **error_responses(400)},
+    summary="Every schedule, or a lambda's, a page at a time",
+    responses={**ok(200, "A page of schedules, by name", ScheduleList), **error_responses(400)},
 )
 def list_schedules(
     lambda_name: Annotated[str | None, Query(alias="lambda", pattern=NAME_PATTERN)] = None,
+    after: PageAfter = None,
+    limit: PageLimit = MAX_SCHEDULE_PAGE,
 ) -> ScheduleList:
-    return listed(lambda_name)
+    return listed(lambda_name, after, limit)
 
 
-def listed(lambda_name: str | None) -> ScheduleList:
-    """Every schedule, or those of one lambda, by name."""
-    found = services().schedules.all()
-    mine = [s for s in found if lambda_name is None or s.spec.lambda_ == lambda_name]
-    return ScheduleList(schedules=sorted(mine, key=lambda s: s.name))
+def listed(lambda_name: str | None, after: str | None, limit: int) -> ScheduleList:
+    """A page of schedules by name, from the first after `after`: up to `limit` of them, and no more than
+    the function's response holds (a schedule's payload alone may be 256 KiB, and a response 6 MiB)."""
+    page: list[Schedule] = []
+    room = MAX_EVENT_BODY_BYTES
+    for schedule in services().schedules.in_order(after, lambda_name):
+        room -= _in_the_answer(schedule)
+        if len(page) == limit or (page and room < 0):  # one more was there: the page says where to go on
+            return ScheduleList(schedules=page, next=page[-1].name)
+        page.append(schedule)
+    return ScheduleList(schedules=page)
+
+
+def _in_the_answer(schedule: Schedule) -> int:
+    """The bytes a schedule takes in the function's response: written as the resolver writes a body (non-ASCII
+    escaped), then escaped again as the response's body string."""
+    return in_an_event(json.dumps(schedule.model_dump(mode="json", by_alias=True), separators=(",", ":")))
 
 
 @router.get(

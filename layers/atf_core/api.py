@@ -40,16 +40,20 @@ from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 MAX_BATCH = 100
 MAX_DEAD_LETTER_LIST = 1000
 MAX_UPCOMING = 100
+MAX_SCHEDULE_PAGE = 100
 # The frontend is a Lambda function: a request reaches it as an event holding its body as a JSON string, and
-# Lambda refuses a synchronous invocation over 6 MiB, below API Gateway's own 10 MB (a batch of 100 tasks
-# may be 25 MB). The SDK keeps a body within MAX_REQUEST_BODY_BYTES of it as an event counts it; the rest
-# is room for the headers (there twice), the request's context and each batched task's traceparent.
+# its answer leaves it as a response holding the body the same way. Lambda refuses a synchronous invocation
+# whose event or response is over 6 MiB, below API Gateway's own 10 MB (a batch of 100 tasks may be 25 MB;
+# a list of 25 schedules of full payloads is over it). So a body is kept within MAX_EVENT_BODY_BYTES as an
+# event counts it: the SDK's batches, the schedules' pages. The rest is room for the headers (there twice),
+# the request's context and each batched task's traceparent.
 MAX_EVENT_BYTES = 6 * 1024 * 1024
-MAX_REQUEST_BODY_BYTES = MAX_EVENT_BYTES - 64 * 1024
+MAX_EVENT_BODY_BYTES = MAX_EVENT_BYTES - 64 * 1024
 
 
 def in_an_event(body: str) -> int:
-    """The bytes `body` takes in its Lambda event: a JSON string, its quotes and backslashes escaped."""
+    """The bytes `body` takes in its Lambda event or response: a JSON string, its quotes and backslashes
+    escaped (and, as Python's json writes it, every non-ASCII character as a \\u escape)."""
     return len(json.dumps(body).encode())
 
 
@@ -192,7 +196,12 @@ class DeadLetterList(BaseModel):
 
 
 class ScheduleList(BaseModel):
+    """A page of schedules, by name: up to its limit, and as many as a Lambda response holds."""
+
     schedules: list[Schedule]
+    next: str | None = Field(
+        default=None, description="The last name on this page where more follow: pass it as `after`; null at the end."
+    )
 
 
 class ScheduleView(Schedule):

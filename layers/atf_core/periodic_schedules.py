@@ -4,6 +4,7 @@ recurs is atf_core.recurrence."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from atf_core.store.items import (
     schedule_fields,
     schedule_from,
     schedule_id,
+    schedule_name,
 )
 from atf_core.tasks import Scheduling
 from atf_core.vocabulary import Overlap
@@ -78,8 +80,19 @@ class Schedules:
         return self._owned(name, self._read(name), owner)[0]
 
     def all(self) -> list[Schedule]:
+        return list(self.in_order())
+
+    def in_order(self, after: str | None = None, lambda_name: str | None = None) -> Iterator[Schedule]:
+        """The schedules by name, from the first after `after`, of `lambda_name` only if given. Each is read
+        when it is reached, so a page stops reading where it is full: one index query lists the names."""
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
-        return [schedule_from(raw) for raw in (self._items.get(i) for i in ids) if raw]
+        for name in sorted(schedule_name(item_id) for item_id in ids):
+            if after is not None and name <= after:
+                continue
+            raw = self._read(name)  # None: deleted since the index listed it
+            schedule = schedule_from(raw) if raw else None
+            if schedule is not None and lambda_name in (None, schedule.spec.lambda_):
+                yield schedule
 
     def delete(self, name: str, owner: str | None = None) -> None:
         """Delete it; with `owner`, only while the stored spec is still that lambda's one read (in the delete:

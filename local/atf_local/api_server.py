@@ -128,6 +128,15 @@ def from_result(result: dict[str, Any]) -> tuple[int, list[tuple[str, str]], byt
     return int(result["statusCode"]), headers, body
 
 
+# What API Gateway answers when the function failed, its answer included (its integration failed)
+_BAD_GATEWAY = 502, [("Content-Type", "application/json")], b'{"message": "Internal server error"}'
+
+
+def _event_bytes(event: dict[str, Any]) -> int:
+    """The bytes of a Lambda event or response, as the runtime writes it."""
+    return len(json.dumps(event, separators=(",", ":")).encode())
+
+
 def _refusal(status: int, code: str, message: str, field: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
     body = json.dumps({"code": code, "message": message, "field": field}).encode()
     return status, [("Content-Type", "application/json")], body
@@ -154,17 +163,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if caller is None:
             return
         event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0], caller)
-        if len(json.dumps(event, separators=(",", ":")).encode()) > MAX_EVENT_BYTES:
+        if _event_bytes(event) > MAX_EVENT_BYTES:
             # Lambda would refuse to be invoked with it, however far below API Gateway's limit the body is
             message = f"the request is over the {MAX_EVENT_BYTES} bytes a Lambda function's event may take"
             self._send(*_refusal(413, "payload_too_large", message, "body"))
             return
         try:
-            result = from_result(self.server.invoke(event))
+            answer = self.server.invoke(event)
         except Exception:
             logger.exception("the frontend handler failed")
-            result = 502, [("Content-Type", "application/json")], b'{"message": "Internal server error"}'
-        self._send(*result)
+            self._send(*_BAD_GATEWAY)
+            return
+        if _event_bytes(answer) > MAX_EVENT_BYTES:
+            # Lambda fails an invocation whose response is over its limit, and API Gateway answers 502
+            logger.error("Lambda would fail this answer: its response is over %d bytes", MAX_EVENT_BYTES)
+            self._send(*_BAD_GATEWAY)
+            return
+        self._send(*from_result(answer))
 
     def _authorized(self, body: bytes) -> Principal | None:
         """The caller, where API Gateway would let the request through; else None, refused here."""

@@ -22,7 +22,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from atf_core import tracing
 from atf_core.api import (
     MAX_BATCH,
-    MAX_REQUEST_BODY_BYTES,
+    MAX_EVENT_BODY_BYTES,
     BatchItem,
     BatchResult,
     BulkReprioritiseRequest,
@@ -433,8 +433,17 @@ class ScheduleCalls(ApiClient):
 
     @api_call
     def schedules(self, lambda_name: str | None = None) -> Plan[list[Schedule]]:
-        reply = yield from self._request("GET", routes.schedules(lambda_name))
-        return ScheduleList.model_validate(reply).schedules
+        """Every schedule, or a lambda's, by name: the API answers a page at a time (as many as a Lambda
+        response holds), and this reads on to the last."""
+        found: list[Schedule] = []
+        after: str | None = None
+        while True:
+            path = routes.with_query(routes.schedules(lambda_name), {"after": after})
+            page = ScheduleList.model_validate((yield from self._request("GET", path)))
+            found += page.schedules
+            if page.next is None:
+                return found
+            after = page.next
 
     @api_call
     def get_schedule(self, name: str, upcoming: int = 5, *, lambda_name: str | None = None) -> Plan[ScheduleView]:
@@ -507,11 +516,11 @@ def _wire(request: ScheduleRequest) -> dict[str, Any]:
 
 def _batches(tasks: list[ScheduleRequest]) -> Iterator[tuple[int, list[ScheduleRequest]]]:
     """`tasks` in order, as (first index, batch): at most MAX_BATCH a batch, and a batch's body within
-    MAX_REQUEST_BODY_BYTES as its Lambda event counts it (a task's payload alone may be 256 KiB)."""
+    MAX_EVENT_BODY_BYTES as its Lambda event counts it (a task's payload alone may be 256 KiB)."""
     start, size = 0, 0
     for index, task in enumerate(tasks):
         cost = in_an_event(json.dumps(_wire(task)))  # as the transport writes it; its quotes pay for the comma
-        if index > start and (index - start == MAX_BATCH or size + cost > MAX_REQUEST_BODY_BYTES):
+        if index > start and (index - start == MAX_BATCH or size + cost > MAX_EVENT_BODY_BYTES):
             yield start, tasks[start:index]
             start, size = index, 0
         size += cost

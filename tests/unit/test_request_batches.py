@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from atf_core.api import MAX_BATCH, MAX_REQUEST_BODY_BYTES, in_an_event
+from atf_core.api import MAX_BATCH, MAX_EVENT_BODY_BYTES, in_an_event
 from atf_core.schema import ScheduleRequest
 from atf_sdk.operations import _batches, _wire
 
@@ -30,7 +30,7 @@ def test_large_tasks_go_in_batches_whose_bodies_fit_an_event() -> None:
     # Given tasks of ~120 KB each in their event (quotes, escaped twice): 100 would be ~12 MB
     batches = batches_of([{"n": n, "x": '"' * 30_000} for n in range(100)])
     assert len(batches) > 1
-    assert all(len(batch) <= MAX_BATCH and body_bytes(batch) <= MAX_REQUEST_BODY_BYTES for _, batch in batches)
+    assert all(len(batch) <= MAX_BATCH and body_bytes(batch) <= MAX_EVENT_BODY_BYTES for _, batch in batches)
 
 
 def test_no_tasks_no_batch() -> None:

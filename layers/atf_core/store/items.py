@@ -94,8 +94,15 @@ class ItemStore:
 SPEC_FIELD = "spec"
 
 
+SCHEDULE_ID_PREFIX = "#schedule#"
+
+
 def schedule_id(name: str) -> str:
-    return f"#schedule#{name}"
+    return f"{SCHEDULE_ID_PREFIX}{name}"
+
+
+def schedule_name(item_id: str) -> str:
+    return item_id.removeprefix(SCHEDULE_ID_PREFIX)
 
 
 def schedule_fields(schedule: Schedule) -> tuple[dict[str, Any], tuple[str, int]]:
