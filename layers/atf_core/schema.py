@@ -23,6 +23,10 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 # The largest result a callback may return, as compact JSON: a task's item holds its payload and result.
 MAX_RESULT_BYTES = 64 * 1024
+# A task keeps its first MAX_KEPT_ERRORS attempts' errors, and always its latest (last_error): attempts
+# have no bound across redrives, and the item, holding a payload and a result too, must fit DynamoDB's 400 KB
+# (256 KiB + 64 KiB + 21 errors of at most ~2.2 KB each: atf_core.store.codec.error_to_plain).
+MAX_KEPT_ERRORS = 20
 # The longest time limit a lambda or a task may set on one attempt (a day).
 MAX_TIMEOUT_SECONDS = 86_400.0
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -248,7 +252,10 @@ class Task(BaseModel):
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     last_error: TaskError | None = None
-    errors: list[TaskError] = Field(default_factory=list, description="Every failed attempt, oldest first.")
+    errors: list[TaskError] = Field(
+        default_factory=list,
+        description=f"The first {MAX_KEPT_ERRORS} failed attempts' errors, oldest first (last_error is the latest).",
+    )
     reason: str | None = Field(default=None, description="Why a task was dropped or cancelled.")
     key: str | None = None
     flow_key: str | None = Field(default=None, description="The flow-control key its lambda's key_limits apply to.")
@@ -264,6 +271,12 @@ class Task(BaseModel):
         description="When the consumer next looks at it: while it waits, when it runs (a retry's time after a "
         "failure); none once it has ended.",
     )
+
+    def error_history(self) -> list[TaskError]:
+        """The errors it keeps, oldest first: its first attempts', and its latest where that is past them."""
+        latest = self.last_error
+        past_them = latest is not None and (not self.errors or latest.attempt > self.errors[-1].attempt)
+        return [*self.errors, latest] if past_them and latest is not None else list(self.errors)
 
 
 class ScheduleRequest(BaseModel):

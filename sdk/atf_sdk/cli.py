@@ -266,7 +266,7 @@ def _status(args: argparse.Namespace) -> int:
         json_out(tasks)  # a list, however many ids: one shape for scripts
     else:
         _task_table(tasks)
-        if len(tasks) == 1 and tasks[0].errors:
+        if len(tasks) == 1 and tasks[0].error_history():
             _error_history(tasks[0])
         if len(tasks) == 1 and tasks[0].result is not None:
             console().print("result:", json.dumps(tasks[0].result, ensure_ascii=False), markup=False)
@@ -295,11 +295,11 @@ def _finished(atf: AtfClient, ids: list[str], wait_s: float, lambda_name: str | 
 
 
 def _error_history(task: Task) -> None:
-    """Every failed attempt of one task: what a dead letter is inspected for."""
+    """The failed attempts one task keeps: what a dead letter is inspected for."""
     from rich.table import Table
 
     table = Table("attempt", "at", "host", "error", title=f"errors of {task.id}")
-    for error in task.errors:
+    for error in task.error_history():
         table.add_row(str(error.attempt), when(error.at), error.host or "-", f"{error.type}: {error.message}"[:100])
     console().print(table)
 

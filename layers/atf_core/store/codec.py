@@ -128,10 +128,10 @@ def due_entry(item: Item) -> DueEntry:
 
 
 def error_to_plain(error: TaskError) -> dict[str, Any]:
-    # Messages are cut short: every failed attempt is kept, and an item is billed per KB.
-    plain = {"t": error.type, "m": error.message[:300], "a": error.attempt, "at": to_ms(error.at)}
+    # Cut short: an item is billed per KB, and must hold MAX_KEPT_ERRORS + 1 of these (at most ~2.2 KB each).
+    plain = {"t": error.type[:100], "m": error.message[:300], "a": error.attempt, "at": to_ms(error.at)}
     if error.host:
-        plain["h"] = error.host
+        plain["h"] = error.host[:200]
     return plain
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Expiry, IndexEffect, Transition
-from atf_core.schema import TaskStatus, to_ms
+from atf_core.schema import MAX_KEPT_ERRORS, TaskStatus, to_ms
 from atf_core.store import codec
 from atf_core.store.base import Change, TaskRef
 
@@ -78,17 +78,23 @@ class TransitionUpdate:
             self._values[":sk"] = {"N": str(to_ms(self._c.next_at))}
             self._sets += ["#pk = :pk", "#sk = :sk"]
 
-    def _details(self) -> None:
+    def _error(self) -> None:
         error = self._c.error
-        if error is not None:
-            plain = codec.to_attr(codec.error_to_plain(error))
-            self._set(Attr.ERROR, plain)
+        if error is None:
+            return
+        kept = codec.error_to_plain(error)
+        plain = codec.to_attr(kept)
+        self._set(Attr.ERROR, plain)
+        if error.attempt <= MAX_KEPT_ERRORS:  # past them, the latest alone: the item stays within 400 KB
             self._names["#eh"] = Attr.ERRORS
             self._values[":eh"] = {"L": [plain]}
             self._values[":none"] = {"L": []}
             self._sets.append("#eh = list_append(if_not_exists(#eh, :none), :eh)")
-            if self._t.target is TaskStatus.DEAD_LETTER:
-                self._set(Attr.ERROR_TYPE, {"S": error.type})
+        if self._t.target is TaskStatus.DEAD_LETTER:
+            self._set(Attr.ERROR_TYPE, {"S": kept["t"]})  # as last_error says it
+
+    def _details(self) -> None:
+        self._error()
         if self._c.host is not None:
             self._set(Attr.CLAIMED_BY, {"S": self._c.host[:200]})
         if self._c.result is not None:

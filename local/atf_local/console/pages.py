@@ -198,7 +198,8 @@ def task_page(task: Task) -> str:
     ]  # fmt: skip
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
     errors = [
-        [cell(e.attempt), cell(when(e.at)), cell(e.type), cell(e.message), cell(e.host or "-")] for e in task.errors
+        [cell(e.attempt), cell(when(e.at)), cell(e.type), cell(e.message), cell(e.host or "-")]
+        for e in task.error_history()
     ]
     headers = ["attempt", "at", "error", "message", "host"]
     history = table(headers, errors, "errors") if errors else "<p>No failed attempts.</p>"
