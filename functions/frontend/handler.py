@@ -98,7 +98,7 @@ def list_gates() -> GateList:
 @app.put(
     "/v1/gates/<lambda_name>",
     summary="Pause or drop a lambda",
-    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 409, 415)},
 )
 def gate_lambda(lambda_name: LambdaName, gate: Annotated[GateRequest, Body()]) -> Gate:
     return services().gating.set(lambda_name, None, gate.action, gate.until, gate.reason)
@@ -107,7 +107,7 @@ def gate_lambda(lambda_name: LambdaName, gate: Annotated[GateRequest, Body()]) -
 @app.put(
     "/v1/gates/<lambda_name>/<collection>",
     summary="Pause or drop one collection of a lambda",
-    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 409, 415)},
 )
 def gate_collection(lambda_name: LambdaName, collection: Collection, gate: Annotated[GateRequest, Body()]) -> Gate:
     return services().gating.set(lambda_name, collection, gate.action, gate.until, gate.reason)

@@ -21,7 +21,7 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 @router.put(
     scoped("PUT", "/gates").resolver_path(),
     summary="Pause or drop this lambda",
-    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 409, 415)},
 )
 def gate_this_lambda(lambda_name: LambdaName, gate: Annotated[GateRequest, Body()]) -> Gate:
     return services().gating.set(lambda_name, None, gate.action, gate.until, gate.reason)
@@ -30,7 +30,7 @@ def gate_this_lambda(lambda_name: LambdaName, gate: Annotated[GateRequest, Body(
 @router.put(
     scoped("PUT", "/gates/{collection}").resolver_path(),
     summary="Pause or drop one collection of this lambda",
-    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 415)},
+    responses={**ok(200, "The gate in force", Gate), **error_responses(400, 409, 415)},
 )
 def gate_this_collection(lambda_name: LambdaName, collection: Collection, gate: Annotated[GateRequest, Body()]) -> Gate:
     return services().gating.set(lambda_name, collection, gate.action, gate.until, gate.reason)

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atf_core.errors import NotFound
+from atf_core.errors import Conflict, NotFound
 from atf_core.schema import GateAction
+from atf_core.store import gates as gates_item
 from atf_sdk.client import AtfClient
 
 
@@ -32,3 +33,25 @@ def test_an_expired_gate_is_no_longer_listed(client: AtfClient) -> None:
     assert any(g.collection == "brief" for g in client.gates())
     time.sleep(1.2)
     assert not any(g.collection == "brief" for g in client.gates())
+
+
+def test_a_gate_past_the_gates_budget_is_a_409_naming_its_field_and_changes_nothing(
+    client: AtfClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the frontend runs in this process: a small budget stands for the item's 256 KiB
+    monkeypatch.setattr(gates_item, "MAX_GATES_BYTES", 50_000)
+    set_: list[str] = []
+    try:
+        with pytest.raises(Conflict) as refused:
+            while len(set_) < 100:  # ~1 KB a gate: ~48 fit
+                client.pause("work", f"full-{len(set_)}", reason="é" * 500)
+                set_.append(f"full-{len(set_)}")
+        before = client.gates()
+        with pytest.raises(Conflict):
+            client.pause("work", "one-more", reason="é" * 500)
+
+        assert 30 < len(set_) < 50 and (refused.value.status, refused.value.field) == (409, "collection")
+        assert "lift some first" in refused.value.message and client.gates() == before
+    finally:
+        for collection in set_:
+            client.resume("work", collection)

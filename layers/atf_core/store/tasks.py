@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from atf_core.calls import calls
 from atf_core.config import StackConfig
-from atf_core.definitions import GATES_ITEM_ID, Attr
+from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc, Transition
 from atf_core.schema import Gate, Task, TaskStatus, same_request
-from atf_core.store import codec, holders, merges
+from atf_core.store import codec, gates, holders, merges
 from atf_core.store.base import (
     Change,
     CreateResult,
@@ -124,29 +124,18 @@ class DynamoTaskStore(TaskStore):
     ) -> Iterator[DueEntry]:
         return self._index.entries(partition, low, high, equal)
 
-    # -- gates: one item, a map of scope -> gate --------------------------------
+    # -- gates: one item, a map of scope -> gate (atf_core.store.gates) ---------
     @calls("dynamodb:GetItem")
     def gates(self) -> list[Gate]:
-        stored = codec.from_item(self._table.get(GATES_ITEM_ID) or {}).get("g", {})
-        return [codec.gate_from_plain(scope, raw) for scope, raw in sorted(stored.items())]
+        return gates.stored_gates(self._table)
 
-    @calls("dynamodb:UpdateItem", "dynamodb:PutItem")
+    @calls("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
     def put_gate(self, gate: Gate) -> None:
-        value = codec.to_attr(codec.gate_to_plain(gate))
-        if self._set_gate(gate.scope, value, "attribute_exists(g)"):
-            return
-        first: Item = {Attr.ID: {"S": GATES_ITEM_ID}, "g": {"M": {gate.scope: value}}}
-        if not self._table.put(first, condition="attribute_not_exists(g)").applied:
-            self._set_gate(gate.scope, value, None)  # another writer created the item first
-
-    def _set_gate(self, scope: str, value: dict[str, Any], condition: str | None) -> bool:
-        names, values = {"#scope": scope}, {":gate": value}
-        return self._table.update(GATES_ITEM_ID, "SET g.#scope = :gate", condition, names, values).applied
+        gates.put_gate(self._table, gate)
 
     @calls("dynamodb:UpdateItem")
     def delete_gate(self, lambda_name: str, collection: str | None) -> bool:
-        names = {"#scope": f"{lambda_name}/{collection or '*'}"}
-        return self._table.update(GATES_ITEM_ID, "REMOVE g.#scope", "attribute_exists(g.#scope)", names).applied
+        return gates.delete_gate(self._table, f"{lambda_name}/{collection or '*'}")
 
 
 # What IAM checks for the entry that creates a task inside a TransactWriteItems (authorized item by item).
