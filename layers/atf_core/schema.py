@@ -25,7 +25,7 @@ MAX_SCHEDULE_AHEAD = timedelta(days=366)
 MAX_RESULT_BYTES = 64 * 1024
 # A task keeps its first MAX_KEPT_ERRORS attempts' errors, and always its latest (last_error): attempts
 # have no bound across redrives, and the item, holding a payload and a result too, must fit DynamoDB's 400 KB
-# (256 KiB + 64 KiB + 21 errors of at most ~2.2 KB each: atf_core.store.codec.error_to_plain).
+# (256 KiB + 64 KiB + 21 errors of at most ~2.5 KB each: atf_core.store.codec.error_to_plain).
 MAX_KEPT_ERRORS = 20
 # The longest time limit a lambda or a task may set on one attempt (a day).
 MAX_TIMEOUT_SECONDS = 86_400.0

@@ -128,7 +128,8 @@ def due_entry(item: Item) -> DueEntry:
 
 
 def error_to_plain(error: TaskError) -> dict[str, Any]:
-    # Cut short: an item is billed per KB, and must hold MAX_KEPT_ERRORS + 1 of these (at most ~2.2 KB each).
+    # Cut short: an item is billed per KB, and must hold MAX_KEPT_ERRORS + 1 of these, each at most ~2.5 KB
+    # (600 characters of up to 4 bytes).
     plain = {"t": error.type[:100], "m": error.message[:300], "a": error.attempt, "at": to_ms(error.at)}
     if error.host:
         plain["h"] = error.host[:200]
