@@ -11,7 +11,6 @@ the previous occurrence's task has not finished.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -27,6 +26,7 @@ from atf_core.schema import (
     JsonNumber,
     Payload,
     TimeoutSeconds,
+    encode_payload,
     refusal,
 )
 from atf_core.vocabulary import CatchUp, Overlap
@@ -139,8 +139,7 @@ class Schedule(BaseModel):
 
     def spec_json(self) -> str:
         # as UTF-8, as a payload is measured: \u escapes would make a 256 KiB payload 768 KB, over an item's 400 KB
-        spec = self.spec.model_dump(mode="json", by_alias=True)
-        return json.dumps(spec, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        return encode_payload(self.spec.model_dump(mode="json", by_alias=True))
 
 
 def choose(spec: ScheduleSpec, occurrences: list[datetime], now: datetime) -> list[datetime]:
