@@ -8,7 +8,7 @@ from datetime import datetime
 from atf_core import lifecycle
 from atf_core.config import StackConfig
 from atf_core.errors import InputError, NotFound
-from atf_core.schema import Gate, GateAction, utcnow
+from atf_core.schema import Gate, GateAction, gate_scope, utcnow
 from atf_core.store.base import Change, TaskRef, TaskStore
 
 
@@ -63,7 +63,7 @@ class Gating:
 
     def lift(self, lambda_name: str, collection: str | None) -> None:
         if not self._store.delete_gate(lambda_name, collection):
-            raise NotFound(f"no gate on {lambda_name}/{collection or '*'}", "lambda")
+            raise NotFound(f"no gate on {gate_scope(lambda_name, collection)}", "lambda")
 
     def gates(self) -> list[Gate]:
         """Every gate stored, in force or past its until (view() keeps those in force)."""

@@ -346,6 +346,14 @@ class ScheduleRequest(BaseModel):
         return encode_payload(body)
 
 
+# A gate's scope names its lambda and its collection, or every collection of the lambda.
+ANY_COLLECTION = "*"
+
+
+def gate_scope(lambda_name: str, collection: str | None) -> str:
+    return f"{lambda_name}/{collection or ANY_COLLECTION}"
+
+
 class GateAction(StrEnum):
     PAUSE = "pause"
     DROP = "drop"
@@ -368,4 +376,4 @@ class Gate(BaseModel):
 
     @property
     def scope(self) -> str:
-        return f"{self.lambda_}/{self.collection or '*'}"
+        return gate_scope(self.lambda_, self.collection)

@@ -317,6 +317,9 @@ def _cancel(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
+    from atf_core.schema import gate_scope
+
+    scope = gate_scope(args.lambda_name, args.collection)
     with client(args) as atf:
         if args.action == "list":
             gates = atf.gates()
@@ -324,7 +327,6 @@ def _gate(args: argparse.Namespace) -> int:
             atf.resume(args.lambda_name, args.collection)
             gates = []
         else:
-            scope = f"{args.lambda_name}/{args.collection or '*'}"
             if args.action == "drop" and not confirmed(args, f"drop the tasks of {scope} instead of running them?"):
                 return Exit.FAILED
             setter = atf.pause if args.action == "pause" else atf.drop
@@ -332,7 +334,7 @@ def _gate(args: argparse.Namespace) -> int:
     if args.json:
         json_out({"lifted": True} if args.action == "resume" else gates)
     elif args.action == "resume":
-        console().print(f"lifted the gate on {args.lambda_name}/{args.collection or '*'}")
+        console().print(f"lifted the gate on {scope}")
     else:
         _gate_table(gates)
     return 0
@@ -341,11 +343,13 @@ def _gate(args: argparse.Namespace) -> int:
 def _gate_table(gates: list[Gate]) -> None:
     from rich.table import Table
 
+    from atf_core.schema import ANY_COLLECTION
+
     table = Table("lambda", "collection", "action", "until", "reason", "since")
     for gate in gates:
         table.add_row(
             gate.lambda_,
-            gate.collection or "*",
+            gate.collection or ANY_COLLECTION,
             gate.action.value,
             when(gate.until),
             gate.reason,

@@ -11,7 +11,18 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
-from atf_core.schema import Gate, GateAction, Task, TaskError, TaskStatus, encode_payload, from_ms, maybe_from_ms, to_ms
+from atf_core.schema import (
+    ANY_COLLECTION,
+    Gate,
+    GateAction,
+    Task,
+    TaskError,
+    TaskStatus,
+    encode_payload,
+    from_ms,
+    maybe_from_ms,
+    to_ms,
+)
 from atf_core.store.base import DueEntry
 
 _serializer = TypeSerializer()
@@ -151,7 +162,7 @@ def gate_from_plain(scope: str, raw: dict[str, Any]) -> Gate:
     lambda_name, _, collection = scope.partition("/")
     return Gate(
         lambda_=lambda_name,
-        collection=None if collection == "*" else collection,
+        collection=None if collection == ANY_COLLECTION else collection,
         action=GateAction(raw["a"]),
         until=maybe_from_ms(raw.get("u")),
         reason=raw.get("r", ""),

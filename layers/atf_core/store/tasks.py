@@ -10,7 +10,7 @@ from atf_core.calls import calls
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc, Transition
-from atf_core.schema import Gate, Task, TaskStatus, same_request
+from atf_core.schema import Gate, Task, TaskStatus, gate_scope, same_request
 from atf_core.store import codec, gates, holders, merges
 from atf_core.store.base import (
     Change,
@@ -135,7 +135,7 @@ class DynamoTaskStore(TaskStore):
 
     @calls("dynamodb:UpdateItem")
     def delete_gate(self, lambda_name: str, collection: str | None) -> bool:
-        return gates.delete_gate(self._table, f"{lambda_name}/{collection or '*'}")
+        return gates.delete_gate(self._table, gate_scope(lambda_name, collection))
 
 
 # What IAM checks for the entry that creates a task inside a TransactWriteItems (authorized item by item).
