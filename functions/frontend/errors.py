@@ -8,7 +8,7 @@ the same classes the core raises.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -72,14 +72,35 @@ def media_type_error(
     return UnsupportedMediaType(f"Content-Type must be {JSON}, not {given or 'missing'}", "Content-Type")
 
 
+class _Refusal(NamedTuple):
+    """A call AWS refuses for good: an operator (a grant) or a fix (the request) must act, not a retry."""
+
+    log: str  # why, in the frontend's log next to the call and AWS's message
+    caller: str  # what the caller is told
+
+
+_REFUSED_FOR_GOOD = {
+    **dict.fromkeys(
+        AUTHORIZATION_CODES,
+        _Refusal("missing permission", "the frontend is not allowed a call it needs; its log names the action"),
+    ),
+    # the framework asked something DynamoDB never takes
+    INVALID_REQUEST_CODE: _Refusal(
+        "an invalid request", "the task store refused a request the framework made; its log names the call"
+    ),
+}
+
+
+def _refusal(error: ClientError) -> _Refusal | None:
+    return _REFUSED_FOR_GOOD.get(str(error.response.get("Error", {}).get("Code", "")))
+
+
 def from_client_error(error: ClientError) -> AtfError:
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    if code in AUTHORIZATION_CODES:
-        return Internal("the frontend is not allowed a call it needs; its log names the action")
-    if code in THROTTLING_CODES:
+    refusal = _refusal(error)
+    if refusal is not None:
+        return Internal(refusal.caller)
+    if error.response.get("Error", {}).get("Code") in THROTTLING_CODES:
         return Throttled("the task store is throttling; retry with backoff")
-    if code == INVALID_REQUEST_CODE:  # the framework asked something DynamoDB never takes: a retry cannot help
-        return Internal("the task store refused a request the framework made; its log names the call")
     return Unavailable("the task store did not answer; retry with backoff")
 
 
@@ -135,20 +156,14 @@ class _Handlers:
         return error_response(NotFound(f"no route {event.http_method} {event.path}", "path"))
 
     def store_failed(self, error: ClientError) -> Response[ErrorBody]:
-        answer = from_client_error(error)
-        if isinstance(answer, Internal):
-            # A grant the frontend's role lacks, or a request DynamoDB never takes: an operator or a fix must
-            # act, so it is an error, naming the call (AWS's message names the action or the problem).
+        refusal = _refusal(error)
+        if refusal is not None:
+            # An error for an operator, naming the call (AWS's message names the action or the problem).
             refused = {"operation": error.operation_name, "error": str(error)}
-            why = (
-                "an invalid request"
-                if error.response["Error"].get("Code") == INVALID_REQUEST_CODE
-                else "missing permission"
-            )
-            self._logger.error(f"AWS refused a call: {why}", extra=refused)
+            self._logger.error(f"AWS refused a call: {refusal.log}", extra=refused)
         else:
             self._logger.warning("task store call failed", extra={"error": str(error)})
-        return error_response(answer)
+        return error_response(from_client_error(error))
 
 
 def install(app: APIGatewayRestResolver, logger: Logger) -> None:
