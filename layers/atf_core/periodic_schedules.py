@@ -25,11 +25,13 @@ from atf_core.store.items import (
     schedule_id,
     schedule_name,
 )
+from atf_core.store.table import BATCH_GET_KEYS
 from atf_core.tasks import Scheduling
 from atf_core.vocabulary import Overlap
 
 log = logging.getLogger("atf.schedules")
 SAVE_TRIES = 5
+FIRST_LIST_READ = 8  # schedules read at once when a list starts; each further read doubles, to BatchGetItem's limit
 
 
 @dataclass
@@ -83,16 +85,22 @@ class Schedules:
         return list(self.in_order())
 
     def in_order(self, after: str | None = None, lambda_name: str | None = None) -> Iterator[Schedule]:
-        """The schedules by name, from the first after `after`, of `lambda_name` only if given. Each is read
-        when it is reached, so a page stops reading where it is full: one index query lists the names."""
+        """The schedules by name, from the first after `after`, of `lambda_name` only if given. One index query
+        lists the names; the schedules are read in batches as they are reached, the first small and each next
+        one twice as large, so a page of large schedules that fills in a few reads few more. Each state is read
+        strongly consistent, as get() reads it: a list right after a pause shows the schedule paused."""
         ids = self._items.partition(SCHEDULES_PARTITION, PARKED_MS)
-        for name in sorted(schedule_name(item_id) for item_id in ids):
-            if after is not None and name <= after:
-                continue
-            raw = self._read(name)  # None: deleted since the index listed it
-            schedule = schedule_from(raw) if raw else None
-            if schedule is not None and lambda_name in (None, schedule.spec.lambda_):
-                yield schedule
+        names = sorted(name for name in map(schedule_name, ids) if after is None or name > after)
+        start, size = 0, FIRST_LIST_READ
+        while start < len(names):
+            batch = names[start : start + size]
+            raws = self._items.get_many(map(schedule_id, batch), consistent=True)
+            for name in batch:
+                raw = raws.get(schedule_id(name))  # None: deleted since the index listed it
+                schedule = schedule_from(raw) if raw else None
+                if schedule is not None and lambda_name in (None, schedule.spec.lambda_):
+                    yield schedule
+            start, size = start + size, min(2 * size, BATCH_GET_KEYS)
 
     def delete(self, name: str, owner: str | None = None) -> None:
         """Delete it; with `owner`, only while the stored spec is still that lambda's one read (in the delete:

@@ -66,11 +66,14 @@ class ItemStore:
         return codec.from_item(found) if found else None
 
     @calls("dynamodb:BatchGetItem")
-    def get_many(self, item_ids: Iterable[str], fields: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
-        """Items by id, only `fields` if given (a large payload then costs nothing to read), eventually
-        consistent: a state up to about a second old, at half the price."""
+    def get_many(
+        self, item_ids: Iterable[str], fields: tuple[str, ...] = (), consistent: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Items by id, only `fields` if given (a large payload then costs nothing to read); by default
+        eventually consistent: a state up to about a second old, at half the price."""
         projection = tuple(dict.fromkeys((Attr.ID, *fields))) if fields else ()
-        raws = (codec.from_item(item) for item in self._table.batch_get(item_ids, consistent=False, fields=projection))
+        items = self._table.batch_get(item_ids, consistent=consistent, fields=projection)
+        raws = (codec.from_item(item) for item in items)
         return {raw[Attr.ID]: raw for raw in raws}
 
     @calls("dynamodb:DeleteItem")
