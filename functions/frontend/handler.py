@@ -33,6 +33,7 @@ from functions.frontend import (
     schedules,
     task_changes,
 )
+from functions.frontend.bodies import write_body
 from functions.frontend.openapi_doc import JSON, document, error_responses, ok
 from functions.frontend.params import Collection, LambdaName, TaskId
 from functions.frontend.services import services
@@ -44,7 +45,7 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-frontend")
 metrics = Metrics(namespace=metrics_namespace(), service="frontend")
 tracer = Tracer(service="atf-frontend")
-app = APIGatewayRestResolver(enable_validation=True)
+app = APIGatewayRestResolver(enable_validation=True, serializer=write_body)
 errors.install(app, logger)
 
 

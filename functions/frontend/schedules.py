@@ -5,7 +5,6 @@ The consumer fires them; these routes only manage them.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -16,6 +15,7 @@ from atf_core.api import MAX_EVENT_BODY_BYTES, MAX_SCHEDULE_PAGE, MAX_UPCOMING, 
 from atf_core.clock import process_clock
 from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import NAME_PATTERN
+from functions.frontend.bodies import write_body
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import PageAfter, PageLimit, ScheduleName
 from functions.frontend.services import services
@@ -59,9 +59,9 @@ def listed(lambda_name: str | None, after: str | None, limit: int) -> ScheduleLi
 
 
 def _in_the_answer(schedule: Schedule) -> int:
-    """The bytes a schedule takes in the function's response: written as the resolver writes a body (non-ASCII
-    escaped), then escaped again as the response's body string."""
-    return in_an_event(json.dumps(schedule.model_dump(mode="json", by_alias=True), separators=(",", ":")))
+    """The bytes a schedule takes in the function's response: written as the resolver writes a body, then
+    escaped again as the response's body string."""
+    return in_an_event(write_body(schedule.model_dump(mode="json", by_alias=True)))
 
 
 @router.get(
