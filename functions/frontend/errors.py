@@ -91,15 +91,15 @@ _REFUSED_FOR_GOOD = {
 }
 
 
-def _refusal(error: ClientError) -> _Refusal | None:
-    return _REFUSED_FOR_GOOD.get(str(error.response.get("Error", {}).get("Code", "")))
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def from_client_error(error: ClientError) -> AtfError:
-    refusal = _refusal(error)
-    if refusal is not None:
-        return Internal(refusal.caller)
-    if error.response.get("Error", {}).get("Code") in THROTTLING_CODES:
+    code = _code(error)
+    if code in _REFUSED_FOR_GOOD:
+        return Internal(_REFUSED_FOR_GOOD[code].caller)
+    if code in THROTTLING_CODES:
         return Throttled("the task store is throttling; retry with backoff")
     return Unavailable("the task store did not answer; retry with backoff")
 
@@ -156,7 +156,7 @@ class _Handlers:
         return error_response(NotFound(f"no route {event.http_method} {event.path}", "path"))
 
     def store_failed(self, error: ClientError) -> Response[ErrorBody]:
-        refusal = _refusal(error)
+        refusal = _REFUSED_FOR_GOOD.get(_code(error))
         if refusal is not None:
             # An error for an operator, naming the call (AWS's message names the action or the problem).
             refused = {"operation": error.operation_name, "error": str(error)}
