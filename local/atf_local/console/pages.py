@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter
-from atf_core.schema import Gate, Task
+from atf_core.schema import Gate, Task, gate_scope
 from atf_local.console.data import Bucket, KeyRow
 from atf_sdk.snapshot import QueueRow, Snapshot
 
@@ -121,7 +121,7 @@ def gate_button(action: str, lambda_name: str, collection: str | None, label: st
     if collection:
         fields += f'<input type="hidden" name="collection" value="{escape(collection)}">'
     name = label or action.capitalize()
-    target = f"{lambda_name}/{collection or '*'}"
+    target = gate_scope(lambda_name, collection)
     return (
         f'<form class="inline" method="post" action="/gates">{fields}'
         f'<button type="submit" class="{action}" data-gate="{escape(target)}">{escape(name)}</button></form>'

@@ -26,7 +26,7 @@ from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError
-from atf_core.schema import GateAction, utcnow
+from atf_core.schema import GateAction, gate_scope, utcnow
 from atf_local.background import BackgroundServer
 from atf_local.console import pages, waiting
 from atf_local.console.data import ConsoleData
@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _gate(self, form: Form) -> str:
         lambda_name, collection = form.get("lambda", ""), form.get("collection") or None
         action = form.get("action", "")
-        scope = f"{lambda_name}/{collection or '*'}"
+        scope = gate_scope(lambda_name, collection)
         if action == "resume":
             self.server.data.lift_gate(lambda_name, collection)
             return pages.back_to("/", message=f"Resumed {scope}")
