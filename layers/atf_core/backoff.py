@@ -10,6 +10,8 @@ Where in that ceiling a wait falls depends on what is waiting:
 - a client's next try of one API call (atf_sdk.transport.RetryPolicy): full jitter, a
   uniform draw over the whole ceiling. Many clients pushed back at once by a throttled
   stage spread over the widest window, which clears the contention soonest.
+- a batch read's next try for the keys DynamoDB left unprocessed (store.table): full
+  jitter too, for the same reason: the readers a table throttled together spread out.
 - a worker host's next receive after a failing one (the controller): the ceiling
   itself. One loop per queue on one host: there is nothing to spread.
 

@@ -3,18 +3,21 @@
 It holds the three things every store would otherwise write again: the check
 that turns a failed condition into an answer rather than an error, the loop
 that pages through a query or a scan, and the batch read that splits keys
-into requests of 100 and asks again for what DynamoDB left unprocessed.
+into requests of 100 and asks again, backing off, for what DynamoDB left unprocessed.
 The stores beside it say what the items mean; this module only moves them.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from atf_core import backoff
 from atf_core.definitions import INDEX_NAME, Attr
 from atf_core.store.codec import Item
 
@@ -23,6 +26,12 @@ if TYPE_CHECKING:
 
 Page = dict[str, Any]
 BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
+# Keys a batch read left unprocessed are asked for again after a full-jitter wait of at most
+# 50 ms, 100 ms, ... 2 s. DynamoDB leaves keys out when the answer passed 16 MB (a wait costs
+# little beside that read) or when the table throttled part of the batch: the call succeeded, so
+# botocore's retries do not cover it, and AWS asks for an exponential backoff before the next try.
+UNPROCESSED_WAIT_BASE_S = 0.05
+UNPROCESSED_WAIT_CAP_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,10 @@ class Expression:
 
 
 class Table:
-    def __init__(self, client: DynamoDBClient, name: str) -> None:
+    def __init__(self, client: DynamoDBClient, name: str, sleep: Callable[[float], None] = time.sleep) -> None:
         self._db = client
         self.name = name
+        self._sleep = sleep
 
     # -- single items -----------------------------------------------------------
     def get(self, item_id: str) -> Item | None:
@@ -122,11 +132,19 @@ class Table:
             if fields:
                 names = {f"#a{i}": field for i, field in enumerate(fields)}
                 table.update(ProjectionExpression=", ".join(names), ExpressionAttributeNames=names)
-            request: dict[str, Any] = {self.name: table}
-            while request:
-                reply = self._db.batch_get_item(RequestItems=request)
-                yield from reply["Responses"].get(self.name, [])
-                request = reply.get("UnprocessedKeys") or {}
+            yield from self._read_all({self.name: table})
+
+    def _read_all(self, request: dict[str, Any]) -> Iterator[Item]:
+        """One BatchGetItem request's items, asking again for the keys left unprocessed until none are."""
+        retry = 0
+        while True:
+            reply = self._db.batch_get_item(RequestItems=request)
+            yield from reply["Responses"].get(self.name, [])
+            request = reply.get("UnprocessedKeys") or {}
+            if not request:
+                return
+            retry += 1
+            self._sleep(backoff.full_jitter(retry, UNPROCESSED_WAIT_BASE_S, UNPROCESSED_WAIT_CAP_S, random.random()))
 
     def query_index(
         self,
