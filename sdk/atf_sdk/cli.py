@@ -319,7 +319,6 @@ def _cancel(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from atf_core.schema import gate_scope
 
-    scope = gate_scope(args.lambda_name, args.collection)
     with client(args) as atf:
         if args.action == "list":
             gates = atf.gates()
@@ -327,14 +326,16 @@ def _gate(args: argparse.Namespace) -> int:
             atf.resume(args.lambda_name, args.collection)
             gates = []
         else:
-            if args.action == "drop" and not confirmed(args, f"drop the tasks of {scope} instead of running them?"):
-                return Exit.FAILED
+            if args.action == "drop":
+                question = f"drop the tasks of {gate_scope(args.lambda_name, args.collection)} instead of running them?"
+                if not confirmed(args, question):
+                    return Exit.FAILED
             setter = atf.pause if args.action == "pause" else atf.drop
             gates = [setter(args.lambda_name, args.collection, until=args.until, reason=args.reason)]
     if args.json:
         json_out({"lifted": True} if args.action == "resume" else gates)
     elif args.action == "resume":
-        console().print(f"lifted the gate on {scope}")
+        console().print(f"lifted the gate on {gate_scope(args.lambda_name, args.collection)}")
     else:
         _gate_table(gates)
     return 0

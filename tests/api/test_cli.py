@@ -106,7 +106,8 @@ def test_gates(atf: Any) -> None:
     code, out, _ = atf("gate", "list", "--json")
     listed = [gate for gate in json.loads(out) if (gate["lambda"], gate["collection"]) == ("work", "vip")]
     assert code == 0 and [(g["action"], g["reason"]) for g in listed] == [("pause", "cli")]
-    assert atf("gate", "resume", "work", "vip")[0] == 0
+    code, out, _ = atf("gate", "resume", "work", "vip")
+    assert code == 0 and "lifted the gate on work/vip" in out
     code, _, err = atf("gate", "resume", "work", "vip")
     assert code == 3 and "not_found" in err
 
