@@ -1,5 +1,6 @@
 """atf_local.fast_query changes no answer: random writes and queries, each query asked of moto as patched and as
-moto alone on the same data, page after page; the two must answer alike (items, order, counts, keys)."""
+moto alone on the same data, page after page; the two must answer alike (items, order, counts, keys). The one
+difference is DynamoDB's: an index Query's 1 MB page is measured in index entries, not whole items (below)."""
 
 from __future__ import annotations
 
@@ -286,9 +287,50 @@ def test_inside_an_index_query_an_item_is_copied_with_what_the_index_keeps_and_s
         assert stored.size() == first  # sized once inside
     assert set(kept.attrs) == {"id", "gs"} and kept.attrs["gs"] == stored.attrs["gs"]
     assert kept.attrs["gs"] is not stored.attrs["gs"] and kept.hash_key is not stored.hash_key
-    assert stored.size() > first  # sized again outside
+    assert first == Item.size.moto(Item(DynamoType({"S": "t1"}), None, {"id": {"S": "t1"}, "gs": {"S": "p"}}))
+    assert stored.size() > first  # sized again outside, whole
     whole = copy.deepcopy(stored)
     assert set(whole.attrs) == set(moto_copy.attrs) | {"more"}
+
+
+def test_an_index_page_holds_a_megabyte_of_index_entries_not_of_whole_items(ddb: Any, config: StackConfig) -> None:
+    """DynamoDB sizes what a query of a global secondary index reads by its index entries (the attributes
+    the index keeps): tasks whose payloads the index leaves out fit one page, where moto alone, sizing whole
+    items, split them over three."""
+    for n in range(8):
+        item = {"id": {"S": f"t{n}"}, Attr.LAMBDA: {"S": "work"}, Attr.PAYLOAD: {"S": "x" * 300_000}}
+        item |= {Attr.INDEX_PK: {"S": PARTITIONS[0]}, Attr.INDEX_SK: {"N": str(n)}}
+        ddb.put_item(TableName=config.table_name, Item=item)
+    request = {"TableName": config.table_name, "IndexName": INDEX_NAME, "KeyConditionExpression": "gs = :p"}
+    request["ExpressionAttributeValues"] = {":p": {"S": PARTITIONS[0]}}
+    with moto_alone():
+        whole = _pages(ddb, request)
+    entries = _pages(ddb, request)
+    assert [len(page["Items"]) for page in entries] == [8] and "LastEvaluatedKey" not in entries[0]
+    assert [len(page["Items"]) for page in whole] == [3, 3, 2]
+    assert [i for page in whole for i in page["Items"]] == entries[0]["Items"]
+
+
+def test_a_copy_inside_an_index_query_holds_the_values_moto_copies() -> None:
+    import copy
+
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from atf_local.index_copies import projecting
+
+    fast_queries()
+    values = {
+        "id": {"S": "t1"}, "n": {"N": "1.50"}, "b": {"B": b"\x00"}, "t": {"BOOL": False}, "z": {"NULL": True},
+        "ss": {"SS": ["a", "b"]}, "l": {"L": [{"S": "x"}]}, "m": {"M": {"k": {"N": "7"}}},
+    }  # fmt: skip
+    stored = Item(DynamoType({"S": "t1"}), None, values)
+    with projecting(list(values)):
+        kept = copy.deepcopy(stored)
+    assert kept.attrs == stored.attrs and kept.attrs.keys() == stored.attrs.keys()
+    for name, value in kept.attrs.items():
+        assert type(value) is DynamoType and value is not stored.attrs[name], name
+        assert value.to_json() == stored.attrs[name].to_json(), name
+    assert kept.attrs["l"].value[0] is not stored.attrs["l"].value[0]  # what holds values is moto's deep copy
 
 
 def test_an_attribute_added_while_an_item_is_copied_inside_an_index_query_fails_nothing() -> None:
