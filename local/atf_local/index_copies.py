@@ -65,11 +65,12 @@ def cheap_copies() -> None:
 
 
 def _keeping(moto_copy: Callable[[Item, dict[int, Any]], Item]) -> Callable[[Item, dict[int, Any]], Item]:
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict  # once, not per item copied
+
     def copied(self: Item, memo: dict[int, Any]) -> Item:
         keep = getattr(_active, "keep", None)
         if keep is None:
             return moto_copy(self, memo)
-        from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
         result = object.__new__(type(self))  # as moto's own copy: no size check of a stored item
         memo[id(self)] = result
@@ -80,7 +81,7 @@ def _keeping(moto_copy: Callable[[Item, dict[int, Any]], Item]) -> Callable[[Ite
         # server's threads may add one while the values are copied, and iterating the live dict then fails
         # (moto's own copy does, and the server answers 500).
         kept = [(name, value) for name, value in tuple(self.attrs.items()) if name in keep]
-        dict.update(attrs, ((name, _value_copy(value, memo)) for name, value in kept))
+        dict.update(attrs, ((name, _value_copy(value, memo, DynamoType)) for name, value in kept))
         result.attrs = attrs
         return result
 
@@ -88,16 +89,15 @@ def _keeping(moto_copy: Callable[[Item, dict[int, Any]], Item]) -> Callable[[Ite
     return copied
 
 
-def _value_copy(value: Any, memo: dict[int, Any]) -> Any:
-    """A copy of one attribute value: a scalar's new DynamoType holds the same immutable value, as moto's deep
-    copy of it does, without copy.deepcopy's dispatch (an index entry is all scalars); others are moto's."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
-    if type(value) is not DynamoType or value.type not in SCALAR_TYPES:
+def _value_copy(value: Any, memo: dict[int, Any], dynamo_type: Any) -> Any:
+    """A copy of one attribute value: a scalar's new DynamoType (moto's `dynamo_type`) holds the same immutable
+    value, as moto's deep copy of it does, without copy.deepcopy's dispatch (an index entry is all scalars);
+    others are moto's."""
+    if type(value) is not dynamo_type or value.type not in SCALAR_TYPES:
         return copy.deepcopy(value, memo)
     scalar = memo.get(id(value))  # a value the item holds twice (a key) is copied once, as by copy.deepcopy
     if scalar is None:
-        scalar = memo[id(value)] = object.__new__(DynamoType)
+        scalar = memo[id(value)] = object.__new__(dynamo_type)
         scalar.type, scalar.value = value.type, value.value
     return scalar
 
