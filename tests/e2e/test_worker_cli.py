@@ -77,6 +77,13 @@ def test_a_host_without_an_endpoint_says_what_it_cannot_reach_instead_of_ready(c
     assert "cannot reach table atf-test-tasks at AWS's endpoints (ATF_AWS_ENDPOINT is not set)" in line, line
 
 
-def test_a_host_whose_endpoint_does_not_answer_names_it(config_file: Path) -> None:
-    line = one_line_error(worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9"))
+def test_a_host_whose_endpoint_does_not_answer_names_it_and_leaves_nothing_behind(
+    config_file: Path, tmp_path: Path
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    line = one_line_error(
+        worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9", TMPDIR=str(temporary))
+    )
     assert "cannot reach table atf-test-tasks at http://127.0.0.1:9" in line, line
+    assert list(temporary.iterdir()) == []  # not the directory of its executors' socket

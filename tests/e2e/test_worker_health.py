@@ -57,11 +57,12 @@ def short_tmp() -> Iterator[Path]:
 
 
 def test_a_serving_host_is_healthy_and_a_stopped_one_has_no_report(
-    stack: RunningStack, worker_host: Host, tmp_path: Path
+    stack: RunningStack, worker_host: Host, tmp_path: Path, short_tmp: Path
 ) -> None:
     # Given a host told where to report through the environment, as the image's probe finds it too
     health = tmp_path / "health.json"
-    host = worker_host(log=tmp_path / "host.log", ATF_HEALTH_FILE=str(health))
+    host = worker_host(log=tmp_path / "host.log", ATF_HEALTH_FILE=str(health), TMPDIR=str(short_tmp))
+    assert [path.name for path in short_tmp.glob("atf-host-*/*")] == ["controller.sock"]
     # Then both forms of the probe say it is healthy, naming what it serves
     assert probe("-m", "atf_sdk.worker.health", ATF_HEALTH_FILE=str(health)) == (
         0,
@@ -76,6 +77,8 @@ def test_a_serving_host_is_healthy_and_a_stopped_one_has_no_report(
         1,
         f"unhealthy: no health report at {health}: the worker host has not started, or has stopped",
     )
+    # Nor the directory of its executors' socket: every stopped host left one in the temporary directory
+    assert list(short_tmp.iterdir()) == []
 
 
 def test_a_host_whose_executors_cannot_get_work_is_unhealthy(

@@ -103,5 +103,5 @@ def test_a_worker_host_and_its_executors_are_built_from_their_parts(
     host = WorkerHost(config, HostSettings("tests.e2e.lambdas:lambdas"), clients=aws)
     build_runner(aws, config, host.lambda_names[0], lambda payload: None, MetricBuffer(service="t"), process_clock)
     host.controller._deletes.close()
-    host._server.close()
+    host._release()
     assert created == _classes_of(worker_parts.PARTS)

@@ -210,6 +210,7 @@ def test_a_host_whose_nextwork_server_is_not_running_says_so(aws: Any, config: S
     report = host.health()
     assert report.problems == ["the NextWork server has stopped: no executor gets work"]
     assert (report.pid, report.state, report.lambdas) == (os.getpid(), "serving", ["sleepy", "work"])
+    host._release()
 
 
 # -- the report and the probe ----------------------------------------------------------

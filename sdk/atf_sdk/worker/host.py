@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import shutil
 import signal
 import tempfile
 import threading
@@ -122,7 +123,11 @@ class WorkerHost:
         log.info(route_metrics(self._settings.metrics))
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # it cannot reach its table or a queue: it ends as it came, leaving nothing behind
+            self._release()
+            raise
         while not self._stop.wait(0.5):
             self._replace_dead_executors()
             if time.monotonic() - self._reported >= REPORT_EVERY_S:
@@ -229,7 +234,7 @@ class WorkerHost:
         for process in self._executors.values():
             if process.is_alive():
                 process.kill()  # past the stop timeout: its task's lease expires and it runs again
-        self._server.close()
+        self._release()
         self.metrics.close()
         if self._health is not None:
             self._health.remove(os.getpid())
@@ -237,6 +242,12 @@ class WorkerHost:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _release(self) -> None:
+        """Stop serving NextWork and remove the socket's directory: every host that stopped left one in the
+        temporary directory (a thousand a day on a machine that runs the tests)."""
+        self._server.close()
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
 def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
