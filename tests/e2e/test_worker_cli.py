@@ -78,12 +78,19 @@ def test_a_host_without_an_endpoint_says_what_it_cannot_reach_instead_of_ready(c
 
 
 def test_a_host_whose_endpoint_does_not_answer_names_it_and_leaves_nothing_behind(
-    config_file: Path, tmp_path: Path
+    config_file: Path, short_tmp: Path
 ) -> None:
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
     line = one_line_error(
-        worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9", TMPDIR=str(temporary))
+        worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9", TMPDIR=str(short_tmp))
     )
     assert "cannot reach table atf-test-tasks at http://127.0.0.1:9" in line, line
-    assert list(temporary.iterdir()) == []  # not the directory of its executors' socket
+    assert list(short_tmp.iterdir()) == []  # not the directory of its executors' socket
+
+
+def test_a_temporary_directory_too_deep_for_the_executors_socket_is_named(config_file: Path, tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    line = one_line_error(worker("--config", str(config_file), TMPDIR=str(deep)))
+    assert line.startswith(f"atf worker: cannot listen on {deep}/atf-host-"), line
+    assert line.endswith("(at most 107 bytes: set TMPDIR to a shorter directory)"), line
+    assert list(deep.iterdir()) == []

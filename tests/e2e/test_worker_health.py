@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from subprocess import Popen
-
-import pytest
 
 from atf_local.environment import REPO
 from atf_local.process_tree import executors_of
@@ -46,14 +42,6 @@ def probed_until(health: Path, wanted: Callable[[int, str], bool], timeout_s: fl
             return line
         assert time.monotonic() < deadline, f"not yet after {timeout_s} s: {status} {line}"
         time.sleep(1)
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A directory with a short path: the host's Unix socket goes under its TMPDIR (108 bytes at most)."""
-    path = Path(tempfile.mkdtemp(prefix="atf-h-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_serving_host_is_healthy_and_a_stopped_one_has_no_report(

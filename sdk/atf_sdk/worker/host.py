@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -58,6 +59,8 @@ from atf_sdk.worker.registry import load_lambdas
 log = logging.getLogger("atf.host")
 # What the fork server imports before it forks an executor; never imported by the host itself (it ignores SIGTERM).
 PRELOAD = "atf_sdk.worker.preload"
+# The longest path of a Unix socket: sun_path's 108 bytes on Linux (104 on macOS), less the terminating NUL
+SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
 READY_WAIT_S = 60.0  # how long a starting host waits for its executor threads to connect before it serves anyway
 
 
@@ -100,9 +103,8 @@ class WorkerHost:
             metrics=self.metrics,
             clock=process_clock,
         )
-        self._socket_dir = tempfile.mkdtemp(prefix="atf-host-")
         self._authkey = secrets.token_bytes(16)
-        self._server = NextWorkServer(self.controller, str(Path(self._socket_dir) / "controller.sock"), self._authkey)
+        self._socket_dir, self._server = _listen(self.controller, self._authkey)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
         self._starts = ExecutorStarts()
         self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork")
@@ -275,6 +277,23 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
             f" is a lambda of stack {config.name} ({', '.join(config.lambdas) or 'none'})"
         )
     return served
+
+
+def _listen(controller: Controller, authkey: bytes) -> tuple[str, NextWorkServer]:
+    """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
+    where = tempfile.gettempdir()
+    try:
+        directory = tempfile.mkdtemp(prefix="atf-host-")
+    except OSError as error:
+        raise HostError(f"cannot make a directory in TMPDIR {where}: {_one_line(error)}") from error
+    address = str(Path(directory) / "controller.sock")
+    try:
+        return directory, NextWorkServer(controller, address, authkey)
+    except OSError as error:
+        shutil.rmtree(directory, ignore_errors=True)
+        limit = f" (at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"
+        too_long = len(os.fsencode(address)) > SOCKET_PATH_BYTES
+        raise HostError(f"cannot listen on {address}: {_one_line(error)}{limit if too_long else ''}") from error
 
 
 def _one_line(error: BaseException) -> str:
