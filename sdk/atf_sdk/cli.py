@@ -28,6 +28,7 @@ from atf_sdk.commands.chains import add_chains_command
 from atf_sdk.commands.completion import add_completion_command
 from atf_sdk.commands.dead_letters import add_dead_letters_command
 from atf_sdk.commands.schedules import add_schedules_command
+from atf_sdk.commands.stack_file import CONFIG_HELP
 from atf_sdk.commands.support import (
     ON_CONFLICT,
     Exit,
@@ -67,25 +68,14 @@ HEALTH_FILE_HELP = f"where the host reports its health (default: ${HEALTH_FILE_E
 def _stack_config(path: Path | None) -> StackConfig:
     """The stack configuration from --config or the environment; a one-line SystemExit if there is none
     or it does not read."""
-    from pydantic import ValidationError
+    from atf_sdk.commands.stack_file import stack_config
 
-    from atf_core.config import StackConfig
-
-    where = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE"
-    try:
-        return StackConfig.from_file(path) if path else StackConfig.from_env()
-    except RuntimeError:
+    config = stack_config(path, "worker")
+    if config is None:
         raise SystemExit(
             "atf worker: no stack configuration: pass --config FILE, or set ATF_CONFIG (JSON) or ATF_CONFIG_FILE"
-        ) from None
-    except OSError as error:
-        raise SystemExit(f"atf worker: cannot read the configuration {where}: {error.strerror or error}") from None
-    except ValueError as error:  # invalid JSON, or a field pydantic refuses
-        if isinstance(error, ValidationError):
-            problem = error.errors()[0]
-            field = ".".join(str(part) for part in problem["loc"]) or "configuration"
-            raise SystemExit(f"atf worker: configuration {where}: {field}: {problem['msg']}") from None
-        raise SystemExit(f"atf worker: configuration {where} is not valid JSON: {error}") from None
+        )
+    return config
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -513,9 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True)
     worker = verbs.add_parser("worker", help="run a worker host for the lambdas a module registers")
     worker.add_argument("lambdas", help="module:attribute of a Lambdas registry, e.g. examples.lambdas:lambdas")
-    worker.add_argument("--config", type=Path, help="stack configuration file (default: $ATF_CONFIG)")
-    worker.add_argument("--executors", type=int, default=2, help="executor processes per lambda")
-    worker.add_argument("--threads", type=int, default=4, help="threads per executor")
+    worker.add_argument("--config", type=Path, help=CONFIG_HELP)
+    worker.add_argument("--executors", type=int, default=2, help="executor processes per lambda (default: 2)")
+    worker.add_argument("--threads", type=int, default=4, help="threads per executor (default: 4)")
     worker.add_argument(
         "--only", action="append", help=f"serve only this lambda (repeatable; default: ${LAMBDA_ENV} if set, else all)"
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from atf_core.config import StackConfig
 from atf_sdk.commands.support import console as table_console
-from atf_sdk.commands.support import usage
+from atf_sdk.commands.support import guarded, usage
 from atf_sdk.commands.top import add_top_command as add_top_command  # still this module's, as docs/ says
 from atf_sdk.extras import needs_extra
 
@@ -202,16 +202,16 @@ def _source(args: argparse.Namespace) -> Source:
 def _stack(config_path: str | None, why: str) -> StackConfig:
     from pathlib import Path
 
-    try:
-        return StackConfig.from_file(Path(config_path)) if config_path else StackConfig.from_env()
-    except RuntimeError:
-        usage(f"atf top: {why}")
+    from atf_sdk.commands.stack_file import stack_config
+
+    config = stack_config(Path(config_path) if config_path else None, "top")
+    return config if config is not None else usage(f"atf top: {why}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atf")
     # This module is __main__ here: run its own run_top rather than have the verb import a second copy
-    add_top_command(parser.add_subparsers(dest="verb", required=True)).set_defaults(run=run_top)
+    add_top_command(parser.add_subparsers(dest="verb", required=True)).set_defaults(run=guarded(run_top))
     args = parser.parse_args(["top", *(sys.argv[1:] if argv is None else argv)])
     sys.exit(args.run(args))
 

@@ -251,3 +251,44 @@ def test_cloudwatch_rates_need_the_stack_whose_namespace_they_read(
         main(["--api-url", "http://127.0.0.1:9", "--cloudwatch", "--once"])
     assert exited.value.code == 2, "a usage error, as argparse's"
     assert "--cloudwatch reads an environment's own metrics: name its stack" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("through", ["atf top", "python -m atf_sdk.top"])
+def test_an_api_error_is_one_line_with_the_clis_exit_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], through: str
+) -> None:
+    """As every verb of the CLI (docs/cli.md): 5 refused, 6 unavailable; no traceback."""
+    from atf_sdk.cli import main as atf
+    from atf_sdk.top import main as python_m
+
+    def top(*argv: str) -> int:
+        with pytest.raises(SystemExit) as exited:
+            atf(["top", *argv]) if through == "atf top" else python_m(list(argv))
+        return int(exited.value.code or 0)
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    assert top("--api-url", "http://127.0.0.1:9", "--lambda", "work", "--once") == 6
+    assert capsys.readouterr().err.startswith("atf: unavailable: GET /v1/lambdas/work/stats: ")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    assert top("--api-url", "http://127.0.0.1:9", "--lambda", "work", "--once") == 5
+    assert capsys.readouterr().err == (
+        "atf: missing_authentication: no AWS credentials found: the API needs SigV4-signed requests\n"
+    )
+
+
+def test_an_environment_file_names_the_lambdas_to_show(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/observability.md's `atf top --config infra/environments/dev.json`: the file's stack configuration."""
+    from atf_sdk.top import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    with pytest.raises(SystemExit) as exited:
+        main(["--api-url", "http://127.0.0.1:9", "--config", str(REPO / "infra/environments/dev.json"), "--once"])
+    assert exited.value.code == 6  # past the configuration: it asked the API for the first of its lambdas
+    assert capsys.readouterr().err.startswith("atf: unavailable: GET /v1/lambdas/greet/stats: ")

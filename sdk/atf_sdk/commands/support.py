@@ -117,7 +117,7 @@ def guarded(run: Command) -> Command:
             body, status = error.to_dict(), exit_status(error)
         except ValidationError as error:  # a model the verb checks itself, named as the API would
             body, status = input_error(error).to_dict(), Exit.USAGE
-        if args.json:
+        if getattr(args, "json", False):  # a verb without --json (atf top) answers in a line
             print(json.dumps(body), file=sys.stderr)
         else:
             where = f" ({body['field']})" if body.get("field") else ""

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from atf_sdk.commands.stack_file import CONFIG_HELP
+from atf_sdk.commands.support import guarded
+
 
 def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
     """`atf top`, for the CLI's build_parser (and `python -m atf_sdk.top`)."""
@@ -17,12 +20,12 @@ def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
         help="region to sign for (default: from the URL or boto3's configuration)",
     )
     top.add_argument("--console-url", help="the local stack's console instead of the API, e.g. http://127.0.0.1:8081")
-    top.add_argument("--config", help="stack configuration file, for the lambda names (default: $ATF_CONFIG)")
+    top.add_argument("--config", help=f"{CONFIG_HELP}: the lambdas to show, and --cloudwatch's namespace")
     top.add_argument("--lambda", dest="lambdas", action="append", help="show this lambda (repeatable)")
     top.add_argument("--cloudwatch", action="store_true", help="finished/min and lag p95 from CloudWatch metrics")
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one frame and exit")
-    top.set_defaults(run=_run_top)
+    top.set_defaults(run=guarded(_run_top))
     return top  # type: ignore[no-any-return]
 
 

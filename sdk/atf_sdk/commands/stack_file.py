@@ -1,0 +1,53 @@
+"""The stack configuration a command is given: its --config file, else the process's ATF_CONFIG / ATF_CONFIG_FILE.
+
+A file is a stack configuration, or one of the CDK app's environment files (infra/environments/<env>.json),
+whose `config` is the stack configuration every deployed process is given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported as a command runs: the CLI's parser is built without pydantic
+    from atf_core.config import StackConfig
+
+CONFIG_HELP = (
+    "stack configuration file, or an environment file of infra/environments "
+    "(default: $ATF_CONFIG, its JSON, else the file $ATF_CONFIG_FILE names)"
+)
+# The keys that tell an environment file from a stack configuration, which has neither
+ENVIRONMENT_KEYS = frozenset({"environment", "config"})
+
+
+def stack_config(path: Path | None, verb: str) -> StackConfig | None:
+    """The configuration, or None where neither --config nor the environment gives one; a one-line SystemExit
+    (`atf VERB: ...`) naming the file and the field where it does not read."""
+    from pydantic import ValidationError
+
+    from atf_core.config import StackConfig
+
+    where, within = str(path) if path else "ATF_CONFIG / ATF_CONFIG_FILE", ""
+    try:
+        if path is None:
+            return StackConfig.from_env()
+        document, within = _stack_part(json.loads(path.read_text()))
+        return StackConfig.model_validate(document)
+    except RuntimeError:
+        return None
+    except OSError as error:
+        raise SystemExit(f"atf {verb}: cannot read the configuration {where}: {error.strerror or error}") from None
+    except ValueError as error:  # invalid JSON, or a field pydantic refuses
+        if isinstance(error, ValidationError):
+            problem = error.errors()[0]
+            field = (within + ".".join(str(part) for part in problem["loc"])).rstrip(".") or "configuration"
+            raise SystemExit(f"atf {verb}: configuration {where}: {field}: {problem['msg']}") from None
+        raise SystemExit(f"atf {verb}: configuration {where} is not valid JSON: {error}") from None
+
+
+def _stack_part(document: object) -> tuple[object, str]:
+    """The stack configuration in a file's JSON, and where it sits (a prefix for the fields it names)."""
+    if isinstance(document, dict) and document.keys() >= ENVIRONMENT_KEYS:
+        return document["config"], "config."
+    return document, ""
