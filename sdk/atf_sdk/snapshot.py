@@ -171,5 +171,17 @@ class ConsoleSource:
         self._timeout = timeout_s
 
     def snapshot(self) -> Snapshot:
-        with urllib.request.urlopen(f"{self.url}/api/snapshot", timeout=self._timeout) as reply:
-            return Snapshot.model_validate(json.loads(reply.read()))
+        """The console's snapshot; Unavailable where it does not answer, Internal where its answer does not read
+        as this version's snapshot (a console of another version): neither is a mistake in the command."""
+        from atf_core.errors import Internal, Unavailable
+
+        where = f"GET {self.url}/api/snapshot"
+        try:
+            with urllib.request.urlopen(where.removeprefix("GET "), timeout=self._timeout) as reply:
+                answer = reply.read()
+        except OSError as error:  # urllib's URLError and HTTPError among them
+            raise Unavailable(f"{where}: {error}") from error
+        try:
+            return Snapshot.model_validate(json.loads(answer))
+        except ValueError as error:  # not JSON, or not a snapshot (pydantic's ValidationError)
+            raise Internal(f"{where}: the console's answer is not a snapshot this atf reads: {error}") from error

@@ -206,7 +206,7 @@ def test_the_global_options_go_before_or_after_the_verb(stack: LocalStack, atf: 
 def test_each_kind_of_failure_has_its_exit_status(
     stack: LocalStack, atf: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The documented statuses (docs/cli.md): 2 usage, 3 not found, 4 conflict, 5 refused, 6 unavailable."""
+    """The documented statuses (docs/api.md): 2 usage, 3 not found, 4 conflict, 5 refused, 6 unavailable."""
     assert atf("schedule", "work", "--max-attempts", "0")[0] == 2
     assert atf("status", "f" * 32)[0] == 3
     started = atf("schedule", "work", "--delay", "600", "--key", "exit-4", "--payload", '{"a": 1}', "-q")[1].strip()

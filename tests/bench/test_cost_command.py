@@ -52,3 +52,14 @@ def test_the_verb_prints_json_for_a_stack_config(tmp_path, capsys) -> None:  # t
     printed = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in printed["scenarios"]] == ["happy path", *SCENARIOS[1:]]
     assert printed["frontend_dollars_per_million"]["API Gateway REST"] == pytest.approx(0.035)
+
+
+def test_the_verb_names_a_configuration_that_does_not_read_in_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps({"environment": "dev", "config": {**json.loads(CONFIG.model_dump_json()), "shards": 0}}))
+    parser = argparse.ArgumentParser()
+    add_cost_command(parser.add_subparsers())
+    args = parser.parse_args(["cost", "--config", str(path)])
+    with pytest.raises(SystemExit) as exited:  # an environment file's stack configuration, read as atf worker reads it
+        args.run(args)
+    assert str(exited.value.code).startswith(f"atf cost: configuration {path}: config.shards: ")

@@ -257,7 +257,7 @@ def test_cloudwatch_rates_need_the_stack_whose_namespace_they_read(
 def test_an_api_error_is_one_line_with_the_clis_exit_status(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], through: str
 ) -> None:
-    """As every verb of the CLI (docs/cli.md): 5 refused, 6 unavailable; no traceback."""
+    """As every verb of the CLI (docs/api.md): 5 refused, 6 unavailable; no traceback."""
     from atf_sdk.cli import main as atf
     from atf_sdk.top import main as python_m
 
@@ -292,3 +292,41 @@ def test_an_environment_file_names_the_lambdas_to_show(
         main(["--api-url", "http://127.0.0.1:9", "--config", str(REPO / "infra/environments/dev.json"), "--once"])
     assert exited.value.code == 6  # past the configuration: it asked the API for the first of its lambdas
     assert capsys.readouterr().err.startswith("atf: unavailable: GET /v1/lambdas/greet/stats: ")
+
+
+class _NotASnapshot(BaseHTTPRequestHandler):
+    """A console of another version: its answer is JSON, but not a snapshot this atf reads."""
+
+    def do_GET(self) -> None:
+        body = b'{"tasks": "elsewhere"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_console_that_does_not_answer_or_answers_otherwise_is_named_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from atf_sdk.cli import main
+
+    def top(url: str) -> int:
+        with pytest.raises(SystemExit) as exited:
+            main(["top", "--console-url", url, "--once"])
+        return int(exited.value.code or 0)
+
+    assert top("http://127.0.0.1:9") == 6  # unavailable: try again later
+    assert capsys.readouterr().err.startswith("atf: unavailable: GET http://127.0.0.1:9/api/snapshot: ")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotASnapshot)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert top(url) == 1  # not a mistake in the command (2), nor an outage (6)
+    finally:
+        server.shutdown()
+        server.server_close()
+    line = capsys.readouterr().err
+    assert line.startswith(f"atf: internal: GET {url}/api/snapshot: the console's answer is not a snapshot"), line

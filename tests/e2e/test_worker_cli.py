@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
+from atf_sdk.worker.host import SOCKET_PATH_BYTES
 from tests.conftest import TEST_CONFIG
 
 ENDPOINT_AND_CONFIG = ("ATF_AWS_ENDPOINT", "ATF_CONFIG", "ATF_CONFIG_FILE", "ATF_LAMBDA", "AWS_ENDPOINT_URL")
@@ -92,5 +93,5 @@ def test_a_temporary_directory_too_deep_for_the_executors_socket_is_named(config
     deep.mkdir()
     line = one_line_error(worker("--config", str(config_file), TMPDIR=str(deep)))
     assert line.startswith(f"atf worker: cannot listen on {deep}/atf-host-"), line
-    assert line.endswith("(at most 107 bytes: set TMPDIR to a shorter directory)"), line
+    assert line.endswith(f"(at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"), line
     assert list(deep.iterdir()) == []

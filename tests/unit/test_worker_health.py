@@ -207,10 +207,12 @@ def test_the_nextwork_server_outlives_a_connection_that_fails_its_handshake() ->
 
 def test_a_host_whose_nextwork_server_is_not_running_says_so(aws: Any, config: StackConfig) -> None:
     host = WorkerHost(config, HostSettings("tests.e2e.lambdas:lambdas"), clients=aws)
-    report = host.health()
+    try:
+        report = host.health()
+    finally:
+        host._release()
     assert report.problems == ["the NextWork server has stopped: no executor gets work"]
     assert (report.pid, report.state, report.lambdas) == (os.getpid(), "serving", ["sleepy", "work"])
-    host._release()
 
 
 # -- the report and the probe ----------------------------------------------------------

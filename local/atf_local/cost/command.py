@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atf_local.cost.estimate import Estimate
+from atf_sdk.commands.stack_file import CONFIG_HELP
 
 # The rest is imported when the verb runs: the CLI adds this verb to its parser for every command it runs,
 # and the lifecycles bring the consumer, the worker's parts, boto3 and moto (~0.3 s of CPU).
@@ -58,7 +59,7 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
     verb: argparse.ArgumentParser = subparsers.add_parser(
         "cost", help="AWS cost per task for a stack configuration, measured on an embedded AWS"
     )
-    verb.add_argument("--config", help="stack configuration file (default: $ATF_CONFIG, else the defaults)")
+    verb.add_argument("--config", help=f"{CONFIG_HELP}, else the defaults")
     verb.add_argument("--payload-bytes", type=int, default=Estimate.payload_bytes)
     verb.add_argument("--rate", type=float, default=Estimate.rate, help="tasks/s, to spread fixed costs over")
     verb.add_argument(
@@ -99,10 +100,7 @@ def run_cost_command(args: argparse.Namespace) -> int:
 
 def _config(path: str | None) -> StackConfig:
     from atf_core.config import StackConfig
+    from atf_sdk.commands.stack_file import stack_config
 
-    if path:
-        return StackConfig.from_file(Path(path))
-    try:
-        return StackConfig.from_env()
-    except RuntimeError:
-        return StackConfig.model_validate({"lambdas": {"work": {}}})
+    config = stack_config(Path(path) if path else None, "cost")
+    return config if config is not None else StackConfig.model_validate({"lambdas": {"work": {}}})

@@ -1,7 +1,8 @@
 """The stack configuration a command is given: its --config file, else the process's ATF_CONFIG / ATF_CONFIG_FILE.
 
-A file is a stack configuration, or one of the CDK app's environment files (infra/environments/<env>.json),
-whose `config` is the stack configuration every deployed process is given.
+The --config file is a stack configuration, or one of the CDK app's environment files
+(infra/environments/<env>.json), whose `config` is the stack configuration every deployed process is given.
+ATF_CONFIG and ATF_CONFIG_FILE hold a stack configuration alone, as the deployed processes read them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ if TYPE_CHECKING:  # imported as a command runs: the CLI's parser is built witho
 
 CONFIG_HELP = (
     "stack configuration file, or an environment file of infra/environments "
-    "(default: $ATF_CONFIG, its JSON, else the file $ATF_CONFIG_FILE names)"
+    "(default: $ATF_CONFIG, a stack configuration's JSON, else the file $ATF_CONFIG_FILE names)"
 )
 # The keys that tell an environment file from a stack configuration, which has neither
 ENVIRONMENT_KEYS = frozenset({"environment", "config"})

@@ -33,7 +33,7 @@ CATCH_UP = tuple(CatchUp)
 
 
 class Exit(IntEnum):
-    """The CLI's exit statuses (docs/cli.md), so a script can tell a typo from a missing task from an outage."""
+    """The CLI's exit statuses (docs/api.md), so a script can tell a typo from a missing task from an outage."""
 
     OK = 0
     FAILED = 1  # the verb ran and part of it failed: a batch item refused, a wait that ran out, an internal error
@@ -104,7 +104,7 @@ def when(moment: datetime | None) -> str:
 
 
 def guarded(run: Command) -> Command:
-    """API and input errors as one line (or a JSON object with --json) and exit status 1."""
+    """API and input errors as one line (or a JSON object with --json) and the exit status of their kind."""
 
     def guarded_run(args: argparse.Namespace) -> int:
         from pydantic import ValidationError
@@ -117,7 +117,7 @@ def guarded(run: Command) -> Command:
             body, status = error.to_dict(), exit_status(error)
         except ValidationError as error:  # a model the verb checks itself, named as the API would
             body, status = input_error(error).to_dict(), Exit.USAGE
-        if getattr(args, "json", False):  # a verb without --json (atf top) answers in a line
+        if getattr(args, "json", False):  # `python -m atf_sdk.top` has no --json at all
             print(json.dumps(body), file=sys.stderr)
         else:
             where = f" ({body['field']})" if body.get("field") else ""

@@ -127,7 +127,7 @@ class WorkerHost:
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         try:
             self.start()
-        except BaseException:  # it cannot reach its table or a queue: it ends as it came, leaving nothing behind
+        except BaseException:  # it cannot reach its table or a queue, say: no socket or directory is left behind
             self._release()
             raise
         while not self._stop.wait(0.5):
