@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 from pathlib import Path
 
@@ -102,7 +103,14 @@ def _serve(
     freeze_survivors()  # this process serves DynamoDB: no full collection walks its tables
     stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port, console_port=console_port)
     stop = StopSignal()
-    stack.start()
+    try:
+        stack.start()
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        ports = f"--aws-port {aws_port}" + (f", --api-port {api_port}" if api_port else "")
+        taken = f"{os.strerror(error.errno)} on 127.0.0.1 ({ports})"
+        raise SystemExit(f"atf_local serve: {taken}: stop what serves there, or pass another port") from None
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint} (SQS served on {stack.sqs_endpoint}), "
           f"table {config.table_name}", flush=True)  # fmt: skip
     print(f"  configuration: {path or '$' + CONFIG_ENV}, lambdas {', '.join(config.lambdas) or 'none'}", flush=True)

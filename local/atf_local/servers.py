@@ -64,7 +64,12 @@ class MotoServer:
         # The request handler moto's own server uses, where this moto has one (later 5.2 releases: it keeps
         # headers with underscores, which only S3 needs); werkzeug's otherwise, as moto's server did then.
         self._handler = keep_alive(getattr(werkzeug_app, "MotoRequestHandler", None) or WSGIRequestHandler)
-        self._server = make_server("127.0.0.1", port, app, threaded=True, request_handler=self._handler)
+        # Bound here, so a port taken meanwhile is an OSError the caller can act on (werkzeug's own bind prints
+        # and calls sys.exit); the server serves a duplicate of the socket, and this one is closed.
+        with socket.create_server(("127.0.0.1", port)) as listening:
+            self._server = make_server(
+                "127.0.0.1", port, app, threaded=True, request_handler=self._handler, fd=listening.fileno()
+            )
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True, name=f"moto-{port}"
         )

@@ -93,6 +93,15 @@ class LocalStack:
         return self._console.url if self._console is not None else None
 
     def start(self, with_consumer: bool = True) -> None:
+        """Serve; if any part cannot start (a port taken meanwhile, say), stop the parts that did first: no SQS
+        process, server or consumer outlives a stack that did not start."""
+        try:
+            self._start(with_consumer)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, with_consumer: bool) -> None:
         import logging
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -9,6 +9,7 @@ consumer and a worker host, in processes of their own.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -110,14 +111,29 @@ def stack() -> Iterator[LocalStack]:
     saved = dict(os.environ)
     os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION="us-east-1")
     os.environ.update({"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true"})
-    local = LocalStack(StackConfig.model_validate(API_CONFIG), aws_port=free_port(), api_port=free_port())
-    local.start(with_consumer=False)
-    try:
-        yield local
+    try:  # the environment the stack sets is put back even if it does not start: the package's later tests'
+        local = _started(StackConfig.model_validate(API_CONFIG))
+        try:
+            yield local
+        finally:
+            local.stop()
     finally:
-        local.stop()
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _started(config: StackConfig, tries: int = 3) -> LocalStack:
+    """A stack on free ports, started: a port another process took between free_port() and the bind (the
+    kernel hands each process its ports alone) is given up for others."""
+    for attempt in range(tries):
+        local = LocalStack(config, aws_port=free_port(), api_port=free_port())
+        try:
+            local.start(with_consumer=False)
+            return local
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="package")

@@ -3,8 +3,10 @@ else ATF_CONFIG_FILE (a path), else examples/stack.json; and tells a worker host
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +20,7 @@ from atf_core.errors import UnknownLambda
 from atf_local.__main__ import DEFAULT_CONFIG, serve_config
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.iam.template import template_for
-from atf_local.stack import free_port
+from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient, RetryPolicy
 from tests.conftest import interrupt_stack
 
@@ -112,3 +114,32 @@ def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], s
         assert atf.schedule("resize", {"image": "cat.png"}).created
         with pytest.raises(UnknownLambda):
             atf.schedule("greet")  # the example configuration's: not served
+
+
+def test_a_stack_that_cannot_start_stops_what_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port taken before the DynamoDB server binds it: an OSError the caller can act on (a test's stack tries other
+    ports), and the SQS process, already started, stopped too."""
+    from tests.api.conftest import API_CONFIG
+
+    for name in os.environ.keys() & {"ATF_AWS_ENDPOINT", "AWS_ENDPOINT_URL_SQS", CONFIG_ENV}:
+        monkeypatch.setenv(name, os.environ[name])  # what start() sets is put back after the test
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        stack = LocalStack(StackConfig.model_validate(API_CONFIG), aws_port=taken.getsockname()[1], api_port=None)
+        with pytest.raises(OSError) as refused:
+            stack.start(with_consumer=False)
+    assert refused.value.errno == errno.EADDRINUSE
+    assert stack._sqs is not None and stack._sqs.poll() is not None  # it had started, and it has ended
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
+        env.update({**DUMMY_CREDENTIALS, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
+        command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(port), "--api-port", "0"]
+        ended = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert ended.returncode == 1 and "Traceback" not in ended.stderr, ended.stderr
+    assert ended.stderr.strip().splitlines()[-1] == (
+        f"atf_local serve: Address already in use on 127.0.0.1 (--aws-port {port}): "
+        "stop what serves there, or pass another port"
+    )
