@@ -116,17 +116,20 @@ def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], s
             atf.schedule("greet")  # the example configuration's: not served
 
 
-def test_a_stack_that_cannot_start_stops_what_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stack_that_cannot_start_stops_what_it_started() -> None:
     """A port taken before the DynamoDB server binds it: an OSError the caller can act on (a test's stack tries other
     ports), and the SQS process, already started, stopped too."""
     from tests.api.conftest import API_CONFIG
 
-    for name in os.environ.keys() & {"ATF_AWS_ENDPOINT", "AWS_ENDPOINT_URL_SQS", CONFIG_ENV}:
-        monkeypatch.setenv(name, os.environ[name])  # what start() sets is put back after the test
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        stack = LocalStack(StackConfig.model_validate(API_CONFIG), aws_port=taken.getsockname()[1], api_port=None)
-        with pytest.raises(OSError) as refused:
-            stack.start(with_consumer=False)
+    saved = dict(os.environ)  # start() points this process at the stack: put it all back after
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as taken:
+            stack = LocalStack(StackConfig.model_validate(API_CONFIG), aws_port=taken.getsockname()[1], api_port=None)
+            with pytest.raises(OSError) as refused:
+                stack.start(with_consumer=False)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     assert refused.value.errno == errno.EADDRINUSE
     assert stack._sqs is not None and stack._sqs.poll() is not None  # it had started, and it has ended
 
