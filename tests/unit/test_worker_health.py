@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -203,6 +204,7 @@ def test_the_nextwork_server_outlives_a_connection_that_fails_its_handshake() ->
         assert [type(a) for a in answers] == [NoWork], "the server no longer answers"
     finally:
         server.close()
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
 
 
 def test_a_host_whose_nextwork_server_is_not_running_says_so(aws: Any, config: StackConfig) -> None:
