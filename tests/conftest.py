@@ -151,6 +151,14 @@ def moto_clients() -> AwsClients:
 REUSED = ReusedClients(moto_clients)
 
 
+def without_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials anywhere botocore looks for them (the environment, the shared files), until the test ends."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+
+
 def interrupt_stack(process: subprocess.Popen[Any]) -> None:
     """Stop `atf_local serve` as Ctrl-C does. One that outstays 30 s fails the test, and its process group
     (started with start_new_session) is killed first, so no stack is left to slow the tests that follow."""

@@ -175,9 +175,10 @@ class ConsoleSource:
         as this version's snapshot (a console of another version): neither is a mistake in the command."""
         from atf_core.errors import Internal, Unavailable
 
-        where = f"GET {self.url}/api/snapshot"
+        url = f"{self.url}/api/snapshot"
+        where = f"GET {url}"
         try:
-            with urllib.request.urlopen(where.removeprefix("GET "), timeout=self._timeout) as reply:
+            with urllib.request.urlopen(url, timeout=self._timeout) as reply:
                 answer = reply.read()
         except OSError as error:  # urllib's URLError and HTTPError among them
             raise Unavailable(f"{where}: {error}") from error

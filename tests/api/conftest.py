@@ -125,15 +125,16 @@ def stack() -> Iterator[LocalStack]:
 def _started(config: StackConfig, tries: int = 3) -> LocalStack:
     """A stack on free ports, started: a port another process took between free_port() and the bind (the
     kernel hands each process its ports alone) is given up for others."""
-    for attempt in range(tries):
+    attempt = 1
+    while True:
         local = LocalStack(config, aws_port=free_port(), api_port=free_port())
         try:
             local.start(with_consumer=False)
             return local
         except OSError as error:
-            if error.errno != errno.EADDRINUSE or attempt == tries - 1:
+            if error.errno != errno.EADDRINUSE or attempt == tries:
                 raise
-    raise AssertionError("unreachable")
+        attempt += 1
 
 
 @pytest.fixture(scope="package")

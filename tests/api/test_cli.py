@@ -15,6 +15,7 @@ import pytest
 
 from atf_local.stack import LocalStack
 from atf_sdk.cli import main
+from tests.conftest import without_aws_credentials
 
 
 @pytest.fixture
@@ -214,10 +215,7 @@ def test_each_kind_of_failure_has_its_exit_status(
     with pytest.raises(SystemExit) as exited:  # nothing listens there: retried, then unavailable
         main(["status", started, "--api-url", "http://127.0.0.1:9"])
     assert exited.value.code == 6 and "atf: unavailable:" in capsys.readouterr().err
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    without_aws_credentials(monkeypatch)
     assert atf("status", started)[0] == 5
 
 

@@ -25,6 +25,7 @@ from atf_core.telemetry import WORKER_SERVICE
 from atf_local.environment import REPO
 from atf_sdk.snapshot import ApiSource, CloudWatchRates, ConsoleSource, QueueRow, Snapshot
 from atf_sdk.top import render_text
+from tests.conftest import without_aws_credentials
 from tests.console.conftest import ConsoleStack
 
 AS_OF = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -270,10 +271,7 @@ def test_an_api_error_is_one_line_with_the_clis_exit_status(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
     assert top("--api-url", "http://127.0.0.1:9", "--lambda", "work", "--once") == 6
     assert capsys.readouterr().err.startswith("atf: unavailable: GET /v1/lambdas/work/stats: ")
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    without_aws_credentials(monkeypatch)
     assert top("--api-url", "http://127.0.0.1:9", "--lambda", "work", "--once") == 5
     assert capsys.readouterr().err == (
         "atf: missing_authentication: no AWS credentials found: the API needs SigV4-signed requests\n"

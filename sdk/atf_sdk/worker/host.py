@@ -104,7 +104,7 @@ class WorkerHost:
             clock=process_clock,
         )
         self._authkey = secrets.token_bytes(16)
-        self._socket_dir, self._server = _listen(self.controller, self._authkey)
+        self._server = _listen(self.controller, self._authkey)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
         self._starts = ExecutorStarts()
         self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork")
@@ -249,7 +249,7 @@ class WorkerHost:
         """Stop serving NextWork and remove the socket's directory: every host that stopped left one in the
         temporary directory (a thousand a day on a machine that runs the tests)."""
         self._server.close()
-        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        shutil.rmtree(Path(self._server.address).parent, ignore_errors=True)
 
 
 def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
@@ -279,7 +279,7 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
     return served
 
 
-def _listen(controller: Controller, authkey: bytes) -> tuple[str, NextWorkServer]:
+def _listen(controller: Controller, authkey: bytes) -> NextWorkServer:
     """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
     where = tempfile.gettempdir()
     try:
@@ -288,7 +288,7 @@ def _listen(controller: Controller, authkey: bytes) -> tuple[str, NextWorkServer
         raise HostError(f"cannot make a directory in TMPDIR {where}: {_one_line(error)}") from error
     address = str(Path(directory) / "controller.sock")
     try:
-        return directory, NextWorkServer(controller, address, authkey)
+        return NextWorkServer(controller, address, authkey)
     except OSError as error:
         shutil.rmtree(directory, ignore_errors=True)
         limit = f" (at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"
