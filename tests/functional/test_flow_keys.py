@@ -391,6 +391,27 @@ def test_a_busy_consumer_reads_past_a_flood_once_a_poll_interval(aws: Any, confi
     assert len(reads) == 2 and second.id in {m.task_id for m in world.drain()}
 
 
+def test_what_a_read_past_found_beyond_a_polls_share_goes_out_in_the_next_polls(
+    aws: Any, config: StackConfig
+) -> None:
+    # Given A's flood of 200 due tasks, with eight of B's behind it in its shard: more than B's turns in
+    # one poll of ten messages, which A shares
+    world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0}))
+    flooded(world)
+    b_tasks = {world.schedule(flow_key="B").id for _ in range(8)}
+    reads = recorded_reads_past(world)
+    # When the consumer polls three times within a poll interval (as it does while it has a backlog)
+    sent: list[str] = []
+    for _ in range(3):
+        world.consumer.poll()
+        sent += [m.task_id for m in world.drain()]
+        world.advance(0.1)
+    # Then it read past the flood once, and sent all of B's tasks, each once, A's taking turns with them
+    assert len(reads) == 1
+    assert b_tasks <= set(sent) and len(sent) == len(set(sent)) == 30
+    assert len(b_tasks & set(sent[:10])) == 5
+
+
 def test_a_read_past_starts_where_the_last_found_the_other_flows(aws: Any, config: StackConfig) -> None:
     # Given A's flood of a few seconds ago with B's task behind it in its shard, read past once
     world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1}))

@@ -202,20 +202,22 @@ class Consumer:
     def _read_past(
         self, poll: Poll, queue: QueueKey, partitions: Sequence[str], crowding: Sequence[Flow], limit: int
     ) -> Iterator[DueEntry]:
-        """The entries behind the crowding flows' backlog in those partitions, in turn by partition, for the
-        partitions read_past.py says to read now, from where it says."""
+        """The entries behind the crowding flows' backlog in those partitions, in turn by partition: read now
+        in the partitions read_past.py says to read now, from where it says; kept from the last read in the
+        others."""
         up_to = poll.now + timedelta(seconds=self._config.lookahead)
         skip = poll.gates.paused_collections(queue[0])
         skipped = (frozenset(crowding), frozenset(skip))
         plan = self._read_past_marks.plan(partitions, skipped, poll.now_ms)
+        kept = self._read_past_marks.found([p for p in partitions if p not in plan], skipped)
         reads = (
             functools.partial(self._store.read_past, p, up_to, crowding, skip, since_ms=since, limit=limit)
             for p, since in plan.items()
         )
-        found: dict[str, Iterator[DueEntry]] = {}
+        found: dict[str, Iterator[DueEntry]] = {partition: iter(entries) for partition, entries in kept.items()}
         done = self._overlap.ordered(reads, ahead=self._overlap.threads)
         for (partition, since), read in zip(plan.items(), done, strict=True):
-            self._read_past_marks.record(partition, skipped, poll.now_ms, since, read.clear_to_ms)
+            self._read_past_marks.record(partition, skipped, poll.now_ms, since, read)
             found[partition] = iter(read.behind)
         return self._unsent(poll, _in_turn(found, set()))
 

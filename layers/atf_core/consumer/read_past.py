@@ -12,7 +12,11 @@ another flow (or, finding none, how far it read), and:
   now is written with that moment's timestamp, a little before it lands in the index);
 - reads from the oldest entry again every FULL_EVERY_MS, or as soon as other flows crowd it: an entry
   written with an older timestamp than the mark (a time in the past, a late periodic occurrence) is found
-  within that.
+  within that;
+- keeps what the read found behind the flood for the polls until the next read: a poll sends at most its
+  share (enqueue_per_poll), so a key behind the flood with more tasks than its turns in that poll would
+  otherwise send the rest a read, a poll interval, apart. The polls after take them from here; those
+  already sent, or waiting to be looked at again, the consumer's tracker leaves out.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from atf_core.store.base import Flow
+from atf_core.store.base import DueEntry, Flow, ReadPast
 
 SLACK_MS = 2_000
 FULL_EVERY_MS = 10_000
@@ -36,6 +40,7 @@ class _Mark:
     read_ms: int  # when it last read past the partition
     full_ms: int  # when it last read it from its oldest entry
     clear_to_ms: int  # every entry before this sort key was one the read leaves out, when it looked
+    found: tuple[DueEntry, ...]  # the entries it found behind them
 
 
 class ReadPastMarks:
@@ -55,10 +60,14 @@ class ReadPastMarks:
                 planned[partition] = mark.clear_to_ms if same else None
         return planned
 
-    def record(self, partition: str, skipped: Skipped, now_ms: int, since_ms: int | None, clear_to_ms: int) -> None:
-        """A read past `partition` at `now_ms`, from `since_ms`, passed over only entries it leaves out before
-        `clear_to_ms`."""
+    def record(self, partition: str, skipped: Skipped, now_ms: int, since_ms: int | None, read: ReadPast) -> None:
+        """A read past `partition` at `now_ms`, from `since_ms`, that found `read`."""
         earlier = self._marks.get(partition)
         full_ms = now_ms if since_ms is None or earlier is None else earlier.full_ms
-        clear_to = min(clear_to_ms, now_ms - SLACK_MS)
-        self._marks[partition] = _Mark(skipped, now_ms, full_ms, clear_to)
+        clear_to = min(read.clear_to_ms, now_ms - SLACK_MS)
+        self._marks[partition] = _Mark(skipped, now_ms, full_ms, clear_to, tuple(read.behind))
+
+    def found(self, partitions: Sequence[str], skipped: Skipped) -> dict[str, tuple[DueEntry, ...]]:
+        """What the last read past each partition found behind the same flows, for those not read now."""
+        marks = ((partition, self._marks.get(partition)) for partition in partitions)
+        return {partition: mark.found for partition, mark in marks if mark is not None and mark.skipped == skipped}
