@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +201,12 @@ def work_controller(
     )
     drained.append(controller)
     return controller, store, buffer
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A directory with a short path, for a worker host's TMPDIR: its executors' Unix socket goes under it, and a
+    socket's path holds 107 bytes at most (pytest's own temporary directories run longer)."""
+    path = Path(tempfile.mkdtemp(prefix="atf-h-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -6,11 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -53,15 +51,6 @@ class RunningStack:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out; states: {[(t.id[:8], t.status.value) for t in tasks if t]}")
             time.sleep(0.2)
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A directory with a short path, for a worker host's TMPDIR: its executors' Unix socket goes under it, and a
-    socket's path holds 107 bytes at most (pytest's own temporary directories run longer)."""
-    path = Path(tempfile.mkdtemp(prefix="atf-h-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

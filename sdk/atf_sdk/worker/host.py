@@ -55,6 +55,7 @@ from atf_sdk.worker.health import (
 )
 from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
+from atf_sdk.worker.socket_dirs import SOCKET_NAME, make_socket_directory, remove_abandoned
 
 log = logging.getLogger("atf.host")
 # What the fork server imports before it forks an executor; never imported by the host itself (it ignores SIGTERM).
@@ -282,11 +283,12 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
 def _listen(controller: Controller, authkey: bytes) -> NextWorkServer:
     """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
     where = tempfile.gettempdir()
+    remove_abandoned(Path(where))
     try:
-        directory = tempfile.mkdtemp(prefix="atf-host-")
+        directory = make_socket_directory()
     except OSError as error:
         raise HostError(f"cannot make a directory in TMPDIR {where}: {_one_line(error)}") from error
-    address = str(Path(directory) / "controller.sock")
+    address = str(directory / SOCKET_NAME)
     try:
         return NextWorkServer(controller, address, authkey)
     except OSError as error:
