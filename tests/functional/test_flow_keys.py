@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from atf_core.amend import Amendment, amend
 from atf_core.config import KeyLimits, LambdaSpec, OverRate, StackConfig
 from atf_core.consumer.consumer import fair_share
 from atf_core.consumer.read_past import FULL_EVERY_MS, SLACK_MS
@@ -391,9 +392,7 @@ def test_a_busy_consumer_reads_past_a_flood_once_a_poll_interval(aws: Any, confi
     assert len(reads) == 2 and second.id in {m.task_id for m in world.drain()}
 
 
-def test_what_a_read_past_found_beyond_a_polls_share_goes_out_in_the_next_polls(
-    aws: Any, config: StackConfig
-) -> None:
+def test_what_a_read_past_found_beyond_a_polls_share_goes_out_in_the_next_polls(aws: Any, config: StackConfig) -> None:
     # Given A's flood of 200 due tasks, with eight of B's behind it in its shard: more than B's turns in
     # one poll of ten messages, which A shares
     world = World(aws, config.model_copy(update={"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0}))
@@ -410,6 +409,30 @@ def test_what_a_read_past_found_beyond_a_polls_share_goes_out_in_the_next_polls(
     assert len(reads) == 1
     assert b_tasks <= set(sent) and len(sent) == len(set(sent)) == 30
     assert len(b_tasks & set(sent[:10])) == 5
+
+
+@pytest.mark.parametrize("record_enqueued", [False, True])
+def test_a_kept_task_moved_to_another_priority_goes_out_on_that_priority_alone(
+    aws: Any, config: StackConfig, record_enqueued: bool
+) -> None:
+    # Given A's flood with eight of B's tasks behind it, read past once: five of B's sent, the rest kept
+    update = {"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0, "record_enqueued": record_enqueued}
+    world = World(aws, config.model_copy(update=update))
+    flooded(world)
+    b_tasks = [world.schedule(flow_key="B") for _ in range(8)]
+    world.consumer.poll()
+    sent = {m.task_id for m in world.drain()}
+    moved = next(t for t in b_tasks if t.id not in sent)
+    # When one of those kept moves to the low priority, polled after normal, before the next poll
+    world.advance(0.1)
+    current = world.store.get(moved.id)
+    assert current is not None
+    assert amend(world.store, current, Amendment(priority="low"), world.now).applied
+    world.consumer.poll()
+    # Then the entry kept from normal's partition sends nothing (nor, recording, holds it enqueued there),
+    # and low's sends it
+    assert moved.id not in {m.task_id for m in world.drain()}
+    assert [m.task_id for m in world.drain("low")] == [moved.id]
 
 
 def test_a_read_past_starts_where_the_last_found_the_other_flows(aws: Any, config: StackConfig) -> None:

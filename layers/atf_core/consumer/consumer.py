@@ -209,7 +209,7 @@ class Consumer:
         skip = poll.gates.paused_collections(queue[0])
         skipped = (frozenset(crowding), frozenset(skip))
         plan = self._read_past_marks.plan(partitions, skipped, poll.now_ms)
-        kept = self._read_past_marks.found([p for p in partitions if p not in plan], skipped)
+        kept = self._read_past_marks.found([p for p in partitions if p not in plan], skipped, poll.now_ms)
         reads = (
             functools.partial(self._store.read_past, p, up_to, crowding, skip, since_ms=since, limit=limit)
             for p, since in plan.items()
@@ -370,6 +370,7 @@ class Consumer:
         for stamp in [s for s, seen in self._watched.items() if seen < horizon]:
             del self._watched[stamp]
         self._tracker.forget_sends_before(now_ms - int(self._config.timeouts.enqueue * 1000))
+        self._read_past_marks.forget_found(now_ms)
 
     def _release_lifted(self, gates: GateView) -> None:
         """Tasks a controller handed back under a gate are waiting as new: look again once it lifts

@@ -22,7 +22,7 @@ another flow (or, finding none, how far it read), and:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from atf_core.store.base import DueEntry, Flow, ReadPast
 
@@ -67,7 +67,18 @@ class ReadPastMarks:
         clear_to = min(read.clear_to_ms, now_ms - SLACK_MS)
         self._marks[partition] = _Mark(skipped, now_ms, full_ms, clear_to, tuple(read.behind))
 
-    def found(self, partitions: Sequence[str], skipped: Skipped) -> dict[str, tuple[DueEntry, ...]]:
-        """What the last read past each partition found behind the same flows, for those not read now."""
+    def found(self, partitions: Sequence[str], skipped: Skipped, now_ms: int) -> dict[str, tuple[DueEntry, ...]]:
+        """What the last read past each partition found behind the same flows, for those not read now: until
+        the next read is due, after which a read tells afresh."""
         marks = ((partition, self._marks.get(partition)) for partition in partitions)
-        return {partition: mark.found for partition, mark in marks if mark is not None and mark.skipped == skipped}
+        return {
+            partition: mark.found
+            for partition, mark in marks
+            if mark is not None and mark.found and mark.skipped == skipped and now_ms - mark.read_ms < self._every_ms
+        }
+
+    def forget_found(self, now_ms: int) -> None:
+        """Let go of what reads no longer offered found: a flood that ended leaves no entries held."""
+        for partition, mark in list(self._marks.items()):
+            if mark.found and now_ms - mark.read_ms >= self._every_ms:
+                self._marks[partition] = replace(mark, found=())

@@ -126,7 +126,11 @@ class TransitionUpdate:
         if self._c.due_by is not None:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":due"] = {"N": str(to_ms(self._c.due_by))}
-            clauses.append("#sk <= :due")
+            # ...and for the queue of the task's priority: an entry left behind by a change of priority enqueues
+            # nothing (its message would go to the old queue, whose claim refuses it, and hold the task enqueued).
+            self._names["#p"] = Attr.PRIORITY
+            self._values[":due_p"] = {"S": self._task.priority}
+            clauses.append("#sk <= :due AND #p = :due_p")
         if self._c.entry_ms is not None:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":entry"] = {"N": str(self._c.entry_ms)}
