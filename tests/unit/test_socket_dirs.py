@@ -2,89 +2,104 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
-import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from atf_sdk.worker import host
-from atf_sdk.worker.socket_dirs import ABANDONED_AFTER_S, SOCKET_NAME, remove_abandoned
-
-listening: list[socket.socket] = []  # the sockets host_directory listens on, closed after each test
-
-
-@pytest.fixture(autouse=True)
-def _close_listeners() -> Iterator[None]:
-    yield
-    while listening:
-        listening.pop().close()
+from atf_sdk.worker.socket_dirs import LOCK_NAME, SOCKET_NAME, SocketDirectory, remove_abandoned
 
 
 @pytest.fixture
-def dead_pid() -> int:
-    finished = subprocess.Popen(["true"])
-    finished.wait()
-    return finished.pid
+def in_short_tmp(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TMPDIR for this process's tempfile calls: where SocketDirectory makes its directories."""
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    return short_tmp
 
 
-def host_directory(where: Path, name: str, socket_state: str = "dead", age_s: float = 3600) -> Path:
-    """A host's socket directory: its socket listened on ("live"), left by a dead process ("dead"), or none."""
-    directory = where / name
-    directory.mkdir()
-    if socket_state != "none":
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(directory / SOCKET_NAME))
-        if socket_state == "live":
-            server.listen()
-            listening.append(server)
-        else:
-            server.close()
-        os.utime(directory / SOCKET_NAME, (time.time() - age_s,) * 2)
-    os.utime(directory, (time.time() - age_s,) * 2)
-    return directory
+@pytest.fixture
+def held() -> Iterator[list[SocketDirectory]]:
+    """Directories of hosts that live on through the test (their locks held), removed after it."""
+    directories: list[SocketDirectory] = []
+    yield directories
+    for directory in directories:
+        directory.remove()
 
 
-def test_only_the_directories_of_hosts_that_are_gone_are_removed(short_tmp: Path, dead_pid: int) -> None:
-    # Given the socket directories of hosts gone an hour ago, and of hosts that may still be running
-    gone = [
-        host_directory(short_tmp, f"atf-host-{dead_pid}-abc"),
-        host_directory(short_tmp, f"atf-host-{dead_pid}-empty", socket_state="none"),
-        host_directory(short_tmp, "atf-host-k2j4x9qa"),  # named as hosts before the process id was added
-    ]
-    kept = [
-        host_directory(short_tmp, f"atf-host-{os.getpid()}-self"),  # its process runs, whatever its socket
-        host_directory(short_tmp, f"atf-host-{dead_pid}-listening", socket_state="live"),  # another PID namespace
-        host_directory(short_tmp, f"atf-host-{dead_pid}-new", age_s=ABANDONED_AFTER_S / 2),  # about to listen
-        host_directory(short_tmp, "other-abc"),
-    ]
-    (short_tmp / "atf-host-file").write_text("not a directory")
-    (short_tmp / "atf-host-link").symlink_to(gone[0])
+def left_by_a_killed_host(where: Path) -> Path:
+    """A host's directory as a host killed outright leaves it: its lock file there, no longer held."""
+    directory = SocketDirectory()
+    path = directory.path
+    os.close(directory._lock)  # what the kernel does as the process ends
+    (path / SOCKET_NAME).touch()
+    return path
+
+
+def test_only_the_directories_of_hosts_that_are_gone_are_removed(
+    in_short_tmp: Path, held: list[SocketDirectory]
+) -> None:
+    # Given the directories of two hosts killed outright, and those of hosts that may still be running
+    gone = [left_by_a_killed_host(in_short_tmp) for _ in range(2)]
+    held.append(SocketDirectory())  # a live host: its lock held
+    held.append(SocketDirectory())
+    os.unlink(held[1].path / LOCK_NAME)  # ...and one whose lock file a /tmp cleaner removed
+    before = in_short_tmp / "atf-host-k2j4x9qa"  # made by a host before the lock: nothing tells if it lives
+    before.mkdir()
+    (before / SOCKET_NAME).touch()
+    (in_short_tmp / "atf-host-file").write_text("not a directory")
+    (in_short_tmp / "atf-host-link").symlink_to(gone[0])
+    kept = sorted(p.name for p in in_short_tmp.iterdir() if p not in gone)
     # When a host starts
-    removed = remove_abandoned(short_tmp)
+    removed = remove_abandoned(in_short_tmp)
     # Then it removed those of the hosts gone, and left everything else
     assert sorted(removed) == sorted(gone)
-    assert sorted(p.name for p in short_tmp.iterdir()) == sorted(
-        [p.name for p in kept] + ["atf-host-file", "atf-host-link"]
-    )
+    assert sorted(p.name for p in in_short_tmp.iterdir()) == kept
 
 
-def test_a_starting_host_removes_what_a_killed_one_left_and_names_its_own_for_its_process(
-    short_tmp: Path, dead_pid: int, monkeypatch: pytest.MonkeyPatch
+def test_a_locked_directory_is_left_even_as_its_lock_is_asked_for_elsewhere(
+    in_short_tmp: Path, held: list[SocketDirectory]
 ) -> None:
-    # Given the directory a host killed an hour ago left in TMPDIR
-    left = host_directory(short_tmp, f"atf-host-{dead_pid}-abc")
-    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
-    # When a host starts listening for its executors
-    server = host._listen(None, b"key")  # type: ignore[arg-type]  # the controller is asked only once served
+    # Given a live host's directory, and a process holding the lock of a gone host's (another sweep, say)
+    held.append(SocketDirectory())
+    gone = left_by_a_killed_host(in_short_tmp)
+    other_sweep = os.open(gone / LOCK_NAME, os.O_RDONLY)
+    fcntl.flock(other_sweep, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
-        # Then the left directory is gone, and its own is there, named for its process
-        assert not left.exists()
-        assert Path(server.address).parent.name.startswith(f"atf-host-{os.getpid()}-")
-        assert [p.name for p in short_tmp.iterdir()] == [Path(server.address).parent.name]
+        # When a host starts meanwhile, Then it removes neither: the lock decides
+        assert remove_abandoned(in_short_tmp) == []
+    finally:
+        os.close(other_sweep)
+    # And once that lock is let go, the next host to start removes the gone host's alone
+    assert remove_abandoned(in_short_tmp) == [gone]
+
+
+def test_directories_of_another_user_are_left(in_short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = left_by_a_killed_host(in_short_tmp)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(gone).st_uid + 1)
+    assert remove_abandoned(in_short_tmp) == []
+    assert gone.exists()
+
+
+def test_a_starting_host_removes_what_a_killed_one_left_and_holds_its_own(
+    in_short_tmp: Path, held: list[SocketDirectory]
+) -> None:
+    # Given the directory a killed host left, and a host that runs (in this process)
+    gone = left_by_a_killed_host(in_short_tmp)
+    held.append(SocketDirectory())
+    # When another host starts listening for its executors
+    server, directory = host._listen(None, b"key")  # type: ignore[arg-type]  # the controller is asked once served
+    try:
+        # Then the killed one's directory is gone, the running one's is not, and its own is locked and named
+        # for its process
+        assert not gone.exists() and held[0].path.exists()
+        assert Path(server.address) == directory.socket_path
+        assert directory.path.name.startswith(f"atf-host-{os.getpid()}-")
+        assert remove_abandoned(in_short_tmp) == []
     finally:
         server.close()
+        directory.remove()
+    assert not directory.path.exists()

@@ -27,7 +27,6 @@ import logging
 import multiprocessing
 import os
 import secrets
-import shutil
 import signal
 import sys
 import tempfile
@@ -55,7 +54,7 @@ from atf_sdk.worker.health import (
 )
 from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
-from atf_sdk.worker.socket_dirs import SOCKET_NAME, make_socket_directory, remove_abandoned
+from atf_sdk.worker.socket_dirs import SocketDirectory, remove_abandoned
 
 log = logging.getLogger("atf.host")
 # What the fork server imports before it forks an executor; never imported by the host itself (it ignores SIGTERM).
@@ -105,7 +104,7 @@ class WorkerHost:
             clock=process_clock,
         )
         self._authkey = secrets.token_bytes(16)
-        self._server = _listen(self.controller, self._authkey)
+        self._server, self._socket_directory = _listen(self.controller, self._authkey)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
         self._starts = ExecutorStarts()
         self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork")
@@ -250,7 +249,7 @@ class WorkerHost:
         """Stop serving NextWork and remove the socket's directory: every host that stopped left one in the
         temporary directory (a thousand a day on a machine that runs the tests)."""
         self._server.close()
-        shutil.rmtree(Path(self._server.address).parent, ignore_errors=True)
+        self._socket_directory.remove()
 
 
 def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
@@ -280,19 +279,19 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
     return served
 
 
-def _listen(controller: Controller, authkey: bytes) -> NextWorkServer:
+def _listen(controller: Controller, authkey: bytes) -> tuple[NextWorkServer, SocketDirectory]:
     """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
     where = tempfile.gettempdir()
     remove_abandoned(Path(where))
     try:
-        directory = make_socket_directory()
+        directory = SocketDirectory()
     except OSError as error:
         raise HostError(f"cannot make a directory in TMPDIR {where}: {_one_line(error)}") from error
-    address = str(directory / SOCKET_NAME)
+    address = str(directory.socket_path)
     try:
-        return NextWorkServer(controller, address, authkey)
+        return NextWorkServer(controller, address, authkey), directory
     except OSError as error:
-        shutil.rmtree(directory, ignore_errors=True)
+        directory.remove()
         limit = f" (at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"
         too_long = len(os.fsencode(address)) > SOCKET_PATH_BYTES
         raise HostError(f"cannot listen on {address}: {_one_line(error)}{limit if too_long else ''}") from error

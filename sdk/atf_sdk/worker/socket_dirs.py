@@ -2,42 +2,62 @@
 
 A host listens for its executors on a Unix socket in a directory of its own under TMPDIR, and removes it
 when it stops (host.py). A host killed with SIGKILL, or by the kernel for memory, cannot: the fault tests
-alone leave about eight a run. So a host, as it starts, removes the directories of its user's hosts that
-are gone: the process named in the directory's name is not running, its socket (if any) refuses
-connections, and it is older than a minute. The socket's answer guards a host in another PID namespace
-(a container sharing the directory), whose process id means nothing here; the age, a host between
-making its directory and listening in it.
+alone leave about eight a run. So each host holds a lock (flock) on a file in its directory for as long as
+it lives, and the kernel lets go of it when the process ends, however it ends. A host, as it starts,
+removes the directories of its user whose lock it can take. The lock is taken before its file gets its
+name, so no directory is ever seen with its lock free while its host lives; it holds across PID
+namespaces (containers sharing the directory), and a live host's socket is never touched. Directories
+without a lock file (made by hosts before this one) are left alone: nothing tells whether theirs lives.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import fcntl
 import logging
 import os
 import shutil
-import socket
 import stat
 import tempfile
-import time
 from pathlib import Path
 
 log = logging.getLogger("atf.worker")
 
 PREFIX = "atf-host-"
 SOCKET_NAME = "controller.sock"
-ABANDONED_AFTER_S = 60.0
+LOCK_NAME = "host.lock"
 
 
-def make_socket_directory() -> Path:
-    """A new directory for this host's socket, named for its process."""
-    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+class SocketDirectory:
+    """A directory of this host's own under TMPDIR, locked until `remove` (or the process's end)."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        staged = self.path / f"{LOCK_NAME}.new"
+        self._lock = -1
+        try:
+            self._lock = os.open(staged, os.O_CREAT | os.O_WRONLY, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(staged, self.path / LOCK_NAME)
+        except OSError:
+            self.remove()
+            raise
+
+    @property
+    def socket_path(self) -> Path:
+        return self.path / SOCKET_NAME
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._lock >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._lock)
+            self._lock = -1
 
 
-def remove_abandoned(where: Path, now: float | None = None) -> list[Path]:
-    """Remove the socket directories under `where` that hosts now gone left; the ones removed. Never raises:
-    a directory it cannot read or remove is left, and the host starts all the same."""
-    now = time.time() if now is None else now
+def remove_abandoned(where: Path) -> list[Path]:
+    """Remove the socket directories under `where` whose hosts are gone; the ones removed. Never raises: a
+    directory it cannot read or remove is left, and the host starts all the same."""
     removed = []
     try:
         candidates = sorted(where.glob(f"{PREFIX}*"))
@@ -45,8 +65,7 @@ def remove_abandoned(where: Path, now: float | None = None) -> list[Path]:
         return []
     for directory in candidates:
         try:
-            if _abandoned(directory, now):
-                shutil.rmtree(directory)
+            if _remove_if_abandoned(directory):
                 removed.append(directory)
         except OSError as error:
             log.debug("left %s: %s", directory, error)
@@ -55,43 +74,22 @@ def remove_abandoned(where: Path, now: float | None = None) -> list[Path]:
     return removed
 
 
-def _abandoned(directory: Path, now: float) -> bool:
+def _remove_if_abandoned(directory: Path) -> bool:
+    """Remove the directory if it is its user's and its lock is free (its host is gone), holding the lock
+    meanwhile; False if it is left. Raises OSError where it cannot tell or cannot remove."""
     status = directory.lstat()
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or _running(_pid_of(directory.name)):
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
         return False
-    sock = directory / SOCKET_NAME
-    youngest = max(status.st_mtime, sock.lstat().st_mtime if sock.exists() else 0.0)
-    return now - youngest >= ABANDONED_AFTER_S and _refuses(sock)
-
-
-def _pid_of(name: str) -> int | None:
-    """The process id in a directory's name (None in the names of hosts before it was added)."""
-    head = name.removeprefix(PREFIX).split("-", 1)
-    return int(head[0]) if len(head) == 2 and head[0].isdigit() else None
-
-
-def _running(pid: int | None) -> bool:
-    if pid is None:
+    lock_file = directory / LOCK_NAME
+    if not lock_file.exists():
         return False
+    lock = os.open(lock_file, os.O_RDONLY)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def _refuses(sock: Path) -> bool:
-    """Whether nothing listens on the socket (or there is none)."""
-    if not sock.exists():
-        return True
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
         try:
-            probe.connect(str(sock))
-        except OSError as error:
-            return error.errno in (errno.ECONNREFUSED, errno.ENOENT)
-        with contextlib.suppress(OSError):
-            probe.shutdown(socket.SHUT_RDWR)
-        return False
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # its host lives
+        shutil.rmtree(directory)
+        return True
+    finally:
+        os.close(lock)
