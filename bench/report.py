@@ -77,6 +77,7 @@ def _fairness(run: dict[str, Any]) -> str:
         f"Key A: {flooded['a_done']:,} of {run['flood']:,} ran, at {_rate(flooded['a_tasks_per_s'])} tasks/s "
         "from the due moment to its last end.",
         *_ranks(run),
+        *_behind_the_flood(run),
         *([f"\n**Void:** in {', '.join(late)}, some tasks started before the pause was lifted."] if late else []),
     ])  # fmt: skip
 
@@ -88,6 +89,23 @@ def _ranks(run: dict[str, Any]) -> list[str]:
         return []
     told = "; ".join(f"{name}: median {r['p50']:,.0f}, last {r['max']:,}" for name, r in ranks.items())
     return ["", f"B..K's {run['keys'] * run['per_key']} tasks among the consumer's sends of the round ({told})."]
+
+
+def _behind_the_flood(run: dict[str, Any]) -> list[str]:
+    """The keys that share A's index shard, whose tasks wait behind its flood, beside the others (older
+    results lack it)."""
+    sharing, by_key = run.get("keys_in_a_shard"), run["flooded"].get("by_key")
+    if not sharing or not by_key:
+        return []
+    others = [v["last_start_ms"] for k, v in by_key.items() if k not in sharing and v["last_start_ms"] is not None]
+    told = "; ".join(
+        f"{k}: last sent at send {by_key[k]['last_rank']:,}, started {_ms(by_key[k]['last_start_ms'])} ms after the"
+        " resume"
+        for k in sharing
+    )
+    spread = f"{_ms(min(others))} to {_ms(max(others))} ms" if others else "n/a"
+    return ["", f"Beside A's flood, the keys that share its shard (their tasks wait behind it): {told}. The other"
+            f" keys' last tasks started {spread} after the resume."]  # fmt: skip
 
 
 def _times(value: float | None) -> str:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,3 +195,22 @@ def test_a_step_run_again_says_when_and_at_which_commit() -> None:
     text = render(results)
     assert "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.5" in text
     assert "run again" not in render(_with_fairness(6000.0))
+
+
+def test_the_report_tells_the_keys_behind_the_flood_from_the_others() -> None:
+    from bench.report import render
+
+    results = _with_fairness(6000.0)
+    fairness: Any = results["fairness"]
+    fairness["keys_in_a_shard"] = ["J"]
+    fairness["flooded"]["by_key"] = {
+        "B": {"last_rank": 200, "last_start_ms": 2500.0},
+        "C": {"last_rank": 210, "last_start_ms": 2700.4},
+        "J": {"last_rank": 249, "last_start_ms": 3121.2},
+    }
+    text = render(results)
+    assert (
+        "Beside A's flood, the keys that share its shard (their tasks wait behind it): J: last sent at send 249,"
+        " started 3,121 ms after the resume. The other keys' last tasks started 2,500 to 2,700 ms after the resume."
+    ) in text
+    assert "share its shard" not in render(_with_fairness(6000.0))  # results from before the split was kept
