@@ -80,9 +80,13 @@ def _by_key(keyed: list[tuple[str, str]], rank: dict[str, int], lag_ms: dict[str
     for key, task in keyed:
         tasks.setdefault(key, []).append(task)
     return {
-        key: {"last_rank": max((rank.get(t, 0) for t in ids), default=0), "last_start_ms": _finite(lag_ms, ids)}
-        for key, ids in tasks.items()
+        key: {"last_rank": _last_rank(rank, ids), "last_start_ms": _finite(lag_ms, ids)} for key, ids in tasks.items()
     }
+
+
+def _last_rank(rank: dict[str, int], ids: list[str]) -> int | None:
+    """The last send of these tasks; None if one was never sent."""
+    return max(rank[t] for t in ids) if all(t in rank for t in ids) else None
 
 
 def _finite(lag_ms: dict[str, float], ids: list[str]) -> float | None:

@@ -98,14 +98,19 @@ def _behind_the_flood(run: dict[str, Any]) -> list[str]:
     if not sharing or not by_key:
         return []
     others = [v["last_start_ms"] for k, v in by_key.items() if k not in sharing and v["last_start_ms"] is not None]
-    told = "; ".join(
-        f"{k}: last sent at send {by_key[k]['last_rank']:,}, started {_ms(by_key[k]['last_start_ms'])} ms after the"
-        " resume"
-        for k in sharing
-    )
+    told = "; ".join(_key_told(k, by_key.get(k)) for k in sharing)
     spread = f"{_ms(min(others))} to {_ms(max(others))} ms" if others else "n/a"
     return ["", f"Beside A's flood, the keys that share its shard (their tasks wait behind it): {told}. The other"
             f" keys' last tasks started {spread} after the resume."]  # fmt: skip
+
+
+def _key_told(key: str, figures: dict[str, Any] | None) -> str:
+    if figures is None:
+        return f"{key}: none of its tasks taken"
+    rank, start = figures["last_rank"], figures["last_start_ms"]
+    sent = "not all sent" if rank is None else f"last sent at send {rank:,}"
+    started = "not all started in the window" if start is None else f"started {start:,.0f} ms after the resume"
+    return f"{key}: {sent}, {started}"
 
 
 def _times(value: float | None) -> str:

@@ -214,3 +214,17 @@ def test_the_report_tells_the_keys_behind_the_flood_from_the_others() -> None:
         " started 3,121 ms after the resume. The other keys' last tasks started 2,500 to 2,700 ms after the resume."
     ) in text
     assert "share its shard" not in render(_with_fairness(6000.0))  # results from before the split was kept
+    fairness["flooded"]["by_key"]["J"] = {"last_rank": None, "last_start_ms": None}
+    assert "J: not all sent, not all started in the window." in render(results)
+
+
+def test_each_keys_last_send_and_start_or_none_where_one_of_its_tasks_never_got_there() -> None:
+    from bench.fairness import _by_key
+
+    keyed = [("B", "b1"), ("B", "b2"), ("J", "j1"), ("J", "j2")]
+    rank = {"b1": 3, "b2": 1, "j1": 7}
+    lag = {"b1": 900.0, "b2": 1200.0, "j1": 2000.0, "j2": math.inf}
+    assert _by_key(keyed, rank, lag) == {
+        "B": {"last_rank": 3, "last_start_ms": 1200.0},
+        "J": {"last_rank": None, "last_start_ms": None},
+    }

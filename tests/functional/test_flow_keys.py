@@ -411,28 +411,30 @@ def test_what_a_read_past_found_beyond_a_polls_share_goes_out_in_the_next_polls(
     assert len(b_tasks & set(sent[:10])) == 5
 
 
-@pytest.mark.parametrize("record_enqueued", [False, True])
-def test_a_kept_task_moved_to_another_priority_goes_out_on_that_priority_alone(
-    aws: Any, config: StackConfig, record_enqueued: bool
+def test_a_kept_task_moved_to_another_priority_is_not_enqueued_from_its_old_entry(
+    aws: Any, config: StackConfig
 ) -> None:
-    # Given A's flood with eight of B's tasks behind it, read past once: five of B's sent, the rest kept
-    update = {"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0, "record_enqueued": record_enqueued}
+    # Given a consumer that records each task as enqueued, and A's flood with eight of B's tasks behind it,
+    # read past once: five of B's sent, the rest kept for the next polls
+    update = {"enqueue_per_poll": 10, "shards": 1, "poll_interval": 1.0, "record_enqueued": True}
     world = World(aws, config.model_copy(update=update))
     flooded(world)
     b_tasks = [world.schedule(flow_key="B") for _ in range(8)]
     world.consumer.poll()
     sent = {m.task_id for m in world.drain()}
-    moved = next(t for t in b_tasks if t.id not in sent)
-    # When one of those kept moves to the low priority, polled after normal, before the next poll
+    moved, *still = [t.id for t in b_tasks if t.id not in sent]
+    # When one of those kept moves to the low priority (polled after normal) before the next poll
     world.advance(0.1)
-    current = world.store.get(moved.id)
+    current = world.store.get(moved)
     assert current is not None
     assert amend(world.store, current, Amendment(priority="low"), world.now).applied
     world.consumer.poll()
-    # Then the entry kept from normal's partition sends nothing (nor, recording, holds it enqueued there),
-    # and low's sends it
-    assert moved.id not in {m.task_id for m in world.drain()}
-    assert [m.task_id for m in world.drain("low")] == [moved.id]
+    # Then the other kept ones go out on normal, the moved one not from its old entry there (its claim would
+    # refuse it, and it would stay enqueued until the enqueue timeout), and low's entry sends it
+    normal = {m.task_id for m in world.drain()}
+    assert set(still) <= normal and moved not in normal
+    assert [m.task_id for m in world.drain("low")] == [moved]
+    assert world.status(current) is TaskStatus.ENQUEUED
 
 
 def test_a_read_past_starts_where_the_last_found_the_other_flows(aws: Any, config: StackConfig) -> None:

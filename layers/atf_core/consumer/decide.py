@@ -134,8 +134,6 @@ def send_unrecorded(look: Look, config: StackConfig) -> Action:
         return Wait(look.now_ms + int(config.poll_interval * 1000))
     if task.status not in WAITING:
         return recover(look, config)
-    if task.priority != look.entry.priority:  # an entry its task left for another priority's: that one sends it
-        return Wait(look.now_ms + INDEX_LAG_MS)
     resend_ms = (look.sent_ms or 0) + int(config.timeouts.enqueue * 1000)
     if resend_ms > look.now_ms:  # the message may still be queued behind others
         return Wait(resend_ms)
