@@ -31,13 +31,19 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
 LOCK_PYTHON := 3.11
+# The tests, the Lambda runtime and the worker image run one Python, LOCK_PYTHON (tests/infra/test_lock.py holds them
+# together): a venv of another is refused as soon as it is made, before the installs, rather than by that test after.
+CHECK_PYTHON = $(PY) -c 'import sys; found = "%d.%d" % sys.version_info[:2]; sys.exit(None if found == "$(LOCK_PYTHON)" \
+	else "make: $(VENV) is Python " + found + ", and the tests, the Lambda runtime and the worker image run on Python" \
+	" $(LOCK_PYTHON): rm -rf $(VENV), then make again with PYTHON=python$(LOCK_PYTHON)")'
 
-.PHONY: setup test test-lowest lock run serve lint clean infra-cli bench chromium faults
+.PHONY: setup test test-lowest lock run serve lint clean infra-cli bench chromium faults python-version
 
 setup: $(STAMP)
 
 $(STAMP): $(LOCK) $(PACKAGES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(CHECK_PYTHON)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r $(LOCK) -c $(LOCK) -e layers -e 'sdk[async,testing]' -e local -e infra
 	rm -f $(VENV)/.installed-*
@@ -100,6 +106,9 @@ faults: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+
+python-version:
+	@$(CHECK_PYTHON)
 
 clean:
 	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache cdk.out infra/node_modules

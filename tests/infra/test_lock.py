@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from importlib.metadata import version
 
@@ -48,6 +49,19 @@ def test_the_lambda_runtime_the_worker_image_and_the_lock_are_the_python_the_tes
     assert layer.RUNTIME.name == f"python{running}"
     assert re.search(rf"^FROM \S+/python:{re.escape(running)}-slim", DOCKERFILE.read_text(), re.MULTILINE)
     assert re.search(rf"^LOCK_PYTHON := {re.escape(running)}$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+
+
+def test_make_refuses_a_venv_of_another_python_before_installing_into_it() -> None:
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert subprocess.run(["make", "-s", "python-version"], cwd=ROOT, capture_output=True).returncode == 0
+    other = subprocess.run(
+        ["make", "-s", "python-version", "LOCK_PYTHON=3.10"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert other.returncode != 0
+    assert (
+        f"make: .venv is Python {running}, and the tests, the Lambda runtime and the worker image run on Python 3.10:"
+        " rm -rf .venv, then make again with PYTHON=python3.10"
+    ) in other.stderr
 
 
 def test_the_worker_image_installs_from_the_lock() -> None:
