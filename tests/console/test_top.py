@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import pty
 import select
@@ -204,6 +205,15 @@ def test_the_console_source_and_once(console_stack: ConsoleStack) -> None:
     assert line_of(once.stdout, "mail", "normal")
     # Printed to a pipe, its rows are whole (no cell cut to "…" to fit 80 columns), and it says no "q quits"
     assert "…" not in once.stdout and "q or Ctrl-C" not in once.stdout, once.stdout
+    # And --json prints the snapshot a frame shows, which the model reads back
+    as_json = subprocess.run(
+        [sys.executable, "-m", "atf_sdk.top", "--json", "--console-url", console_stack.console],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    printed = Snapshot.model_validate_json(as_json.stdout)
+    assert ("mail", "normal") in {(row.lambda_, row.priority) for row in printed.rows}
+    assert any(row["lambda"] == "mail" for row in json.loads(as_json.stdout)["rows"])  # keyed as the API's answers
 
 
 class RecordingCloudWatch:
