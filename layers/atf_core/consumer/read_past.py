@@ -55,7 +55,7 @@ class ReadPastMarks:
             mark = self._marks.get(partition)
             if mark is None:
                 planned[partition] = None
-            elif now_ms - mark.read_ms >= self._every_ms:
+            elif self._read_due(mark, now_ms):
                 same = mark.skipped == skipped and now_ms - mark.full_ms < FULL_EVERY_MS
                 planned[partition] = mark.clear_to_ms if same else None
         return planned
@@ -74,11 +74,15 @@ class ReadPastMarks:
         return {
             partition: mark.found
             for partition, mark in marks
-            if mark is not None and mark.found and mark.skipped == skipped and now_ms - mark.read_ms < self._every_ms
+            if mark is not None and mark.found and mark.skipped == skipped and not self._read_due(mark, now_ms)
         }
 
     def forget_found(self, now_ms: int) -> None:
         """Let go of what reads no longer offered found: a flood that ended leaves no entries held."""
         for partition, mark in list(self._marks.items()):
-            if mark.found and now_ms - mark.read_ms >= self._every_ms:
+            if mark.found and self._read_due(mark, now_ms):
                 self._marks[partition] = replace(mark, found=())
+
+    def _read_due(self, mark: _Mark, now_ms: int) -> bool:
+        """Whether a poll interval has passed since the mark's read: time to read past it again."""
+        return now_ms - mark.read_ms >= self._every_ms

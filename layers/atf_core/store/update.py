@@ -126,25 +126,26 @@ class TransitionUpdate:
         if self._c.due_by is not None:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":due"] = {"N": str(to_ms(self._c.due_by))}
-            # ...and for the queue of the task's priority: an entry left behind by a change of priority enqueues
-            # nothing (its message would go to the old queue, whose claim refuses it, and hold the task enqueued).
-            self._names["#p"] = Attr.PRIORITY
-            self._values[":due_p"] = {"S": self._task.priority}
-            clauses.append("#sk <= :due AND #p = :due_p")
+            clauses += ["#sk <= :due", self._of_its_priority()]
         if self._c.entry_ms is not None:
             self._names["#sk"] = Attr.INDEX_SK
             self._values[":entry"] = {"N": str(self._c.entry_ms)}
             self._values[":recorded"] = {"S": TaskStatus.ENQUEUED.value}
-            # ...and sent to the queue of the task's priority: after a change of priority, not the old one's.
-            self._names["#p"] = Attr.PRIORITY
-            self._values[":entry_p"] = {"S": self._task.priority}
-            clauses.append("(#s = :recorded OR #sk <= :entry) AND #p = :entry_p")
+            clauses += ["(#s = :recorded OR #sk <= :entry)", self._of_its_priority()]
         clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr
             self._values[f":o_{attr}"] = {"N": str(observed)}
             clauses.append(f"#o_{attr} = :o_{attr}")
         return " AND ".join(clauses)
+
+    def _of_its_priority(self) -> str:
+        """The enqueue and the claim apply only to a task still of the priority whose entry or queue they came
+        from: after a change of priority, an entry or a message left in the old one's does nothing (the task's
+        new entry sends it; an enqueue from the old entry would hold it enqueued, its message refused)."""
+        self._names["#p"] = Attr.PRIORITY
+        self._values[":its_p"] = {"S": self._task.priority}
+        return "#p = :its_p"
 
     def _expiry_clauses(self) -> list[str]:
         if self._t.expiry is Expiry.NOT_PASSED:

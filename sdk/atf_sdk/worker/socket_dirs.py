@@ -80,10 +80,10 @@ def _remove_if_abandoned(directory: Path) -> bool:
     status = directory.lstat()
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
         return False
-    lock_file = directory / LOCK_NAME
-    if not lock_file.exists():
-        return False
-    lock = os.open(lock_file, os.O_RDONLY)
+    try:
+        lock = os.open(directory / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False  # made before hosts locked their directories (or being removed): nothing tells
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
