@@ -148,9 +148,9 @@ class Schedules:
     def _fire(self, schedule: Schedule, now: datetime, up_to: datetime, report: FireReport) -> None:
         spec = schedule.spec
         after = schedule.last_occurrence or schedule.created_at
-        due = spec.occurrences(after, up_to, schedule.created_at)
-        chosen = choose(spec, due, now)
-        task_id, created, skipped = schedule.last_task_id, 0, len(due) - len(chosen)
+        due = spec.due(after, up_to, schedule.created_at)
+        chosen = choose(spec, due.latest, now)
+        task_id, created, skipped = schedule.last_task_id, 0, due.count - len(chosen)
         for occurrence in chosen:
             if spec.overlap is Overlap.SKIP and self._still_running(task_id):
                 skipped += 1
@@ -163,8 +163,8 @@ class Schedules:
             created += 1
         updated = schedule.model_copy(
             update={
-                "last_occurrence": due[-1] if due else schedule.last_occurrence,
-                "next_occurrence": spec.next_after(max(up_to, due[-1] if due else up_to), schedule.created_at),
+                "last_occurrence": due.latest[-1] if due.latest else schedule.last_occurrence,
+                "next_occurrence": spec.next_after(up_to, schedule.created_at),
                 "last_task_id": task_id,
                 "fired": schedule.fired + created,
                 "skipped": schedule.skipped + skipped,

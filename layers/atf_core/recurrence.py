@@ -12,6 +12,7 @@ the previous occurrence's task has not finished.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -33,6 +34,17 @@ from atf_core.vocabulary import CatchUp, Overlap
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
+# A cron's occurrences before the ones a gap may run are counted one by one (~25 us each), so a long gap in a
+# frequent expression counts this many at most: its skipped count is then a lower bound.
+COUNTED_AT_MOST = 10_000
+
+
+@dataclass(frozen=True)
+class Occurrences:
+    """The occurrences in a span: how many, and the latest of them, oldest first."""
+
+    count: int
+    latest: list[datetime]
 
 
 class ScheduleSpec(BaseModel):
@@ -93,25 +105,78 @@ class ScheduleSpec(BaseModel):
             raise refusal("give exactly one of cron or every_seconds", "every_seconds")
         return self
 
-    def occurrences(self, after: datetime, up_to: datetime, anchor: datetime) -> list[datetime]:
-        """Occurrences in (after, up_to], oldest first (at most 10,000)."""
+    def due(self, after: datetime, up_to: datetime, anchor: datetime) -> Occurrences:
+        """The occurrences in (after, up_to]: how many, and the latest of them, as many as the catch-up policy
+        may run. The latest are found from up_to backwards, so a gap of any length costs the same to fire."""
+        keep = self.catch_up_limit if self.catch_up is CatchUp.ALL else 1
+        if self.every_seconds is not None:
+            return self._due_at_rate(self.every_seconds, after, up_to, anchor, keep)
+        return self._due_by_cron(after, up_to, anchor, keep)
+
+    @staticmethod
+    def _due_at_rate(period: float, after: datetime, up_to: datetime, anchor: datetime, keep: int) -> Occurrences:
+        def at(step: int) -> datetime:
+            return anchor + timedelta(seconds=step * period)
+
+        first = _steps_before(after, anchor, period) + 1
+        last = _steps_before(up_to, anchor, period)
+        while at(last + 1) <= up_to:  # the float division may land one step short of an exact boundary
+            last += 1
+        while last >= first and at(last) > up_to:
+            last -= 1
+        kept = range(max(first, last - keep + 1), last + 1)
+        return Occurrences(max(0, last - first + 1), [at(step) for step in kept])
+
+    def _due_by_cron(self, after: datetime, up_to: datetime, anchor: datetime, keep: int) -> Occurrences:
+        # The latest are those walked forwards from a point a few occurrences back: croniter's steps backwards
+        # find that point, but step differently from its forward ones in an hour daylight saving skips.
+        start, latest = up_to, list[datetime]()
+        while len(latest) < keep and start > after:
+            start = self._back(start, after, keep + 1)
+            latest = self._walk(start, up_to, anchor)
+        earlier = self._walk(after, start, anchor, COUNTED_AT_MOST)  # only counted: a cron has no arithmetic
+        return Occurrences(len(earlier) + len(latest), latest[-keep:])
+
+    def _back(self, moment: datetime, after: datetime, steps: int) -> datetime:
+        """The occurrence `steps` before the moment, or `after` if that comes first."""
+        assert self.cron is not None
+        backwards = croniter(self.cron, moment.astimezone(ZoneInfo(self.timezone)))
+        for _ in range(steps):
+            moment = backwards.get_prev(datetime)
+            if moment <= after:
+                return after
+        return moment
+
+    def _walk(self, after: datetime, up_to: datetime, anchor: datetime, most: int | None = None) -> list[datetime]:
+        """The occurrences in (after, up_to], oldest first; the first `most` of them if given."""
         found: list[datetime] = []
-        current = after
-        while len(found) < 10_000:
-            current = self.next_after(current, anchor)
-            if current > up_to:
-                return found
-            found.append(current)
+        while most is None or len(found) < most:
+            after = self.next_after(after, anchor)
+            if after > up_to:
+                break
+            found.append(after)
         return found
 
     def next_after(self, moment: datetime, anchor: datetime) -> datetime:
-        if self.every_seconds is not None:
-            period = self.every_seconds
-            steps = math.floor((moment - anchor).total_seconds() / period) + 1
-            return anchor + timedelta(seconds=max(steps, 1) * period)
+        if (period := self.every_seconds) is not None:
+            return anchor + timedelta(seconds=(_steps_before(moment, anchor, period) + 1) * period)
         zone = ZoneInfo(self.timezone)
-        following: datetime = croniter(self.cron, moment.astimezone(zone)).get_next(datetime)
+        steps = croniter(self.cron, moment.astimezone(zone))
+        following: datetime = steps.get_next(datetime)
+        while self._repeated(following, zone):
+            following = steps.get_next(datetime)
         return following
+
+    def _repeated(self, moment: datetime, zone: ZoneInfo) -> bool:
+        """Whether this is the second pass of a wall-clock time the clocks went back over, for an expression at a
+        fixed time of day: that runs once, at the first, as cron does. One with a wildcard in its minute or hour
+        keeps its cadence through the repeated hour instead."""
+        assert self.cron is not None
+        minute, hour = self.cron.split()[:2]
+        if minute.startswith("*") or hour.startswith("*"):
+            return False
+        local = moment.astimezone(UTC).astimezone(zone)
+        return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
 
     def upcoming(self, now: datetime, anchor: datetime, count: int) -> list[datetime]:
         moments, current = [], now
@@ -140,6 +205,12 @@ class Schedule(BaseModel):
     def spec_json(self) -> str:
         # as UTF-8, as a payload is measured: \u escapes would make a 256 KiB payload 768 KB, over an item's 400 KB
         return encode_payload(self.spec.model_dump(mode="json", by_alias=True))
+
+
+def _steps_before(moment: datetime, anchor: datetime, period: float) -> int:
+    """The number of whole periods from the anchor to the moment, at least 0: a rate's k-th occurrence is
+    anchor + k periods, k >= 1."""
+    return max(math.floor((moment - anchor).total_seconds() / period), 0)
 
 
 def choose(spec: ScheduleSpec, occurrences: list[datetime], now: datetime) -> list[datetime]:

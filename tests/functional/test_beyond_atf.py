@@ -120,6 +120,25 @@ def test_catch_up_policies_after_downtime(world: World) -> None:
     assert schedules(world).get("once").fired == 2
 
 
+def test_a_frequent_schedule_back_from_a_long_pause_runs_once_for_its_latest_occurrence(world: World) -> None:
+    # Given every 5 s, paused for three days (more occurrences than the gap's count walks)
+    spec = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 5, "overlap": "allow"})
+    schedules(world).put("often", spec, now=T)
+    schedules(world).set_paused("often", True, now=T)
+    world.now = T + timedelta(days=3, seconds=2)
+    schedules(world).set_paused("often", False, now=world.now)
+    # When it next fires, and the consumer's following polls find it again
+    world.now += timedelta(seconds=3)
+    first = schedules(world).fire_due(world.now)
+    again = schedules(world).fire_due(world.now + timedelta(seconds=1))
+    # Then one task ran, for the latest occurrence, and every other one is counted as skipped
+    stored = schedules(world).get("often")
+    task = world.store.get(stored.last_task_id or "")
+    assert (first.created, again.created) == (1, 0)
+    assert task is not None and task.scheduled_at == T + timedelta(days=3, seconds=5)
+    assert stored.last_occurrence == task.scheduled_at and stored.skipped == (3 * 86400 + 5) // 5 - 1
+
+
 def test_overlap_skip_waits_for_the_previous_occurrence(world: World) -> None:
     spec = ScheduleSpec(lambda_="work", every_seconds=10, overlap=Overlap.SKIP)
     schedules(world).put("slow", spec, now=T)

@@ -1,0 +1,96 @@
+"""When a schedule recurs: the occurrences a gap holds (counted, and the latest found from its end), and
+cron expressions across daylight saving, as cron runs them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from atf_core.recurrence import COUNTED_AT_MOST, ScheduleSpec
+
+ANCHOR = datetime(2027, 1, 1, tzinfo=UTC)
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def spec(**fields: Any) -> ScheduleSpec:
+    return ScheduleSpec.model_validate({"lambda": "tick", **fields})
+
+
+def walked(schedule: ScheduleSpec, after: datetime, up_to: datetime) -> list[datetime]:
+    """Every occurrence in (after, up_to], one next_after at a time: what firing each poll would have seen."""
+    found, current = [], after
+    while (current := schedule.next_after(current, ANCHOR)) <= up_to:
+        found.append(current)
+    return found
+
+
+def test_a_rate_paused_for_days_counts_every_missed_occurrence_and_keeps_the_latest() -> None:
+    # Given every 5 s, last fired three days before now
+    schedule = spec(every_seconds=5, catch_up="once")
+    after, up_to = ANCHOR, ANCHOR + timedelta(days=3, seconds=2)
+    # When the gap is looked at
+    due = schedule.due(after, up_to, ANCHOR)
+    # Then it holds 51,840 occurrences, and the one kept is the latest, not the oldest
+    assert due.count == 3 * 86400 // 5
+    assert due.latest == [ANCHOR + timedelta(days=3)]
+
+
+def test_a_cron_gap_longer_than_the_count_keeps_its_latest_occurrences() -> None:
+    schedule = spec(cron="* * * * *", catch_up="all", catch_up_limit=3)
+    up_to = ANCHOR + timedelta(days=30, seconds=30)
+    due = schedule.due(ANCHOR, up_to, ANCHOR)
+    assert due.latest == [ANCHOR + timedelta(days=30, minutes=-2 + i) for i in range(3)]
+    assert due.count == COUNTED_AT_MOST + 3  # the lower bound the docs name: 43,200 were missed
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone"),
+    [
+        ("30 2 * * *", "Europe/Paris"),
+        ("*/30 * * * *", "Europe/Paris"),
+        ("0 * * * *", "America/New_York"),
+        ("15 1-3 * * 0", "America/New_York"),
+        ("0 0 1 * *", "Europe/Paris"),
+        ("30 2 * * * */20", "Europe/Paris"),
+    ],
+)
+@pytest.mark.parametrize("catch_up_limit", [1, 7, 1000])
+def test_the_latest_found_backwards_are_the_ones_walked_forwards(cron: str, zone: str, catch_up_limit: int) -> None:
+    # Given a span that crosses both daylight-saving changes of 2027, in pieces that start and end anywhere
+    schedule = spec(cron=cron, timezone=zone, catch_up="all", catch_up_limit=catch_up_limit)
+    for after, up_to in (
+        (datetime(2027, 3, 13, 23, 59, 59, 500000, tzinfo=UTC), datetime(2027, 3, 28, 4, tzinfo=UTC)),
+        (datetime(2027, 10, 30, 12, tzinfo=UTC), datetime(2027, 11, 8, 1, 30, 0, 250000, tzinfo=UTC)),
+        (datetime(2027, 10, 31, 0, 30, tzinfo=UTC), datetime(2027, 10, 31, 1, 30, tzinfo=UTC)),
+    ):
+        every = walked(schedule, after, up_to)
+        # When the span is looked at as a gap
+        due = schedule.due(after, up_to, ANCHOR)
+        # Then it counts them all and keeps the latest of them
+        assert (due.count, due.latest) == (len(every), every[-catch_up_limit:]), (after, up_to)
+
+
+def test_a_fixed_time_of_day_runs_once_on_the_night_the_clocks_go_back() -> None:
+    nightly = spec(cron="30 2 * * *", timezone="Europe/Paris")
+    nights = nightly.upcoming(datetime(2027, 10, 29, 12, tzinfo=UTC), ANCHOR, 3)
+    assert [moment.astimezone(PARIS).strftime("%d %H:%M %z") for moment in nights] == [
+        "30 02:30 +0200",
+        "31 02:30 +0200",  # the first 02:30 of the night; the second, an hour later, is not another occurrence
+        "01 02:30 +0100",
+    ]
+
+
+def test_a_fixed_time_in_the_hour_skipped_in_spring_runs_at_its_end_once() -> None:
+    nightly = spec(cron="30 2 * * *", timezone="Europe/Paris")
+    nights = nightly.upcoming(datetime(2027, 3, 27, tzinfo=UTC), ANCHOR, 3)
+    assert [moment.astimezone(PARIS).strftime("%d %H:%M") for moment in nights] == ["27 02:30", "28 03:00", "29 02:30"]
+
+
+def test_a_cadence_with_a_wildcard_hour_keeps_running_through_the_repeated_hour() -> None:
+    half_hourly = spec(cron="*/30 * * * *", timezone="Europe/Paris")
+    start = datetime(2027, 10, 30, 23, 45, tzinfo=UTC)  # 01:45 in Paris, summer time
+    moments = half_hourly.upcoming(start, ANCHOR, 5)
+    assert [moment - start for moment in moments] == [timedelta(minutes=15 + 30 * i) for i in range(5)]
