@@ -90,7 +90,8 @@ def _lambda(method: str, path: str, kind: Kind) -> Route:
 
 
 # Every route the frontend serves and documents (GET /v1/openapi.json, undocumented, needs no lambda's
-# permission: any principal allowed to call the API may read it).
+# permission: every grant of either kind allows it, so any principal allowed to call the API may read it).
+DOCUMENT = ("GET", "/v1/openapi.json")
 ROUTES: tuple[Route, ...] = (
     # One lambda's routes.
     _lambda("POST", "/tasks", "use"),
@@ -164,8 +165,10 @@ def grant_patterns(kind: Kind, lambdas: Iterable[str], every_lambda: bool) -> li
     """(method, resource path) of each route a grant of `kind` on `lambdas` allows, as the execute-api ARN
     writes them after the stage (`POST`, `/v1/lambdas/send_email/tasks`). With every_lambda, `lambdas` must be
     all of the stack's lambdas, and the grant also allows the all-lambdas routes of that kind. A grant of at
-    least one lambda also allows the spanning routes of its kind (the frontend checks their items)."""
+    least one lambda also allows the spanning routes of its kind (the frontend checks their items), and the
+    API's OpenAPI document."""
     names = sorted(set(lambdas))
     found = [(r.method, r.resource_path(n)) for n in names for r in ROUTES if r.scoped and r.kind == kind]
     others = [r for r in ROUTES if not r.scoped and r.kind == kind and (every_lambda or (r.spanning and names))]
-    return found + [(r.method, r.all_lambdas_resource_path()) for r in others]
+    document = [DOCUMENT] if names else []
+    return found + [(r.method, r.all_lambdas_resource_path()) for r in others] + document

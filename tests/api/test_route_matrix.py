@@ -118,3 +118,11 @@ def test_a_route_for_all_lambdas_needs_a_grant_of_every_lambda(
 
     allowed = raw(request.method, request.path, request.body, credentials=principal({route.kind: []}, True))
     assert allowed.status == request.allowed_status, f"{route.method} {route.path}: {allowed.status} {allowed.body}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_api_document_is_open_to_a_grant_of_either_kind_on_one_lambda(
+    kind: Kind, raw: Raw, principal: Callable[..., Credentials]
+) -> None:
+    reply = raw("GET", "/v1/openapi.json", None, credentials=principal({kind: [TARGET]}))
+    assert reply.status == 200 and "/v1/lambdas/{lambda_name}/tasks" in reply.body["paths"], reply.status

@@ -65,6 +65,12 @@ def test_a_grant_of_no_lambda_allows_no_route_spanning_lambdas() -> None:
         assert grant_patterns(kind, [], every_lambda=False) == []
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_grant_of_either_kind_allows_the_api_document(kind: Kind) -> None:
+    assert allows(grant_patterns(kind, ["a"], every_lambda=False), "GET/v1/openapi.json")
+    assert allows(grant_patterns(kind, LAMBDAS, every_lambda=True), "GET/v1/openapi.json")
+
+
 def test_a_spanning_route_is_checked_against_its_twin_for_one_lambda() -> None:
     spanning = [r for r in ROUTES if r.spanning]
     assert {(r.method, r.path) for r in spanning} == {("POST", "/v1/tasks/batch"), ("POST", "/v1/chains")}
