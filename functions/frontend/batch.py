@@ -1,7 +1,7 @@
 """POST /v1/tasks/batch: check every task, then write them all, each with its own result.
 
 Nothing is written unless the whole batch is valid, so a bad item never
-leaves its neighbours half scheduled. Once writing starts, each item stands
+leaves its neighbours half scheduled (and `dry_run` only checks). Once writing starts, each item stands
 alone: a reused key is that item's 409, a throttled write that item's 503
 (the SDK resends only those, safe because every item has a key).
 """
@@ -62,6 +62,8 @@ def validate(config: StackConfig, tasks: list[ScheduleRequest], now: datetime) -
 
 def schedule_batch(scheduling: Scheduling, config: StackConfig, batch: BatchRequest, now: datetime) -> BatchResult:
     first = validate(config, batch.tasks, now)
+    if batch.dry_run:
+        return BatchResult(results=[])
     tasks = batch.tasks
     leader_of = [i if r.key is None else first[task_id_for(r.lambda_, r.key)] for i, r in enumerate(tasks)]
     leaders = [i for i, leader in enumerate(leader_of) if leader == i]

@@ -91,6 +91,11 @@ class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tasks: list[ScheduleRequest] = Field(min_length=1, max_length=MAX_BATCH)
+    dry_run: JsonBool = Field(
+        default=False,
+        description="Check every task as the write would, and write nothing: 200 with no results, or the error "
+        "the write would answer. The SDK checks each batch of a longer list so, before writing the first.",
+    )
 
 
 class BatchItem(BaseModel):

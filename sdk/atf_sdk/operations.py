@@ -146,15 +146,33 @@ class TaskCalls(ApiClient):
     ) -> Plan[list[BatchItem]]:
         """Schedule tasks in batches of up to 100 (fewer where their payloads would make a request larger
         than the API takes); one result per task, in order. Each task is checked here first, so a malformed
-        one fails before anything is sent."""
+        one fails before anything is sent; with more than one batch, the API checks every batch before the
+        first is written (a dry run), so a task it refuses (an unknown lambda or priority) fails the same way."""
         tasks = [keyed(checked(ScheduleRequest, r, f"tasks[{i}]")) for i, r in enumerate(requests)]
+        batches = list(_batches(tasks))
+        if len(batches) > 1:
+            for start, chunk in batches:
+                yield from self._dry_run(chunk, start)
         results: list[BatchItem] = []
-        for start, chunk in _batches(tasks):
-            batch = yield from self._batch(chunk, start)
+        for start, chunk in batches:
+            try:
+                batch = yield from self._batch(chunk, start)
+            except AtfError as error:  # an outage after the checks: say what was written before it
+                if start:
+                    error.add_note(f"tasks[0] to tasks[{start - 1}] were scheduled before it")
+                raise
             results += [item.model_copy(update={"index": start + item.index}) for item in batch]
             if on_progress:
                 on_progress(len(chunk))
         return results
+
+    def _dry_run(self, tasks: Sequence[ScheduleRequest], offset: int) -> Plan[None]:
+        """The API's checks of one batch, writing nothing."""
+        body = {"tasks": [_wire(task) for task in tasks], "dry_run": True}
+        try:
+            yield from self._request("POST", routes.batch(one_lambda([task.lambda_ for task in tasks])), body)
+        except AtfError as error:
+            raise _renumbered(error, list(range(offset, offset + len(tasks)))) from None
 
     def _batch(self, tasks: Sequence[ScheduleRequest], offset: int) -> Plan[list[BatchItem]]:
         """One batch, resending the items the store throttled until they are written or attempts run out."""

@@ -109,6 +109,17 @@ async def test_a_batch_of_more_than_a_hundred_in_order(aclient: AsyncAtfClient, 
     assert client.get(results[129].task.id).payload == {"i": 129}  # type: ignore[union-attr]
 
 
+async def test_a_task_refused_in_a_later_batch_writes_nothing_through_the_async_client(
+    aclient: AsyncAtfClient, item_count: Any
+) -> None:
+    requests: list[dict[str, Any]] = [{"lambda": "work", "delay_seconds": 600} for _ in range(150)]
+    requests[120] = {"lambda": "nope"}
+    before = item_count()
+    with pytest.raises(UnknownLambda) as refused:
+        await aclient.schedule_many(requests)
+    assert refused.value.field == "tasks[120].lambda" and item_count() == before
+
+
 async def test_schedules_chains_and_dead_letters_through_the_async_client(
     aclient: AsyncAtfClient, client: AtfClient, store: Any
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from atf_core.errors import UnknownLambda
+from atf_core.errors import AtfError, UnknownLambda, UnknownPriority
 from atf_core.schema import ScheduleRequest
 from atf_sdk.client import AtfClient
 
@@ -41,12 +41,36 @@ def test_schedule_many_sends_batches_of_100_and_reports_progress(client: AtfClie
     assert {r.status for r in again} == {200}, "resending with the same keys schedules nothing twice"
 
 
-def test_a_bad_task_is_named_by_its_index_in_the_callers_list(client: AtfClient) -> None:
-    requests: list[dict[str, Any]] = [{"lambda": "work"} for _ in range(120)]
-    requests[110] = {"lambda": "nope"}
-    with pytest.raises(UnknownLambda) as refused:
+@pytest.mark.parametrize(
+    ("bad", "refusal", "field"),
+    [
+        ({"lambda": "nope"}, UnknownLambda, "lambda"),
+        ({"lambda": "work", "priority": "zzz"}, UnknownPriority, "priority"),
+    ],
+)
+def test_a_task_the_api_refuses_in_a_later_batch_is_named_and_nothing_is_written(
+    client: AtfClient, item_count: Any, bad: dict[str, Any], refusal: type[AtfError], field: str
+) -> None:
+    # Given 250 tasks, three batches, of which the API alone can tell the 210th is wrong
+    requests: list[dict[str, Any]] = [{"lambda": "work", "delay_seconds": 600} for _ in range(250)]
+    requests[210] = bad
+    before = item_count()
+    # When they are scheduled
+    with pytest.raises(refusal) as refused:
         client.schedule_many(requests)
-    assert refused.value.field == "tasks[110].lambda"
+    # Then the error names it by its index in the caller's list, and not one task was written
+    assert refused.value.field == f"tasks[210].{field}"
+    assert item_count() == before
+
+
+def test_a_dry_run_checks_a_batch_as_the_write_would_and_writes_nothing(raw: Any, item_count: Any) -> None:
+    before = item_count()
+    tasks = [{"lambda": "work", "key": "dry-1"}, {"lambda": "work", "priority": "zzz"}]
+    refused = raw("POST", "/v1/tasks/batch", {"tasks": tasks, "dry_run": True})
+    assert (refused.status, refused.body["field"]) == (400, "tasks[1].priority")
+    checked = raw("POST", "/v1/tasks/batch", {"tasks": tasks[:1], "dry_run": True})
+    assert (checked.status, checked.body) == (200, {"results": []})
+    assert item_count() == before
 
 
 def test_batch_items_carry_their_flow_keys(client: AtfClient) -> None:

@@ -101,6 +101,18 @@ def test_a_bad_line_stops_the_file_before_anything_is_sent(
     assert "tasks.jsonl:2: unknown_field: when is not a known field" in capsys.readouterr().err
 
 
+def test_a_line_the_api_refuses_stops_the_file_before_anything_is_written(
+    atf: Any, tmp_path: Path, item_count: Any
+) -> None:
+    lines = [json.dumps({"lambda": "mail", "delay_seconds": 600}) for _ in range(149)]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join([*lines, json.dumps({"lambda": "mail", "priority": "zzz"})]) + "\n")
+    before = item_count()
+    code, _, err = atf("schedule", "--file", str(tasks))
+    assert code == 2 and err.startswith("atf: unknown_priority:") and err.rstrip().endswith("(tasks[149].priority)")
+    assert item_count() == before
+
+
 def test_gates(atf: Any) -> None:
     code, out, _ = atf("gate", "pause", "work", "vip", "--reason", "cli")
     assert code == 0 and "pause" in out and "vip" in out

@@ -11,6 +11,7 @@ import pytest
 from atf_core.errors import MissingAuthentication, Throttled, Unavailable
 from atf_local.api_server import ApiServer
 from atf_local.stack import LocalStack, free_port
+from atf_sdk.cli import main
 from atf_sdk.client import API_URL_ENV, AtfClient, RetryPolicy
 from functions.frontend.handler import lambda_handler
 
@@ -112,6 +113,45 @@ def test_batch_items_the_store_throttled_are_resent_alone(serve: Any) -> None:
     assert [len(batch) for batch in sent] == [3, 1] and sent[1][0] == sent[0][1]
     # The resend carries item 1's key, so it finds the task rather than making a second one.
     assert [(r.index, r.status) for r in results] == [(0, 201), (1, 200), (2, 201)]
+
+
+def test_an_outage_after_the_checks_says_which_tasks_were_written_before_it(serve: Any) -> None:
+    # Given an API that checks both batches, writes the first, then is unavailable
+    written: list[int] = []
+
+    def fail_the_second_write(event: Event, context: Any) -> Event:
+        body = json.loads(event["body"])
+        if not body.get("dry_run") and written:
+            return _reply(503, {"code": "unavailable", "message": "down", "field": None})
+        if not body.get("dry_run"):
+            written.append(len(body["tasks"]))
+        return lambda_handler(event, context)
+
+    # When 150 tasks are scheduled
+    with pytest.raises(Unavailable) as failed:
+        AtfClient(serve(fail_the_second_write), retry=FAST).schedule_many(
+            [{"lambda": "work", "delay_seconds": 600} for _ in range(150)]
+        )
+    # Then the error says the first batch's were scheduled
+    assert written == [100] and failed.value.__notes__ == ["tasks[0] to tasks[99] were scheduled before it"]
+
+
+def test_the_cli_prints_what_was_written_before_an_error(
+    serve: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail_every_write_but_the_first(event: Event, context: Any) -> Event:
+        body = json.loads(event["body"])
+        if not body.get("dry_run") and body["tasks"][0]["payload"]["i"] > 0:
+            return _reply(500, {"code": "internal", "message": "broken", "field": None})
+        return lambda_handler(event, context)
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"lambda": "work", "payload": {"i": i}}) + "\n" for i in range(150)))
+    with pytest.raises(SystemExit) as exited:
+        main(["schedule", "--file", str(tasks), "--api-url", serve(fail_every_write_but_the_first)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 1
+    assert err.splitlines() == ["atf: internal: broken", "atf: tasks[0] to tasks[99] were scheduled before it"]
 
 
 def test_from_env_reads_the_api_url(monkeypatch: pytest.MonkeyPatch, stack: LocalStack) -> None:

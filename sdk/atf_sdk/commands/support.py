@@ -111,10 +111,11 @@ def guarded(run: Command) -> Command:
 
         from atf_core.errors import AtfError, input_error
 
+        notes: list[str] = []  # what the verb had done before the error
         try:
             return run(args)
         except AtfError as error:
-            body, status = error.to_dict(), exit_status(error)
+            body, status, notes = error.to_dict(), exit_status(error), getattr(error, "__notes__", [])
         except ValidationError as error:  # a model the verb checks itself, named as the API would
             body, status = input_error(error).to_dict(), Exit.USAGE
         if getattr(args, "json", False):  # `python -m atf_sdk.top` has no --json at all
@@ -122,6 +123,8 @@ def guarded(run: Command) -> Command:
         else:
             where = f" ({body['field']})" if body.get("field") else ""
             print(f"atf: {body['code']}: {body['message']}{where}", file=sys.stderr)
+            for note in notes:
+                print(f"atf: {note}", file=sys.stderr)
         return status
 
     return guarded_run
