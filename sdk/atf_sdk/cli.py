@@ -38,11 +38,13 @@ from atf_sdk.commands.support import (
     common,
     confirmed,
     console,
+    each_id,
     guarded,
     json_object,
     json_out,
     moment,
     progress,
+    report_refused,
     usage,
     when,
 )
@@ -56,6 +58,7 @@ from atf_sdk.worker.health import DEFAULT_HEALTH_FILE, HEALTH_FILE_ENV
 if TYPE_CHECKING:
     from atf_core.api import BatchItem
     from atf_core.config import StackConfig
+    from atf_core.errors import AtfError
     from atf_core.schema import Gate, ScheduleRequest, Task
     from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
@@ -247,10 +250,10 @@ def _task_table(tasks: list[Task]) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        tasks = (
+        tasks, refused = (
             _finished(atf, args.ids, args.wait, args.lambda_name)
             if args.wait is not None
-            else [atf.get(i, lambda_name=args.lambda_name) for i in args.ids]
+            else each_id(args.ids, lambda one: atf.get(one, lambda_name=args.lambda_name))
         )
     if args.json:
         json_out(tasks)  # a list, however many ids: one shape for scripts
@@ -264,24 +267,24 @@ def _status(args: argparse.Namespace) -> int:
     if waiting:
         names = ", ".join(f"{t.id} ({t.status.value})" for t in waiting)
         print(f"atf: not finished after {args.wait:g} s: {names}", file=sys.stderr)
-        return Exit.FAILED
-    return Exit.OK
+    outcome = report_refused(args, refused, len(tasks))
+    return Exit.FAILED if waiting and outcome is Exit.OK else outcome
 
 
-def _finished(atf: AtfClient, ids: list[str], wait_s: float, lambda_name: str | None) -> list[Task]:
+def _finished(
+    atf: AtfClient, ids: list[str], wait_s: float, lambda_name: str | None
+) -> tuple[list[Task], list[tuple[str, AtfError]]]:
     """The tasks once every one has settled (ended, or a dead letter), or as they stand after wait_s."""
     deadline = time.monotonic() + wait_s
-    tasks = []
+
+    def settled(task_id: str) -> Task:
+        try:
+            return atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic()), lambda_name=lambda_name)
+        except TimeoutError:
+            return atf.get(task_id, lambda_name=lambda_name)
+
     with progress("finished", len(ids)) as advance:
-        for task_id in ids:
-            try:
-                tasks.append(
-                    atf.wait(task_id, timeout_s=max(0.0, deadline - time.monotonic()), lambda_name=lambda_name)
-                )
-            except TimeoutError:
-                tasks.append(atf.get(task_id, lambda_name=lambda_name))
-            advance(1)
-    return tasks
+        return each_id(ids, settled, advance)
 
 
 def _error_history(task: Task) -> None:
@@ -297,13 +300,10 @@ def _error_history(task: Task) -> None:
 def _cancel(args: argparse.Namespace) -> int:
     if len(args.ids) > 1 and not confirmed(args, f"cancel {len(args.ids)} tasks?"):
         return Exit.FAILED
-    tasks = []
     with client(args) as atf, progress("cancelling", len(args.ids)) as advance:
-        for task_id in args.ids:
-            tasks.append(atf.cancel(task_id, lambda_name=args.lambda_name))
-            advance(1)
+        tasks, refused = each_id(args.ids, lambda one: atf.cancel(one, lambda_name=args.lambda_name), advance)
     json_out(tasks) if args.json else _task_table(tasks)
-    return Exit.OK
+    return report_refused(args, refused, len(tasks))
 
 
 def _gate(args: argparse.Namespace) -> int:

@@ -55,6 +55,30 @@ def test_status_cancel_and_change_take_the_lambdas_route_with_lambda(atf: Any, c
     assert code == 0 and [t["status"] for t in json.loads(out)] == ["cancelled"]
 
 
+def test_several_ids_go_on_past_one_that_is_refused_and_say_which(atf: Any, client: Any) -> None:
+    # Given two waiting tasks and an id no task has
+    first, second, missing = (
+        client.schedule("work", delay_seconds=600),
+        client.schedule("work", delay_seconds=600),
+        "0" * 32,
+    )
+    # When both are cancelled in one call with the missing id between them
+    code, out, err = atf("cancel", first.id, missing, second.id, "--yes", "--json")
+    # Then both are cancelled and listed, the missing one is named, and part of it failed
+    assert code == 1 and [t["id"] for t in json.loads(out)] == [first.id, second.id]
+    assert {client.get(t.id).status.value for t in (first, second)} == {"cancelled"}
+    assert [json.loads(line) for line in err.splitlines()] == [
+        {"id": missing, "code": "not_found", "message": f"no task '{missing}'", "field": "id"}
+    ]
+    # And: status shows what it found; again, the cancelled ones cannot be cancelled, and nothing found is 3
+    code, out, err = atf("status", first.id, missing)
+    assert code == 1 and first.id in out and err == f"atf: {missing}: not_found: no task '{missing}'\n"
+    code, _, err = atf("cancel", missing, "1" * 32, "--yes")
+    assert code == 3 and len(err.splitlines()) == 2
+    code, _, _ = atf("status", missing, "1" * 32, "--wait", "1")
+    assert code == 3
+
+
 def test_schedule_takes_a_time_limit_and_refuses_a_bad_one(atf: Any, client: Any) -> None:
     code, out, _ = atf("schedule", "work", "--delay", "600", "--timeout", "90", "-q")
     assert code == 0 and client.get(out.strip()).timeout_seconds == 90

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from atf_core.vocabulary import CatchUp, OnConflict, Overlap
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from atf_sdk.client import AtfClient
 
 Command = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
 
 # The core's values that the verbs' options take or show in their help come from atf_core.vocabulary, which
 # loads no model: every `atf` command, `atf --help` included, builds every verb's parser.
@@ -51,6 +52,43 @@ _EXIT_BY_STATUS |= {502: Exit.UNAVAILABLE, 503: Exit.UNAVAILABLE, 504: Exit.UNAV
 
 def exit_status(error: AtfError) -> Exit:
     return _EXIT_BY_STATUS.get(error.status, Exit.FAILED)
+
+
+# A task's own refusal (not found, not in a state that allows it): a verb given several ids goes on with the
+# others. Any other error (credentials, an outage, the input) would be every id's, and ends the verb.
+_ONE_TASKS = (404, 409)
+
+
+def each_id(
+    ids: list[str], act: Callable[[str], T], advance: Callable[[int], None] = lambda _: None
+) -> tuple[list[T], list[tuple[str, AtfError]]]:
+    """`act` on every id, in order: what it gave, and the ids whose task refused it, with why. One id alone
+    raises, so the verb exits with its error's own status."""
+    from atf_core.errors import AtfError
+
+    done, failed = [], []
+    for one in ids:
+        try:
+            done.append(act(one))
+        except AtfError as error:
+            if len(ids) == 1 or error.status not in _ONE_TASKS:
+                raise
+            failed.append((one, error))
+        advance(1)
+    return done, failed
+
+
+def report_refused(args: argparse.Namespace, failed: list[tuple[str, AtfError]], done: int) -> Exit:
+    """Each refused id a line on stderr (an object with --json); the exit status: OK if none was refused, that
+    error's own if every id was refused for the same, else FAILED (part of it failed)."""
+    for one, error in failed:
+        body = {"id": one, **error.to_dict()}
+        line = json.dumps(body) if getattr(args, "json", False) else f"atf: {one}: {body['code']}: {body['message']}"
+        print(line, file=sys.stderr)
+    statuses = {exit_status(error) for _, error in failed}
+    if not failed:
+        return Exit.OK
+    return statuses.pop() if not done and len(statuses) == 1 else Exit.FAILED
 
 
 def usage(message: str) -> NoReturn:
