@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from atf_core.config import StackConfig
 from atf_core.errors import Unavailable
+from atf_sdk.client import AtfClient, RetryPolicy
 from atf_sdk.testing import local_stack, worker_host
 from tests.docs.markdown import blocks
 
@@ -111,3 +114,40 @@ def test_the_helpers_stop_what_they_started(tmp_path: Path) -> None:
         os.kill(worker.pid, 0)
     with stack.client() as atf, pytest.raises(Unavailable):
         atf.gates()
+
+
+@pytest.mark.timeout(240)
+def test_a_session_stopped_with_sigterm_stops_its_stack_and_worker_host(tmp_path: Path) -> None:
+    # Given a session whose test holds a worker host on the plugin's stack
+    (tmp_path / "stack.json").write_text(StackConfig.model_validate(QUIET_STACK).model_dump_json())
+    (tmp_path / "team_lambdas.py").write_text(
+        "from atf_sdk import Lambdas\n\nlambdas = Lambdas()\nlambdas.register('tick')(lambda task: None)\n"
+    )
+    settings = '[tool.pytest.ini_options]\natf_config = "stack.json"\natf_lambdas = "team_lambdas:lambdas"\n'
+    (tmp_path / "pyproject.toml").write_text(settings)
+    (tmp_path / "test_long.py").write_text(
+        "import pathlib, time\n\n\n"
+        "def test_long(atf_stack, atf_worker):\n"
+        "    pathlib.Path('started').write_text(f'{atf_worker.pid} {atf_stack.api_url}')\n"
+        "    time.sleep(600)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATF_", "AWS_", "PYTEST_"))}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--basetemp", str(tmp_path / "base")]
+    session = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        started = tmp_path / "started"
+        deadline = time.monotonic() + 180
+        while not started.exists() and session.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker_pid, api_url = started.read_text().split()
+        # When the session is terminated, as a CI job's timeout terminates it
+        session.send_signal(signal.SIGTERM)
+        session.wait(timeout=120)
+        # Then neither its worker host nor its stack outlives it
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(worker_pid), 0)
+        with AtfClient(api_url, retry=RetryPolicy(attempts=1)) as atf, pytest.raises(Unavailable):
+            atf.gates()
+    finally:
+        session.kill()
+        subprocess.run(["pkill", "-KILL", "-f", str(tmp_path)], check=False)  # what the old code left running

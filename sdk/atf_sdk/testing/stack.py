@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ def _process(
     name: str, command: list[str], env: dict[str, str], cwd: Path, log: Path, ready: str, stop: signal.Signals
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `command`, its output in `log`, until it has logged `ready`; stop it with `stop` after."""
-    with log.open("wb") as out:
+    with _terminate_as_interrupt(), log.open("wb") as out:
         environment = {**env, "PYTHONUNBUFFERED": "1"}
         process = subprocess.Popen(
             command, cwd=cwd, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -126,6 +127,30 @@ def _process(
             yield process
         finally:
             _stop(process, stop)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While the process runs, SIGTERM to this one (a CI job's timeout, an editor's stop button) unwinds as
+    Ctrl-C does, so the blocks that started it stop it: it runs in a session of its own, which no signal to
+    this process reaches, and the default action would end this one at once and leave it running. Only
+    where SIGTERM has no handler of the caller's own, and in the main thread (Python's signals' rule)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt(signum: int, _: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stopping short
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def _wait_until_ready(name: str, process: subprocess.Popen[bytes], log: Path, ready: str) -> None:
