@@ -80,10 +80,12 @@ def export_line(endpoint: str, component: str) -> str:
     """`export ...` of what a process of `component` needs: the endpoint and its role's credentials."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from atf_local.iam.accounts import credentials
+    from atf_local.iam.accounts import UnknownComponent, credentials
 
     try:
         given = credentials(endpoint, component)
+    except UnknownComponent as error:
+        raise SystemExit(f"atf_local credentials: {error}") from None
     except (BotoCoreError, ClientError) as error:
         raise SystemExit(
             f"atf_local credentials: no {component!r} role on a local stack at {endpoint}: {error}"

@@ -34,6 +34,7 @@ from atf_sdk.commands.support import (
     Exit,
     add_lambda,
     add_yes,
+    at_least_one,
     client,
     common,
     confirmed,
@@ -504,8 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker = verbs.add_parser("worker", help="run a worker host for the lambdas a module registers")
     worker.add_argument("lambdas", help="module:attribute of a Lambdas registry, e.g. examples.lambdas:lambdas")
     worker.add_argument("--config", type=Path, help=CONFIG_HELP)
-    worker.add_argument("--executors", type=int, default=2, help="executor processes per lambda (default: 2)")
-    worker.add_argument("--threads", type=int, default=4, help="threads per executor (default: 4)")
+    worker.add_argument("--executors", type=at_least_one, default=2, help="executor processes per lambda (default: 2)")
+    worker.add_argument("--threads", type=at_least_one, default=4, help="threads per executor (default: 4)")
     worker.add_argument(
         "--only", action="append", help=f"serve only this lambda (repeatable; default: ${LAMBDA_ENV} if set, else all)"
     )

@@ -302,3 +302,15 @@ def test_calling_the_simulator_needs_its_own_grant(stack: LocalStack) -> None:
         iam.simulate_principal_policy(
             PolicySourceArn=f"arn:aws:iam::123456789012:user/{name}", ActionNames=["execute-api:Invoke"]
         )
+
+
+def test_credentials_of_a_component_the_stack_has_not_are_refused_naming_those_it_has(stack: LocalStack) -> None:
+    # AWS's AssumeRole refuses a role that does not exist; moto's handed out keys whose every call then failed.
+    from atf_local.__main__ import export_line
+
+    with pytest.raises(SystemExit) as refused:
+        export_line(stack.endpoint, "worker-wrok")
+    message = str(refused.value.code)
+    assert message.startswith("atf_local credentials: no component 'worker-wrok' on this stack; its components: ")
+    assert all(name in message for name in ("consumer", "frontend", "worker, ", "worker-work"))
+    assert "AWS_SESSION_TOKEN=" in export_line(stack.endpoint, "worker-work")

@@ -178,9 +178,22 @@ def accept_sessions(sessions: list[dict[str, str]]) -> None:
         role.session_token = given["session_token"]
 
 
+class UnknownComponent(LookupError):
+    """No role of that component on the stack: AWS's AssumeRole refuses a role that does not exist, moto's
+    hands out credentials whose every call then fails."""
+
+
 @functools.cache
 def credentials(endpoint: str, component: str) -> dict[str, str]:
     """A session of `component`'s role, as the environment variables boto3 reads (one per process)."""
+    iam = operator_session().client("iam", endpoint_url=endpoint)
+    try:
+        iam.get_role(RoleName=f"{ROLE_PREFIX}{component}")
+    except iam.exceptions.NoSuchEntityException:
+        roles = iam.list_roles()["Roles"]  # the stack's few: one per component
+        known = sorted(r["RoleName"].removeprefix(ROLE_PREFIX) for r in roles if r["RoleName"].startswith(ROLE_PREFIX))
+        listed = ", ".join(known)
+        raise UnknownComponent(f"no component {component!r} on this stack; its components: {listed}") from None
     sts = operator_session().client("sts", endpoint_url=endpoint)
     found = sts.assume_role(RoleArn=role_arn(component), RoleSessionName=component, DurationSeconds=SESSION_S)
     given = found["Credentials"]

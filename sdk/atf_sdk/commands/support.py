@@ -168,6 +168,17 @@ def guarded(run: Command) -> Command:
     return guarded_run
 
 
+def at_least_one(text: str) -> int:
+    """A count of things to start (processes, threads): 0 would start none and still look healthy."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
 def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)

@@ -1,0 +1,23 @@
+"""`atf worker`'s counts: a host of no executor or no thread would start nothing and still report healthy."""
+
+from __future__ import annotations
+
+import pytest
+
+from atf_sdk.cli import build_parser
+
+
+@pytest.mark.parametrize("option", ["--executors", "--threads"])
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_count_below_one_is_refused_naming_the_option(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["worker", "shop.lambdas:lambdas", option, value])
+    assert refused.value.code == 2
+    assert f"argument {option}: " in capsys.readouterr().err
+
+
+def test_counts_of_one_or_more_are_taken() -> None:
+    args = build_parser().parse_args(["worker", "shop.lambdas:lambdas", "--executors", "1", "--threads", "8"])
+    assert (args.executors, args.threads) == (1, 8)
