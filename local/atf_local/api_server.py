@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -36,7 +36,7 @@ import boto3
 
 from atf_core.api import MAX_EVENT_BYTES
 from atf_core.aws import make_clients
-from atf_local.background import BackgroundServer
+from atf_local.background import BackgroundServer, LocalHTTPServer
 from atf_local.consumer_process import FakeLambdaContext
 from atf_local.environment import REPO
 from atf_local.gateway_auth import API_ID, STAGE, KeyLookup, Refusal, authenticate, authorize
@@ -207,9 +207,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         pass  # the handler logs through Powertools
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(LocalHTTPServer):
     def __init__(self, port: int, handler: Handler, lookup: KeyLookup) -> None:
         super().__init__(("127.0.0.1", port), _RequestHandler)
         self._handler = handler

@@ -11,6 +11,14 @@ from typing import Self
 SHUTDOWN_POLL_S = 0.05
 
 
+class LocalHTTPServer(ThreadingHTTPServer):
+    """A thread per request, and a listen queue as deep as werkzeug's: socketserver's 5 reset the
+    connections of a client opening twenty at once (a script's thread pool) before the loop accepted them."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+
 class BackgroundServer:
     def __init__(self, server: ThreadingHTTPServer, name: str) -> None:
         self._server = server

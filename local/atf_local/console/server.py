@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -27,7 +27,7 @@ from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError
 from atf_core.schema import GateAction, gate_scope, utcnow
-from atf_local.background import BackgroundServer
+from atf_local.background import BackgroundServer, LocalHTTPServer
 from atf_local.console import pages, waiting
 from atf_local.console.data import ConsoleData
 
@@ -199,9 +199,7 @@ def _selection(form: Form, config: StackConfig) -> DeadLetterFilter | None:
     )
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(LocalHTTPServer):
     def __init__(self, port: int, config: StackConfig, data: ConsoleData) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.config = config
