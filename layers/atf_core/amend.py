@@ -46,6 +46,15 @@ def check_run_at(run_at: datetime, now: datetime, field: str = "run_at") -> None
         raise InputError(f"{field} is more than a year ahead", field)
 
 
+def check_drip(times: list[datetime], now: datetime) -> None:
+    """A drip rate (per_second) so slow that the last of the tasks would run more than a year ahead, where no
+    task may be scheduled, is refused before anything is changed."""
+    last = max(times, default=now)
+    if last - now > MAX_SCHEDULE_AHEAD:
+        when = f"{last:%Y-%m-%d}, more than a year ahead"
+        raise InputError(f"at this rate the last of the {len(times)} tasks would run at {when}", "per_second")
+
+
 def new_entry(task: Task, amendment: Amendment, now: datetime) -> datetime:
     """Where the task's index entry goes: the new time; after a change of priority alone, its time or now,
     whichever is later, and always at least a millisecond after the old entry (a consumer that sent the

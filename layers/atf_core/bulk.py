@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 
 from atf_core import lifecycle
-from atf_core.amend import Amendment, amend, check_priority, check_run_at, new_entry
+from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, new_entry
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.deadletters import EPOCH, FOREVER
@@ -141,6 +141,7 @@ class BulkChanges:
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run)
         times = [run_at + _gap(i, per_second) for i in range(len(tasks))]
+        check_drip(times, self._clock())
         return self._amend(result, tasks, Amendment(run_at=run_at), times, began)
 
     def reprioritise(
@@ -153,6 +154,7 @@ class BulkChanges:
         tasks, result = self._selected(selection, dry_run, leave_priority=priority)
         amendment, now = Amendment(priority=priority), self._clock()
         times = [max(new_entry(task, amendment, now), now + _gap(i, per_second)) for i, task in enumerate(tasks)]
+        check_drip(times, now)
         return self._amend(result, tasks, amendment, times, began)
 
     def _amend(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 from atf_core import lifecycle, singleton
+from atf_core.amend import check_drip
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
@@ -90,8 +91,9 @@ class DeadLetters:
         result = BulkResult(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now, keys_taken = self._clock(), set[str]()
-        for i, dead in enumerate(matched):
-            start = now + timedelta(seconds=i / per_second) if per_second else now
+        starts = [now + timedelta(seconds=i / per_second) if per_second else now for i in range(len(matched))]
+        check_drip(starts, now)
+        for dead, start in zip(matched, starts, strict=True):
             result.first_at = result.first_at or start
             result.last_at = start
             if dry_run:

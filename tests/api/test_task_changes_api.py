@@ -83,6 +83,24 @@ def test_a_reschedule_moves_exactly_the_selection_spread_at_the_rate(client: Atf
     assert untouched[2].next_at == untouched[2].scheduled_at != run_at
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize("change", ["reschedule", "reprioritise"])
+def test_a_drip_rate_that_would_run_the_last_task_over_a_year_ahead_is_refused_changing_nothing(
+    client: AtfClient, batch: dict[str, Any], change: str, dry_run: bool
+) -> None:
+    # Given three waiting tasks, and a rate of one a year (3e-8 a second)
+    before, selection = _states(client, _all_ids(batch)), {"collection": batch["collection"], "per_second": 3e-8}
+    # When they are rescheduled or moved at that rate, as a dry run or for real
+    with pytest.raises(InputError) as refused:
+        if change == "reschedule":
+            client.bulk_reschedule(delay_seconds=60, dry_run=dry_run, **selection)
+        else:
+            client.bulk_reprioritise("normal", lambda_name="work", dry_run=dry_run, **selection)
+    # Then it is refused, naming the rate, and nothing changed
+    assert refused.value.field == "per_second" and "more than a year ahead" in refused.value.message
+    assert _states(client, _all_ids(batch)) == before
+
+
 def test_a_window_on_the_run_time_selects_and_cancels_only_those(client: AtfClient, batch: dict[str, Any]) -> None:
     first, middle, last = _states(client, batch["waiting"])
     assert first.next_at and middle.next_at and last.next_at

@@ -81,6 +81,18 @@ def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(worl
     assert again.errors[0].host == "h:1"
 
 
+def test_a_redrive_dripped_over_more_than_a_year_is_refused_leaving_the_letters_dead(world: World) -> None:
+    dead = [world.schedule(**{"lambda": "sleepy"}) for _ in range(2)]
+    for task in dead:
+        run_once(world, task.id, "sleepy", "fail")
+    letters = DeadLetters(world.store, world.config)
+    for dry_run in (True, False):
+        with pytest.raises(InputError) as refused:
+            letters.redrive(DeadLetterFilter("sleepy"), dry_run=dry_run, per_second=3e-8)
+        assert refused.value.field == "per_second"
+    assert [world.status(task) for task in dead] == [TaskStatus.DEAD_LETTER] * 2
+
+
 def test_discarding_dead_letters_ends_them(world: World) -> None:
     task = world.schedule(**{"lambda": "sleepy"})
     run_once(world, task.id, "sleepy", "fail")
