@@ -292,7 +292,7 @@ class ScheduleRequest(BaseModel):
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
-    priority: str | None = None
+    priority: str | None = Field(default=None, pattern=NAME_PATTERN)  # one of the lambda's: the frontend checks
     run_at: Moment | None = None
     delay_seconds: JsonNumber | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())
     key: str | None = Field(default=None, min_length=1, max_length=128)

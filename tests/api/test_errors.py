@@ -201,6 +201,16 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
         "priority",
     ),
     (
+        "empty priority",
+        "POST",
+        "/v1/tasks",
+        {**GOOD, "priority": ""},
+        "application/json",
+        400,
+        "invalid_input",
+        "priority",
+    ),
+    (
         "form content type",
         "POST",
         "/v1/tasks",
