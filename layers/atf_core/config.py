@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from atf_core import sizing
 from atf_core.aws import HEARTBEAT_CALL_BUDGET_S
 from atf_core.errors import UnknownLambda
-from atf_core.schema import NAME_PATTERN, TimeoutSeconds
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN, JsonInt, JsonNumber, TimeoutSeconds
 from atf_core.telemetry import namespace_of
 
 CONFIG_ENV = "ATF_CONFIG"
@@ -45,8 +45,12 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_starts_per_second: float | None = Field(default=None, gt=0, le=10_000)
-    max_running: int | None = Field(default=None, ge=1, le=10_000)
+    max_starts_per_second: JsonNumber | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    max_running: JsonInt | None = Field(default=None, ge=1, le=10_000)
+
+    @property
+    def caps_nothing(self) -> bool:
+        return self.max_starts_per_second is None and self.max_running is None
 
 
 class OverRate(StrEnum):
@@ -143,7 +147,9 @@ class LambdaSpec(BaseModel):
     )
     dead_letter: bool = Field(default=True, description="Failed tasks wait as dead letters instead of ending.")
     limits: Limits = Field(default_factory=Limits, description="For the whole lambda.")
-    collection_limits: dict[str, Limits] = Field(default_factory=dict, description="Per collection.")
+    collection_limits: dict[Annotated[str, Field(pattern=COLLECTION_PATTERN)], Limits] = Field(
+        default_factory=dict, description="Per collection."
+    )
     key_limits: KeyLimits | None = Field(
         default=None, description="Per flow-control key (a task's flow_key), each key apart; keyless tasks: none."
     )
@@ -161,6 +167,8 @@ class LambdaSpec(BaseModel):
             raise ValueError(f"default_priority {self.default_priority!r} is not in {self.priorities}")
         if len(set(self.priorities)) != len(self.priorities):
             raise ValueError("priorities must be distinct")
+        if idle := [name for name, limits in self.collection_limits.items() if limits.caps_nothing]:
+            raise ValueError(f"collection_limits of {idle} need max_running or max_starts_per_second")
         return self
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -68,3 +70,22 @@ def test_queue_names_must_fit_sqs() -> None:
 def test_priority_names_are_checked(priority: str) -> None:
     with pytest.raises(ValidationError, match=r"priorities\.0"):
         LambdaSpec(priorities=[priority], default_priority=priority)
+
+
+@pytest.mark.parametrize(
+    ("lambda_fields", "says"),
+    [
+        ({"collection_limits": {"c": {}}}, "collection_limits of ['c'] need max_running or max_starts_per_second"),
+        ({"collection_limits": {"ü x": {"max_running": 1}}}, "collection_limits.ü x.[key]"),
+        ({"limits": {"max_running": True}}, "limits.max_running\n  Input should be a valid integer"),
+        (
+            {"limits": {"max_starts_per_second": "NaN"}},
+            "limits.max_starts_per_second\n  Input should be a finite number",
+        ),
+    ],
+)
+def test_limits_that_could_never_apply_are_refused_naming_them(lambda_fields: dict[str, object], says: str) -> None:
+    document = {"lambdas": {"w": {"priorities": ["normal"], **lambda_fields}}}
+    with pytest.raises(ValidationError) as refused:
+        StackConfig.model_validate_json(json.dumps(document).replace('"NaN"', "NaN"))
+    assert says in str(refused.value)
