@@ -32,6 +32,11 @@ from atf_core.schema import (
 )
 from atf_core.vocabulary import CatchUp, Overlap
 
+# Files of a zoneinfo directory that ZoneInfo opens but that are not IANA zones: the host's own zone (which
+# would make a schedule's time depend on where the consumer runs), the POSIX rules, tzdata's "Factory", and
+# the trees of variants.
+NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+NOT_ZONE_TREES = ("posix/", "right/")
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,80}$"
 MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed", not just late
 # A cron's occurrences before the ones a gap may run are counted one by one (~25 us each), so a long gap in a
@@ -91,6 +96,8 @@ class ScheduleSpec(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _zone_exists(cls, zone: str) -> str:
+        if zone in NOT_ZONES or zone.startswith(NOT_ZONE_TREES):
+            raise ValueError(f"{zone!r} is not an IANA time zone (it is the host's, or a variant); name one")
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):

@@ -94,3 +94,17 @@ def test_a_cadence_with_a_wildcard_hour_keeps_running_through_the_repeated_hour(
     start = datetime(2027, 10, 30, 23, 45, tzinfo=UTC)  # 01:45 in Paris, summer time
     moments = half_hourly.upcoming(start, ANCHOR, 5)
     assert [moment - start for moment in moments] == [timedelta(minutes=15 + 30 * i) for i in range(5)]
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory", "posix/Europe/Paris", "right/UTC"])
+def test_a_zone_file_that_is_not_an_iana_zone_is_refused(zone: str) -> None:
+    with pytest.raises(ValueError, match="is not an IANA time zone"):
+        spec(cron="0 3 * * *", timezone=zone)
+
+
+def test_iana_zones_are_taken() -> None:
+    assert [spec(every_seconds=60, timezone=zone).timezone for zone in ("UTC", "Europe/Paris", "EST5EDT")] == [
+        "UTC",
+        "Europe/Paris",
+        "EST5EDT",
+    ]
