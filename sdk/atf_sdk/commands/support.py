@@ -28,9 +28,10 @@ T = TypeVar("T")
 
 # The core's values that the verbs' options take or show in their help come from atf_core.vocabulary, which
 # loads no model: every `atf` command, `atf --help` included, builds every verb's parser.
-ON_CONFLICT = tuple(OnConflict)
-OVERLAP = tuple(Overlap)
-CATCH_UP = tuple(CatchUp)
+# As their values: argparse names a refused choice's options by their repr (<OnConflict.REFUSE: 'refuse'>).
+ON_CONFLICT = tuple(choice.value for choice in OnConflict)
+OVERLAP = tuple(choice.value for choice in Overlap)
+CATCH_UP = tuple(choice.value for choice in CatchUp)
 
 
 class Exit(IntEnum):

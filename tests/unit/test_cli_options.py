@@ -1,4 +1,5 @@
-"""`atf worker`'s counts: a host of no executor or no thread would start nothing and still report healthy."""
+"""The CLI's options: `atf worker`'s counts (a host of no executor or no thread would start nothing and still
+report healthy), and refused choices named as they are typed."""
 
 from __future__ import annotations
 
@@ -21,3 +22,21 @@ def test_a_count_below_one_is_refused_naming_the_option(
 def test_counts_of_one_or_more_are_taken() -> None:
     args = build_parser().parse_args(["worker", "shop.lambdas:lambdas", "--executors", "1", "--threads", "8"])
     assert (args.executors, args.threads) == (1, 8)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["schedule", "work", "--on-conflict", "bogus"], "(choose from 'refuse', 'replace')"),
+        (
+            ["schedules", "put", "s", "--lambda", "work", "--every", "60", "--overlap", "x"],
+            "(choose from 'skip', 'allow')",
+        ),
+    ],
+)
+def test_a_refused_choice_lists_the_values_to_type(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert says in capsys.readouterr().err
