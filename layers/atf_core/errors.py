@@ -180,7 +180,8 @@ def _classify(kind: str, field: str | None, detail: Mapping[str, Any]) -> InputE
         return InputError(f"{name}: {message}", name)  # an impossible time, not a wrong type
     if kind in JSON_TYPES:  # pydantic's words are Python's ("a valid integer"): say what JSON came instead
         return WrongType(f"{name}: {not_as_expected(JSON_TYPES[kind], detail.get('input'))}", name)
-    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
+    wrong_json = kind in ("enum", "literal_error") and not isinstance(detail.get("input"), str)  # 1 for "pause"
+    if wrong_json or kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "is_instance_of"):
         return WrongType(f"{name}: {message}", name)
     return InputError(f"{name}: {message}", name)
 

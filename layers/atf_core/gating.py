@@ -63,7 +63,8 @@ class Gating:
 
     def lift(self, lambda_name: str, collection: str | None) -> None:
         if not self._store.delete_gate(lambda_name, collection):
-            raise NotFound(f"no gate on {gate_scope(lambda_name, collection)}", "lambda")
+            field = "lambda" if collection is None else "collection"  # the part of the scope that has no gate
+            raise NotFound(f"no gate on {gate_scope(lambda_name, collection)}", field)
 
     def gates(self) -> list[Gate]:
         """Every gate stored, in force or past its until (view() keeps those in force)."""
