@@ -4,6 +4,8 @@ who records the attempt (never both). Against the local stack: tests/e2e/test_ti
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import time
 from typing import Any
@@ -15,6 +17,7 @@ from atf_core.config import LambdaSpec, StackConfig
 from atf_core.schema import TaskStatus
 from atf_sdk import Lambdas, TaskContext
 from atf_sdk.testing import Eager
+from atf_sdk.worker import observe
 from atf_sdk.worker.executor import TaskRunner
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.time_limits import RETRY_FLOOR_S, TaskTimeout
@@ -129,3 +132,27 @@ def test_eager_mode_cancels_an_async_callback_at_its_limit() -> None:
         "ran over its time limit of 0.3s",
     )
     assert eager.run("work", {"seconds": 0.5}, timeout_seconds=1).succeeded  # its own limit, over the lambda's
+
+
+def test_the_watchers_lines_of_an_attempt_it_stopped_carry_the_tasks_keys() -> None:
+    # Given the worker's JSON lines, as its log handler writes them
+    lines: list[dict[str, Any]] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(json.loads(observe._formatter.format(record)))  # type: ignore[method-assign]
+    logger = logging.getLogger("atf")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        # When a sync callback runs over its limit
+        run, _, _ = runner(lambda context: time.sleep(0.6))
+        run_watched(run)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    # Then the watcher's error and the attempt's "task finished" name the task, as the callback's own lines do
+    watched = [line for line in lines if "time limit" in line["message"] or line["message"] == "task finished"]
+    expected = task()
+    assert len(watched) == 2, lines
+    for line in watched:
+        assert (line.get("task_id"), line.get("attempt"), line.get("lambda")) == (expected.id, expected.attempt, "work")

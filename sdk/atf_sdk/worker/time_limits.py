@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from atf_core.schema import Task
 from atf_sdk.worker.health import EXIT_TIMED_OUT
+from atf_sdk.worker.observe import task_context
 
 log = logging.getLogger("atf.executor")
 WATCH_EVERY_S = 0.05
@@ -104,9 +105,10 @@ class TimeLimits:
 
     def _stop_attempt(self, entry: _Limit) -> None:
         task = entry.task
-        log.error("task %s attempt %d ran over its time limit of %gs", task.id, task.attempt, entry.limit_s)
-        try:
-            self._overran(task, entry.limit_s)
-        finally:
-            self._terminate(f"task {task.id} attempt {task.attempt} ran over its time limit of {entry.limit_s:g}s")
-            self._ended.set()
+        with task_context(task):  # this thread's lines, the failure's "task finished" too, carry the task's keys
+            log.error("task %s attempt %d ran over its time limit of %gs", task.id, task.attempt, entry.limit_s)
+            try:
+                self._overran(task, entry.limit_s)
+            finally:
+                self._terminate(f"task {task.id} attempt {task.attempt} ran over its time limit of {entry.limit_s:g}s")
+                self._ended.set()
