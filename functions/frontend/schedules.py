@@ -42,6 +42,8 @@ def list_schedules(
     after: PageAfter = None,
     limit: PageLimit = MAX_SCHEDULE_PAGE,
 ) -> ScheduleList:
+    if lambda_name is not None:
+        services().config.lambda_named(lambda_name)  # a lambda the stack has not: unknown_lambda, as elsewhere
     return listed(lambda_name, after, limit)
 
 

@@ -40,3 +40,16 @@ def test_a_refused_choice_lists_the_values_to_type(
     with pytest.raises(SystemExit):
         build_parser().parse_args(argv)
     assert says in capsys.readouterr().err
+
+
+def test_a_long_rate_is_listed_in_whole_seconds() -> None:
+    from datetime import UTC, datetime
+
+    from atf_core.recurrence import Schedule, ScheduleSpec
+    from atf_sdk.commands.schedules import _cadence
+
+    def listed(every: float) -> str:
+        spec = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": every})
+        return _cadence(Schedule(name="s", spec=spec, created_at=datetime(2027, 1, 1, tzinfo=UTC)))
+
+    assert [listed(every) for every in (31_622_400, 300, 2.5)] == ["every 31,622,400 s", "every 300 s", "every 2.5 s"]

@@ -121,7 +121,7 @@ def _change(args: argparse.Namespace) -> int:
 
 def _cadence(schedule: Schedule) -> str:
     spec = schedule.spec
-    every = f"every {spec.every_seconds:g} s" if spec.every_seconds is not None else f"cron '{spec.cron}'"
+    every = f"every {spec.every_seconds:,.10g} s" if spec.every_seconds is not None else f"cron '{spec.cron}'"
     return every if spec.timezone == "UTC" else f"{every} {spec.timezone}"
 
 
