@@ -72,6 +72,22 @@ def media_type_error(
     return UnsupportedMediaType(f"Content-Type must be {JSON}, not {given or 'missing'}", "Content-Type")
 
 
+def media_type_lowercased(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its Content-Type's media type in lower case: media types are case-insensitive (RFC
+    9110), and Powertools' validation takes only "application/json" as written (it answered
+    `Application/JSON` with 415). The parameters (a charset, a boundary) are left as they came."""
+    for headers in (event.get("headers") or {}, event.get("multiValueHeaders") or {}):
+        for name, value in headers.items():
+            if name.lower() == "content-type":
+                headers[name] = [_lowercased(v) for v in value] if isinstance(value, list) else _lowercased(value)
+    return event
+
+
+def _lowercased(content_type: str) -> str:
+    media_type, separator, parameters = content_type.partition(";")
+    return media_type.strip().lower() + separator + parameters
+
+
 class _Refusal(NamedTuple):
     """A call AWS refuses for good: an operator (a grant) or a fix (the request) must act, not a retry."""
 

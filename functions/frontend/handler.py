@@ -165,4 +165,4 @@ def openapi() -> Response[dict[str, Any]]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return app.resolve(errors.media_type_lowercased(event), context)

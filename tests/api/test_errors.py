@@ -545,3 +545,11 @@ def test_a_valid_batch_after_a_refused_one_writes_every_task(raw: Any, item_coun
     reply = raw("POST", "/v1/tasks/batch", {"tasks": [GOOD, GOOD]})
     assert [r["status"] for r in reply.body["results"]] == [201, 201]
     assert item_count() == before + 2
+
+
+@pytest.mark.parametrize("content_type", ["Application/JSON", "APPLICATION/JSON; charset=UTF-8"])
+def test_a_json_media_type_in_any_case_is_json(raw: Any, item_count: Any, content_type: str) -> None:
+    before = item_count()
+    reply = raw("POST", "/v1/tasks", GOOD, content_type=content_type)
+    assert reply.status == 201, reply.body
+    assert item_count() == before + 1
