@@ -149,9 +149,10 @@ class ScheduleSpec(BaseModel):
         assert self.cron is not None
         backwards = croniter(self.cron, moment.astimezone(ZoneInfo(self.timezone)))
         for _ in range(steps):
-            moment = backwards.get_prev(datetime)
-            if moment <= after:
+            earlier = backwards.get_prev(datetime)
+            if earlier <= after or earlier >= moment:  # the latter: a croniter that cannot step back from here
                 return after
+            moment = earlier
         return moment
 
     def _walk(self, after: datetime, up_to: datetime, anchor: datetime, most: int | None = None) -> list[datetime]:
