@@ -46,6 +46,11 @@ def check_run_at(run_at: datetime, now: datetime, field: str = "run_at") -> None
         raise InputError(f"{field} is more than a year ahead", field)
 
 
+def dripped(first: datetime, count: int, per_second: float | None) -> list[datetime]:
+    """When each of `count` tasks goes: the n-th n / per_second seconds after `first`, or all at `first`."""
+    return [first + timedelta(seconds=i / per_second) if per_second else first for i in range(count)]
+
+
 def check_drip(times: list[datetime], now: datetime) -> None:
     """A drip rate (per_second) so slow that the last of the tasks would run more than a year ahead, where no
     task may be scheduled, is refused before anything is changed."""

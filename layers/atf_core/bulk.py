@@ -21,11 +21,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from itertools import islice
 
 from atf_core import lifecycle
-from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, new_entry
+from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, dripped, new_entry
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.deadletters import EPOCH, FOREVER
@@ -121,7 +121,7 @@ class BulkChanges:
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run)
         start = self._clock()
-        _span(result, [start + _gap(i, per_second) for i in range(len(tasks))])
+        _span(result, dripped(start, len(tasks), per_second))
         if dry_run:
             return result
         for i, task in enumerate(tasks):
@@ -140,7 +140,7 @@ class BulkChanges:
         check_run_at(run_at, self._clock())
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run)
-        times = [run_at + _gap(i, per_second) for i in range(len(tasks))]
+        times = dripped(run_at, len(tasks), per_second)
         check_drip(times, self._clock())
         return self._amend(result, tasks, Amendment(run_at=run_at), times, began)
 
@@ -153,7 +153,8 @@ class BulkChanges:
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run, leave_priority=priority)
         amendment, now = Amendment(priority=priority), self._clock()
-        times = [max(new_entry(task, amendment, now), now + _gap(i, per_second)) for i, task in enumerate(tasks)]
+        gaps = dripped(now, len(tasks), per_second)
+        times = [max(new_entry(task, amendment, now), at) for task, at in zip(tasks, gaps, strict=True)]
         check_drip(times, now)
         return self._amend(result, tasks, amendment, times, began)
 
@@ -236,10 +237,6 @@ def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> b
     if selection.flow_key is not None and task.flow_key != selection.flow_key:
         return False
     return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
-
-
-def _gap(i: int, per_second: float | None) -> timedelta:
-    return timedelta(seconds=i / per_second) if per_second else timedelta(0)
 
 
 def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:

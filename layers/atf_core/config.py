@@ -113,8 +113,7 @@ class KeyLimits(Limits):
 
     @model_validator(mode="after")
     def _caps_something(self) -> KeyLimits:
-        caps = (self.max_running, self.max_starts_per_second, self.debounce)
-        if all(cap is None for cap in caps) and not self.singleton:
+        if self.caps_nothing and self.debounce is None and not self.singleton:
             raise ValueError("key_limits needs max_running, max_starts_per_second, singleton or debounce")
         return self
 

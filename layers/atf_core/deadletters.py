@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import islice
 
 from atf_core import lifecycle, singleton
-from atf_core.amend import check_drip
+from atf_core.amend import check_drip, dripped
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
@@ -91,7 +91,7 @@ class DeadLetters:
         result = BulkResult(dry_run=dry_run, matched=matched)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now, keys_taken = self._clock(), set[str]()
-        starts = [now + timedelta(seconds=i / per_second) if per_second else now for i in range(len(matched))]
+        starts = dripped(now, len(matched), per_second)
         check_drip(starts, now)
         for dead, start in zip(matched, starts, strict=True):
             result.first_at = result.first_at or start

@@ -186,7 +186,8 @@ class UnknownComponent(LookupError):
 @functools.cache
 def credentials(endpoint: str, component: str) -> dict[str, str]:
     """A session of `component`'s role, as the environment variables boto3 reads (one per process)."""
-    iam = operator_session().client("iam", endpoint_url=endpoint)
+    operator = operator_session()
+    iam = operator.client("iam", endpoint_url=endpoint)
     try:
         iam.get_role(RoleName=f"{ROLE_PREFIX}{component}")
     except iam.exceptions.NoSuchEntityException:
@@ -194,7 +195,7 @@ def credentials(endpoint: str, component: str) -> dict[str, str]:
         known = sorted(r["RoleName"].removeprefix(ROLE_PREFIX) for r in roles if r["RoleName"].startswith(ROLE_PREFIX))
         listed = ", ".join(known)
         raise UnknownComponent(f"no component {component!r} on this stack; its components: {listed}") from None
-    sts = operator_session().client("sts", endpoint_url=endpoint)
+    sts = operator.client("sts", endpoint_url=endpoint)
     found = sts.assume_role(RoleArn=role_arn(component), RoleSessionName=component, DurationSeconds=SESSION_S)
     given = found["Credentials"]
     return {

@@ -86,9 +86,9 @@ def report_refused(args: argparse.Namespace, failed: list[tuple[str, AtfError]],
         body = {"id": one, **error.to_dict()}
         line = json.dumps(body) if getattr(args, "json", False) else f"atf: {one}: {body['code']}: {body['message']}"
         print(line, file=sys.stderr)
-    statuses = {exit_status(error) for _, error in failed}
     if not failed:
         return Exit.OK
+    statuses = {exit_status(error) for _, error in failed}
     return statuses.pop() if not done and len(statuses) == 1 else Exit.FAILED
 
 

@@ -135,10 +135,8 @@ def _terminate_as_interrupt() -> Iterator[None]:
     Ctrl-C does, so the blocks that started it stop it: it runs in a session of its own, which no signal to
     this process reaches, and the default action would end this one at once and leave it running. Only
     where SIGTERM has no handler of the caller's own, and in the main thread (Python's signals' rule)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    if not ours:
         yield
         return
     signal.signal(signal.SIGTERM, _interrupt)
