@@ -30,6 +30,7 @@ from atf_core.errors import (
     NotFound,
     Throttled,
     Unavailable,
+    UnknownField,
     UnsupportedMediaType,
     WrongType,
 )
@@ -88,6 +89,26 @@ def _lowercased(content_type: str) -> str:
     return media_type.strip().lower() + separator + parameters
 
 
+def _undeclared_query(app: APIGatewayRestResolver) -> UnknownField | None:
+    """A query parameter the route does not declare, refused like an unknown body field: a typo
+    (`?colection=`) is not read as no filter."""
+    route = app.context.get("_route")
+    if route is None:
+        return None
+    declared = {param.alias for param in route.dependant.query_params}
+    unknown = sorted(set(app.current_event.query_string_parameters or {}) - declared)
+    return UnknownField(f"{unknown[0]} is not a query parameter of this route", unknown[0]) if unknown else None
+
+
+def _undeclared_body(app: APIGatewayRestResolver, body: dict[str, Any]) -> UnknownField | None:
+    """A field in the body of a route that takes none (pausing a schedule): `{"x": 1}` is not read as nothing."""
+    route = app.context.get("_route")
+    if not body or route is None or route.dependant.body_params:
+        return None
+    field = sorted(body)[0]
+    return UnknownField(f"{field}: this route takes no body", field)
+
+
 class _Refusal(NamedTuple):
     """A call AWS refuses for good: an operator (a grant) or a fix (the request) must act, not a retry."""
 
@@ -131,8 +152,8 @@ class _Handlers:
         event = self._app.current_event
         return media_type_error(event.http_method, event.headers, event.body)
 
-    def check_body(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        refused = self._refused()
+    def check_request(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        refused = self._refused() or _undeclared_query(app)
         if refused:
             return error_response(refused)
         # Powertools validates a JSON array body by its first element (a form-data
@@ -147,7 +168,8 @@ class _Handlers:
             return error_response(MalformedJson(f"the body is not valid JSON: {error}"))
         if not isinstance(body, dict):
             return error_response(WrongType("the body must be a JSON object", "body"))
-        return next_middleware(app)
+        unknown = _undeclared_body(app, body)
+        return error_response(unknown) if unknown else next_middleware(app)
 
     def invalid(self, error: RequestValidationError) -> Response[ErrorBody]:
         # A form or text body fails validation before the middleware runs: say why.
@@ -185,7 +207,7 @@ class _Handlers:
 def install(app: APIGatewayRestResolver, logger: Logger) -> None:
     """Register the exception handlers and the body checks on the resolver."""
     handlers = _Handlers(app, logger)
-    app.use(middlewares=[handlers.check_body])
+    app.use(middlewares=[handlers.check_request])
     app.exception_handler(AtfError)(error_response)
     app.exception_handler(RequestValidationError)(handlers.invalid)
     app.exception_handler(RequestUnsupportedContentType)(handlers.unsupported)

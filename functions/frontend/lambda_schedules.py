@@ -66,7 +66,7 @@ def delete_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Respo
 @router.post(
     scoped("POST", "/schedules/{name}/pause").resolver_path(),
     summary="Pause a schedule of this lambda",
-    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409, 415)},
 )
 def pause_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedule:
     return services().schedules.set_paused(name, True, owner=lambda_name)
@@ -75,7 +75,7 @@ def pause_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedu
 @router.post(
     scoped("POST", "/schedules/{name}/resume").resolver_path(),
     summary="Resume a paused schedule of this lambda from its next occurrence",
-    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409, 415)},
 )
 def resume_lambda_schedule(lambda_name: LambdaName, name: ScheduleName) -> Schedule:
     return services().schedules.set_paused(name, False, owner=lambda_name)

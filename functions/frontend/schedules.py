@@ -94,7 +94,7 @@ def delete_schedule(name: ScheduleName) -> Response[None]:
 @router.post(
     "/v1/schedules/<name>/pause",
     summary="Pause a schedule: no occurrence fires until it resumes",
-    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409, 415)},
 )
 def pause_schedule(name: ScheduleName) -> Schedule:
     return services().schedules.set_paused(name, True)
@@ -103,7 +103,7 @@ def pause_schedule(name: ScheduleName) -> Schedule:
 @router.post(
     "/v1/schedules/<name>/resume",
     summary="Resume a paused schedule from its next occurrence",
-    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409)},
+    responses={**ok(200, "The schedule", Schedule), **error_responses(400, 409, 415)},
 )
 def resume_schedule(name: ScheduleName) -> Schedule:
     return services().schedules.set_paused(name, False)

@@ -126,6 +126,13 @@ def test_every_operation_declares_what_api_gateway_answers_before_the_function()
     assert "execute-api:Invoke" in responses["Gateway403"]["description"]
 
 
+def test_every_operation_that_may_take_a_body_declares_the_refused_media_type() -> None:
+    """The frontend refuses a body not declared as JSON on every POST and PUT, a route of no body included."""
+    for path, method, operation in _operations(_committed()):
+        if method in ("post", "put", "patch"):
+            assert "415" in operation["responses"], (method, path)
+
+
 def test_every_operation_has_one_declared_tag_and_every_tag_is_used() -> None:
     document = _committed()
     declared = [tag["name"] for tag in document["tags"]]
