@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
 
+INTERRUPTED = 130  # the shell's status for a process Ctrl-C ended (128 + SIGINT)
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
 EXITS = "exit status: " + ", ".join(f"{e.value} {e.name.lower().replace('_', ' ')}" for e in Exit)
 HEALTH_FILE_HELP = f"where the host reports its health (default: ${HEALTH_FILE_ENV}, else {DEFAULT_HEALTH_FILE})"
@@ -555,6 +556,8 @@ def main(argv: list[str] | None = None) -> None:
     run: Callable[[argparse.Namespace], int | None] = args.run
     try:
         code = run(args)
+    except KeyboardInterrupt:  # Ctrl-C where a verb has no handling of its own (a starting host): no traceback
+        sys.exit(INTERRUPTED)
     except ModuleNotFoundError as missing:  # an optional part of atf-sdk that was not installed
         if extra_for(missing.name) is None:
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from atf_sdk import cli
 from atf_sdk.cli import build_parser
 
 
@@ -53,3 +54,19 @@ def test_a_long_rate_is_listed_in_whole_seconds() -> None:
         return _cadence(Schedule(name="s", spec=spec, created_at=datetime(2027, 1, 1, tzinfo=UTC)))
 
     assert [listed(every) for every in (31_622_400, 300, 2.5)] == ["every 31,622,400 s", "every 300 s", "every 2.5 s"]
+
+
+def test_a_ctrl_c_before_a_verb_handles_it_ends_the_cli_with_the_shells_status_and_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a starting worker host that a Ctrl-C reaches before it installs its handlers
+    def interrupted(_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_worker", interrupted)
+    # When the CLI runs it
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["worker", "shop.lambdas:lambdas"])
+    # Then it exits as the shell reports a process Ctrl-C ended, saying nothing
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == ""

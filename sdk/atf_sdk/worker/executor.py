@@ -47,6 +47,8 @@ from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
+# What stops a worker host (Ctrl-C, and ECS's or systemd's stop); its executors and fork server ignore them.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 # The metrics a result counts once its write applies: a fatal failure counts
 # as one whether or not the lambda keeps its dead letters.
 OUTCOME_METRICS = {
@@ -76,8 +78,8 @@ def executor_main(spec: ExecutorSpec) -> None:
     """Entry point of an executor process."""
     # The host decides when to stop; a Ctrl-C or SIGTERM sent to the whole
     # process group must not cut a callback short.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(spec.environ)
     try:

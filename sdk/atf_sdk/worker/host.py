@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import secrets
 import signal
@@ -43,7 +44,7 @@ from atf_core.definitions import queue_name
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
-from atf_sdk.worker.executor import ExecutorSpec, executor_main
+from atf_sdk.worker.executor import STOP_SIGNALS, ExecutorSpec, executor_main
 from atf_sdk.worker.health import (
     REPORT_EVERY_S,
     ExecutorStarts,
@@ -121,10 +122,10 @@ class WorkerHost:
 
     def serve(self) -> None:
         """Run until SIGTERM/SIGINT, then drain."""
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, lambda *_: self._stop.set())
         setup_logging()
         log.info(route_metrics(self._settings.metrics))
-        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-        signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         try:
             self.start()
         except BaseException:  # it cannot reach its table or a queue, say: no socket or directory is left behind
@@ -138,6 +139,7 @@ class WorkerHost:
 
     def start(self) -> None:
         self.check_reach()
+        _start_fork_server()
         self._server_thread.start()
         self.metrics.start()
         self.controller.start_receivers()
@@ -250,6 +252,26 @@ class WorkerHost:
         temporary directory (a thousand a day on a machine that runs the tests)."""
         self._server.close()
         self._socket_directory.remove()
+
+
+def _start_fork_server() -> None:
+    """Start the executors' fork server with the stop signals ignored, which it inherits across its exec: a Ctrl-C
+    to the process group while its interpreter starts and imports atf_sdk.worker.preload had ended it with a
+    KeyboardInterrupt, and the host with it. The host's own stay blocked meanwhile, so one sent to it then is
+    kept pending (Linux keeps a blocked signal even while it is ignored) and reaches its handlers after."""
+    if threading.current_thread() is not threading.main_thread():  # a host embedded in a thread: no handlers
+        multiprocessing.forkserver.ensure_running()
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
+    try:
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for stop_signal, handler in handlers.items():
+            signal.signal(stop_signal, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:

@@ -4,14 +4,17 @@ The executor's modules (boto3, pydantic, the framework) are imported here once, 
 warmed process instead of importing them anew. Importing them makes no AWS client or session and starts no thread:
 a thread or a lock held as the server forks would be lost, or held for ever, in the executor.
 
-Nothing but the fork server imports this module (atf_sdk.worker.host names it), and the server ignores SIGTERM,
-as executors do: the host decides when its executors stop, and a SIGTERM sent to the whole process group
-(systemd's default, `kill -TERM -<pgid>`) must not end the server. The host learns of each executor's exit
-through the server that forked it, and would take the server's death for the death of them all.
+Nothing but the fork server imports this module (atf_sdk.worker.host names it), and the server ignores SIGTERM
+and SIGINT, as executors do: the host decides when its executors stop, and a SIGTERM or Ctrl-C sent to the whole
+process group (systemd's default, `kill -TERM -<pgid>`, a terminal) must not end the server. The host learns of
+each executor's exit through the server that forked it, and would take the server's death for the death of them
+all. The host starts the server with both ignored (host._start_fork_server), so one sent while the server's
+interpreter starts already finds them ignored; they stay so here, whoever started the server.
 """
 
 import signal
 
-import atf_sdk.worker.executor  # noqa: F401  (imported for the fork server's sake, see above)
+from atf_sdk.worker.executor import STOP_SIGNALS  # the executor's modules, imported for the server's sake
 
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for _stop_signal in STOP_SIGNALS:
+    signal.signal(_stop_signal, signal.SIG_IGN)
