@@ -105,6 +105,25 @@ def test_every_method_needs_iam_auth_and_is_validated(synth: Synthesized) -> Non
             assert "application/json" in props["RequestModels"]
 
 
+def test_the_frontend_is_invoked_by_the_apis_stage_under_one_statement_of_its_resource_policy(
+    synth: Synthesized,
+) -> None:
+    # A statement per method (LambdaIntegration's default) took the policy over Lambda's 20 KB: deploys failed
+    (function_id,) = [k for k in synth.resources("AWS::Lambda::Function") if k.startswith("FrontendHandler")]
+    function_arn = {"Fn::GetAtt": [function_id, "Arn"]}
+    invokes = [
+        p["Properties"]
+        for p in synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == function_arn
+    ]
+    assert len(invokes) == 1 and invokes[0]["Principal"] == "apigateway.amazonaws.com"
+    (stage_id,) = synth.resources("AWS::ApiGateway::Stage")
+    assert invokes[0]["SourceArn"]["Fn::Join"][1][-3:] == ["/", {"Ref": stage_id}, "/*/*"], "the stage, not test-invoke"
+    for props in _method_paths(synth).values():
+        assert props["Integration"]["IntegrationHttpMethod"] == "POST"
+        assert function_arn in props["Integration"]["Uri"]["Fn::Join"][1]
+
+
 def test_gateway_refusals_speak_the_frontends_error_codes(synth: Synthesized) -> None:
     bodies = {
         r["Properties"]["ResponseType"]: json.loads(
