@@ -9,6 +9,7 @@ IAM statements and managed policies for what the callbacks call, and the size an
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,16 +23,33 @@ from atf_core.telemetry import METRICS_NAMESPACE_ENV, SERVICE_NAME_ENV
 from atf_core.vocabulary import LAMBDA_ENV
 
 Architecture = Literal["x86_64", "arm64"]
-# Fargate accepts only these memory sizes (MiB, lowest and highest) for each cpu.
+# The memory sizes (MiB) Fargate accepts for each cpu; any other pair fails RegisterTaskDefinition with "Invalid
+# 'cpu' setting for task" as the stack deploys (ECS's task definition reference: 1 GB steps up to 4 vCPU, then
+# 4 GB and 8 GB steps).
 FARGATE_MEMORY = {
-    256: (512, 2048),
-    512: (1024, 4096),
-    1024: (2048, 8192),
-    2048: (4096, 16384),
-    4096: (8192, 30720),
-    8192: (16384, 61440),
-    16384: (32768, 122880),
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4096 + 1, 1024)),
+    1024: tuple(range(2048, 8192 + 1, 1024)),
+    2048: tuple(range(4096, 16384 + 1, 1024)),
+    4096: tuple(range(8192, 30720 + 1, 1024)),
+    8192: tuple(range(16384, 61440 + 1, 4096)),
+    16384: tuple(range(32768, 122880 + 1, 8192)),
 }
+
+
+def fargate_size_error(cpu: int, memory_mib: int) -> str | None:
+    """Why Fargate refuses this cpu and memory pair, or None where it takes it."""
+    if cpu not in FARGATE_MEMORY:
+        return f"cpu must be one of {sorted(FARGATE_MEMORY)}"
+    sizes = FARGATE_MEMORY[cpu]
+    if memory_mib in sizes:
+        return None
+    steps = {b - a for a, b in itertools.pairwise(sizes)}
+    if len(steps) == 1:
+        return f"Fargate cpu {cpu} takes memory_mib from {sizes[0]} to {sizes[-1]} in steps of {steps.pop()}"
+    return f"Fargate cpu {cpu} takes memory_mib {', '.join(map(str, sizes))}"
+
+
 # What the framework sets on every host itself (constructs/workers.host_environment): not the team's to set.
 RESERVED_ENVIRONMENT = frozenset(
     {CONFIG_ENV, "AWS_REGION", "AWS_DEFAULT_REGION", SERVICE_NAME_ENV, METRICS_NAMESPACE_ENV, LAMBDA_ENV}
@@ -112,11 +130,9 @@ class WorkerService:
             raise ValueError(f"{where}: name must match {SERVICE_NAME_PATTERN}")
         if not self.lambdas or len(set(self.lambdas)) != len(self.lambdas):
             raise ValueError(f"{where}: lambdas must name one lambda or more, each once")
-        if self.cpu not in FARGATE_MEMORY:
-            raise ValueError(f"{where}: cpu must be one of {sorted(FARGATE_MEMORY)}")
-        low, high = FARGATE_MEMORY[self.cpu]
-        if not low <= self.memory_mib <= high:
-            raise ValueError(f"{where}: Fargate cpu {self.cpu} takes memory_mib between {low} and {high}")
+        size_error = fargate_size_error(self.cpu, self.memory_mib)
+        if size_error:
+            raise ValueError(f"{where}: {size_error}")
         clashes = sorted((set(self.environment) | set(self.secrets)) & RESERVED_ENVIRONMENT)
         if clashes:
             raise ValueError(f"{where}: environment/secrets set {clashes}, which the framework sets itself")

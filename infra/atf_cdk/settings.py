@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from atf_cdk.account import ACCOUNT_STACK_NAME
 from atf_cdk.environment import AtfProps, check_props
 from atf_cdk.options import ApiSettings, ConsumerSettings, NetworkSettings, Strict
-from atf_cdk.service import FARGATE_MEMORY, Scaling, SecretRef, WorkerService
+from atf_cdk.service import Scaling, SecretRef, WorkerService, fargate_size_error
 from atf_core.config import StackConfig
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
@@ -67,9 +67,9 @@ class WorkerSettings(Strict):
     @model_validator(mode="after")
     def _fargate_size(self) -> WorkerSettings:
         # Fargate accepts only some cpu/memory pairs; failing here beats a failed deployment.
-        low, high = FARGATE_MEMORY[self.cpu]
-        if not low <= self.memory_mib <= high:
-            raise ValueError(f"Fargate cpu {self.cpu} takes memory_mib between {low} and {high}")
+        size_error = fargate_size_error(self.cpu, self.memory_mib)
+        if size_error:
+            raise ValueError(size_error)
         if self.min_tasks > self.max_tasks:
             raise ValueError(f"min_tasks ({self.min_tasks}) exceeds max_tasks ({self.max_tasks})")
         return self

@@ -70,9 +70,29 @@ def test_names_must_carry_the_environment_so_environments_never_share_resources(
         EnvironmentSettings.model_validate(settings)
 
 
+@pytest.mark.parametrize(
+    ("cpu", "memory_mib", "refusal"),
+    [
+        (512, 512, "from 1024 to 4096 in steps of 1024"),
+        (256, 768, "cpu 256 takes memory_mib 512, 1024, 2048"),
+        (256, 1536, "cpu 256 takes memory_mib 512, 1024, 2048"),
+        (512, 1536, "from 1024 to 4096 in steps of 1024"),
+        (8192, 18432, "from 16384 to 61440 in steps of 4096"),
+        (16384, 36864, "from 32768 to 122880 in steps of 8192"),
+    ],
+)
+def test_a_size_inside_the_range_but_not_one_fargate_takes_is_refused(cpu: int, memory_mib: int, refusal: str) -> None:
+    # ECS refuses these as the stack deploys ("Invalid 'cpu' setting for task"): synthesis must refuse them first
+    with pytest.raises(ValidationError, match=refusal):
+        WorkerSettings(image="x:1", cpu=cpu, memory_mib=memory_mib)
+
+
+@pytest.mark.parametrize(("cpu", "memory_mib"), [(256, 512), (256, 2048), (512, 3072), (4096, 30720), (8192, 20480)])
+def test_the_sizes_fargate_takes_are_taken(cpu: int, memory_mib: int) -> None:
+    assert WorkerSettings(image="x:1", cpu=cpu, memory_mib=memory_mib).memory_mib == memory_mib
+
+
 def test_fargate_sizes_and_zones_are_checked() -> None:
-    with pytest.raises(ValidationError, match="memory_mib between 1024 and 4096"):
-        WorkerSettings(image="x:1", cpu=512, memory_mib=512)
     with pytest.raises(ValidationError, match="nat_gateways"):
         EnvironmentSettings.model_validate(_settings(network={"nat_gateways": 3}))
     with pytest.raises(ValidationError, match="not all in eu-west-1"):
