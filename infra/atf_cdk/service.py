@@ -55,6 +55,8 @@ RESERVED_ENVIRONMENT = frozenset(
     {CONFIG_ENV, "AWS_REGION", "AWS_DEFAULT_REGION", SERVICE_NAME_ENV, METRICS_NAMESPACE_ENV, LAMBDA_ENV}
 )
 SERVICE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
+# A key's ARN: IAM grants kms:Decrypt on the key, never on an alias.
+KMS_KEY_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$"
 
 
 @dataclass(frozen=True)
@@ -62,17 +64,25 @@ class SecretRef:
     """A secret the host reads from an environment variable, resolved by ECS when the task starts.
 
     Exactly one of `secrets_manager` (a secret's name or full ARN) and `ssm` (a SecureString or String
-    parameter's name, e.g. "/team/db-password"); `field` picks one JSON key of a Secrets Manager secret."""
+    parameter's name, e.g. "/team/db-password"); `field` picks one JSON key of a Secrets Manager secret.
+    `kms_key`, the ARN of the customer-managed key the secret or parameter is encrypted with: ECS reads it
+    with the task's execution role, which then needs kms:Decrypt on that key, or the task does not start
+    (ResourceInitializationError). AWS's own keys (aws/secretsmanager, aws/ssm) need none."""
 
     secrets_manager: str | None = None
     ssm: str | None = None
     field: str | None = None
+    kms_key: str | None = None
 
     def __post_init__(self) -> None:
         if (self.secrets_manager is None) == (self.ssm is None):
             raise ValueError("a secret names exactly one of secrets_manager and ssm")
         if self.field is not None and self.secrets_manager is None:
             raise ValueError("field picks a key of a Secrets Manager secret; an SSM parameter has none")
+        if self.kms_key is not None and not re.match(KMS_KEY_ARN_PATTERN, self.kms_key):
+            raise ValueError(
+                f"kms_key must be a key's ARN (arn:aws:kms:<region>:<account>:key/<id>), not {self.kms_key!r}"
+            )
 
 
 @dataclass(frozen=True)

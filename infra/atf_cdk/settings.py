@@ -31,6 +31,7 @@ class SecretSettings(Strict):
     secrets_manager: str | None = None
     ssm: str | None = None
     field: str | None = None
+    kms_key: str | None = Field(default=None, description="The customer-managed KMS key's ARN, if it has one.")
 
 
 class WorkerSettings(Strict):

@@ -18,7 +18,7 @@ from typing import Any
 
 import cfnlint.api
 import pytest
-from atf_cdk import AtfProps, AtfStack, WorkerService, nag
+from atf_cdk import AtfProps, AtfStack, SecretRef, WorkerService, nag
 from atf_cdk.constructs.layer import BUNDLING_CONTEXT
 from aws_cdk import App, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -197,3 +197,48 @@ def test_the_teams_roles_may_invoke_their_lambdas_routes_only(team: Synthesized)
     (oncall,) = [text for role, text in granted.items() if role.startswith("ThumbnailsOnCall")]
     assert "/POST/v1/lambdas/notify/tasks" in web and "/PUT/v1/lambdas/resize/gates" not in web
     assert "/PUT/v1/lambdas/resize/gates" in oncall and "/v1/lambdas/notify/" not in oncall
+
+
+SECRET_KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+PARAMETER_KEY = "arn:aws:kms:eu-west-1:111122223333:key/0987dcba-09fe-87dc-65ba-ab0987654321"
+
+
+def test_a_secret_under_a_customer_managed_key_lets_the_execution_role_decrypt_it(tmp_path: Path) -> None:
+    """ECS reads a service's secrets with the execution role as the task starts: a secret or parameter encrypted
+    under the team's own key needs kms:Decrypt on that key too, or the task never starts."""
+    # Given a service whose secrets are each encrypted under a key of the team's, and one under AWS's own
+    app = App(context={BUNDLING_CONTEXT: "source"}, outdir=str(tmp_path))
+    secrets = {
+        "DB_PASSWORD": SecretRef(secrets_manager="acme/db", field="password", kms_key=SECRET_KEY),
+        "API_TOKEN": SecretRef(ssm="/acme/api-token", kms_key=PARAMETER_KEY),
+        "PLAIN": SecretRef(secrets_manager="acme/plain"),
+    }
+    workers = [WorkerService(name="all", lambdas=["resize", "notify"], image="acme/thumbnails:1", secrets=secrets)]
+    stack = AtfStack(
+        app, "thumbs-prod", AtfProps(config=StackConfig.from_file(PROJECT / "stack.json"), workers=workers)
+    )
+    # When it is synthesized
+    app.synth()
+    template = flatten(tmp_path, stack)
+    # Then the execution role may decrypt with each key, and read each secret
+    (task,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+    execution_role = task["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    statements = [
+        statement
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": execution_role} in r["Properties"]["Roles"]
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    decrypting = {json.dumps(s["Resource"]) for s in statements if "kms:Decrypt" in json.dumps(s["Action"])}
+    assert {json.dumps(SECRET_KEY), json.dumps(PARAMETER_KEY)} <= decrypting
+    granted = json.dumps(statements)
+    assert ":secret:acme/db-??????" in granted and ":secret:acme/plain-??????" in granted
+    assert ":parameter/acme/api-token" in granted
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    assert sorted(s["Name"] for s in container["Secrets"]) == ["API_TOKEN", "DB_PASSWORD", "PLAIN"]
+
+
+@pytest.mark.parametrize("key", ["alias/acme", "arn:aws:kms:eu-west-1:111122223333:alias/acme", "1234abcd"])
+def test_a_secrets_key_must_be_a_key_arn(key: str) -> None:
+    with pytest.raises(ValueError, match="kms_key must be a key's ARN"):
+        SecretRef(secrets_manager="acme/db", kms_key=key)

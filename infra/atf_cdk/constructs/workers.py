@@ -19,7 +19,7 @@ deploys before any image is pushed, and naming the image later starts the hosts.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Annotations, Duration, Stack
@@ -295,6 +295,8 @@ class WorkerFleet(Construct):
             ),
             secrets={name: _secret(self, name, ref) for name, ref in service.secrets.items()} or None,
         )
+        for statement in _secret_key_grants(service.secrets.values(), Stack.of(self).region):
+            task_definition.add_to_execution_role_policy(statement)
         return task_definition
 
     def _acknowledge(self) -> None:
@@ -319,6 +321,24 @@ def _managed_policy(scope: Construct, id: str, policy: iam.IManagedPolicy | str)
     if policy.startswith("arn:"):
         return iam.ManagedPolicy.from_managed_policy_arn(scope, id, policy)
     return iam.ManagedPolicy.from_aws_managed_policy_name(policy)
+
+
+def _secret_key_grants(secrets: Iterable[SecretRef | ecs.Secret], region: str) -> list[iam.PolicyStatement]:
+    """kms:Decrypt on each customer-managed key the secrets name, through the services that hold them only: ECS
+    reads the secrets with the execution role as the task starts, and without it the task does not start."""
+    services_by_key: dict[str, set[str]] = {}
+    for ref in secrets:
+        if isinstance(ref, SecretRef) and ref.kms_key:
+            service = "secretsmanager" if ref.secrets_manager is not None else "ssm"
+            services_by_key.setdefault(ref.kms_key, set()).add(f"{service}.{region}.amazonaws.com")
+    return [
+        iam.PolicyStatement(
+            actions=["kms:Decrypt"],
+            resources=[key],
+            conditions={"StringEquals": {"kms:ViaService": sorted(services)}},
+        )
+        for key, services in sorted(services_by_key.items())
+    ]
 
 
 def _secret(scope: Construct, variable: str, ref: SecretRef | ecs.Secret) -> ecs.Secret:
