@@ -167,7 +167,7 @@ def run_live(source: Source, interval_s: float, console: Console | None = None) 
 
 def run_top(args: argparse.Namespace) -> int:
     source = _source(args)
-    if args.json:  # what a frame shows, for a script: Snapshot.model_validate_json reads it back
+    if getattr(args, "json", False):  # what a frame shows, for a script: Snapshot.model_validate_json reads it back
         print(source.snapshot().model_dump_json(by_alias=True))
         return 0
     if args.once:  # to a pipe or a file, rows are kept whole, as every atf table is

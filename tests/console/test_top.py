@@ -159,6 +159,18 @@ def test_top_redraws_in_place_and_quits_on_q(fake_console: str) -> None:
     assert terminal.exit_code() == 0
 
 
+@pytest.mark.parametrize("argv", [["--json", "top"], ["top", "--json"]], ids=["before the verb", "after it"])
+def test_json_before_or_after_the_verb_prints_one_snapshot(fake_console: str, argv: list[str]) -> None:
+    # Given a console; when `atf top` is asked for JSON, the CLI's common option or the verb's own
+    printed = subprocess.run(
+        [sys.executable, "-m", "atf_sdk.cli", *argv, "--console-url", fake_console],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    # Then it prints the snapshot as JSON, not a table
+    assert printed.returncode == 0, printed.stderr
+    assert Snapshot.model_validate_json(printed.stdout).rows
+
+
 def test_top_quits_on_ctrl_c(fake_console: str) -> None:
     terminal = _top(fake_console)
     terminal.wait_for(b"tasks by state")

@@ -25,8 +25,11 @@ def add_top_command(subparsers: Any) -> argparse.ArgumentParser:
     top.add_argument("--cloudwatch", action="store_true", help="finished/min and lag p95 from CloudWatch metrics")
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one frame and exit")
-    top.add_argument(
-        "--json", action="store_true", help="print one snapshot as JSON and exit (atf_sdk.snapshot.Snapshot)"
+    top.add_argument(  # unset unless given, so `atf --json top` keeps the --json given before the verb
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print one snapshot as JSON and exit (atf_sdk.snapshot.Snapshot)",
     )
     top.set_defaults(run=guarded(_run_top))
     return top  # type: ignore[no-any-return]
