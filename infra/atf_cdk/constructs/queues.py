@@ -90,7 +90,7 @@ def grant_consumer(
         )
         for number, chunk in enumerate(chunks)
     ]
-    grant_key(key, role, write=True)
+    grant_key(key, role, write=True, services=("sqs",))
     return policies
 
 
@@ -100,4 +100,4 @@ def grant_queues(
     if not queues:
         return
     iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=[q.queue.queue_arn for q in queues])
-    grant_key(key, grantee, write=write)
+    grant_key(key, grantee, write=write, services=("sqs",))

@@ -77,7 +77,7 @@ class TaskTable(Construct):
         if "dynamodb:Query" in actions:
             resources += [f"{self.table.table_arn}/index/{name}" for name in self.index_names]
         iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=resources)
-        grant_key(self.key, grantee, write=True)
+        grant_key(self.key, grantee, write=True, services=("dynamodb",))  # the queues grant theirs (queues.py)
 
     def grant_transactional_schedule(self, grantee: iam.IGrantable) -> None:
         """What a team's role needs to schedule tasks inside its own DynamoDB transactions (atf_sdk.transaction,
