@@ -16,6 +16,8 @@ lambdas = Lambdas()
 @lambdas.register("work")
 def work(task: TaskContext) -> None:
     time.sleep(float(task.payload.get("seconds", 0.05)))
+    if task.attempt == 1 and "retry_after" in task.payload:  # any value a payload carries, as a callback gives it
+        raise Retry("later", after=task.payload["retry_after"])
     if task.attempt < int(task.payload.get("succeed_on", 1)):
         raise Retry(f"attempt {task.attempt} fails on purpose", after=0.2)
     if task.payload.get("fatal"):

@@ -95,3 +95,27 @@ def test_a_temporary_directory_too_deep_for_the_executors_socket_is_named(config
     assert line.startswith(f"atf worker: cannot listen on {deep}/atf-host-"), line
     assert line.endswith(f"(at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"), line
     assert list(deep.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [
+        ('raise RuntimeError("no database at import")', "RuntimeError: no database at import"),
+        ("def broken(:\n", "SyntaxError: "),
+    ],
+    ids=["raises", "does not parse"],
+)
+def test_a_lambdas_module_that_fails_as_it_imports_is_named_in_one_line(
+    config_file: Path, tmp_path: Path, source: str, named: str
+) -> None:
+    # Given the team's lambdas module, which fails as it imports
+    (tmp_path / "team_lambdas.py").write_text(source)
+    clean = {k: v for k, v in os.environ.items() if k not in ENDPOINT_AND_CONFIG}
+    # When a host is started on it, from the module's directory
+    started = subprocess.run(
+        [sys.executable, "-m", "atf_sdk.cli", "worker", "team_lambdas:lambdas", "--config", str(config_file)],
+        cwd=tmp_path, env={**clean, **DUMMY_CREDENTIALS}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # Then one line names the module and what it raised
+    line = one_line_error(started)
+    assert line.startswith(f"atf worker: cannot load the lambdas team_lambdas:lambdas: {named}"), line

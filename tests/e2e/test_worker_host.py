@@ -62,6 +62,20 @@ def test_retries_then_success_and_fatal_failure_keep_the_error(stack: RunningSta
     assert exhausted.last_error is not None and "attempt 2" in exhausted.last_error.message
 
 
+def test_a_retry_after_no_delay_can_be_fails_its_attempt_naming_it_and_the_thread_serves_on(
+    stack: RunningStack, worker_host: Host
+) -> None:
+    # Given a host of one executor thread, and callbacks that ask to be retried after a string, a negative delay
+    worker_host(executors=1, threads=1)
+    odd = [schedule(stack, payload={"retry_after": after}) for after in ("abc", -5)]
+    # When they run (the thread had died on the first, and its task came back as a lost execution)
+    done = stack.wait_for([t.id for t in odd], finished, timeout_s=40)
+    # Then each first attempt failed with the callback's error naming `after`, and the retry succeeded
+    for task, error_type in zip(done, ("TypeError", "ValueError"), strict=True):
+        assert (task.status, task.attempt) == (TaskStatus.SUCCESS, 2), task
+        assert [(e.type, "Retry after" in e.message) for e in task.errors] == [(error_type, True)], task.errors
+
+
 def test_a_paused_collection_waits_and_resumes(stack: RunningStack, worker_host: Host) -> None:
     worker_host()
     gating = Gating(stack.store, stack.config)

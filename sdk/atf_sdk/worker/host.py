@@ -278,7 +278,7 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
     """The lambdas a host serves: those registered that the stack knows, narrowed by `only`."""
     try:
         registered = load_lambdas(settings.lambdas_spec).names
-    except (ImportError, AttributeError, TypeError, ValueError) as error:
+    except Exception as error:  # whatever the module raises as it imports: one line, not a traceback
         raise HostError(f"cannot load the lambdas {settings.lambdas_spec}: {_one_line(error)}") from error
     unknown = [n for n in settings.only if n not in registered]
     if unknown:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from atf_core.schema import Task
+from atf_core.schema import MAX_SCHEDULE_AHEAD, Task
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,24 @@ class TaskContext:
 
 
 class Retry(Exception):
-    """Run the task again later: after `after` seconds, or by the lambda's backoff."""
+    """Run the task again later: after `after` (seconds, or a timedelta), or by the lambda's backoff.
 
-    def __init__(self, message: str = "retry requested", after: float | None = None) -> None:
+    An `after` the task could not be retried after (a string, a negative or unbounded number, more than a year
+    as a task may be scheduled ahead) raises here, in the callback, naming it: the attempt then fails with that
+    error, as any other exception of the callback's, and is retried by the backoff."""
+
+    def __init__(self, message: str = "retry requested", after: float | timedelta | None = None) -> None:
         super().__init__(message)
-        self.after = after
+        self.after = None if after is None else _retry_delay(after)
+
+
+def _retry_delay(after: object) -> float:
+    seconds = after.total_seconds() if isinstance(after, timedelta) else after
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"Retry after: seconds as a number or a timedelta, not {type(after).__name__} {after!r}")
+    if not 0 <= seconds <= MAX_SCHEDULE_AHEAD.total_seconds():  # NaN fails this too
+        raise ValueError(f"Retry after: {after!r} is not between 0 and {MAX_SCHEDULE_AHEAD.days} days in seconds")
+    return float(seconds)
 
 
 class Fatal(Exception):

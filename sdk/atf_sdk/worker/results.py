@@ -25,6 +25,7 @@ def result_json(value: Any) -> str | None:
     if value is None:
         return None
     try:
+        _check_keys(value)
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ResultNotJson(f"the callback's result is not JSON: {error}") from None
@@ -32,3 +33,16 @@ def result_json(value: Any) -> str | None:
     if size > MAX_RESULT_BYTES:
         raise ResultTooLarge(f"the callback's result is {size} bytes as JSON, over the limit of {MAX_RESULT_BYTES}")
     return text
+
+
+def _check_keys(value: Any) -> None:
+    """Raise TypeError at a mapping key that is not a string: json.dumps would turn 1, 1.5 or True into "1",
+    "1.5" or "true", and the result read back would not be the one returned."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be strings, not {type(key).__name__} {key!r}")
+            _check_keys(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_keys(item)
