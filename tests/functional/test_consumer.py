@@ -310,7 +310,7 @@ def test_a_task_whose_worker_died_is_enqueued_again_after_its_timeout(
     assert requeued.last_error == lost
     assert (lost.type, lost.attempt, lost.host, lost.at) == ("LostExecution", 1, "box:42", world.now)
     if heartbeat is None:
-        assert "claimed at" in lost.message and "never started" in lost.message, lost.message
+        assert "claimed at" in lost.message and "no start recorded" in lost.message, lost.message
     else:
         assert "lease expired: no heartbeat since" in lost.message, lost.message
 

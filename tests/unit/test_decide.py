@@ -135,4 +135,4 @@ def test_a_claimed_task_never_started_is_requeued_after_the_claim_timeout(config
     floor_ms = int(config.timeouts.lease_floor * 1000)
     action = recover(_look(task, watched_since_ms=NOW_MS - floor_ms), config)
     assert isinstance(action, Requeue) and action.observed == {Attr.CLAIMED: to_ms(claimed_at)}
-    assert action.error is not None and "never started" in action.error.message
+    assert action.error is not None and "no start recorded" in action.error.message

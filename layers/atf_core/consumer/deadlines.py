@@ -49,7 +49,11 @@ def lost_attempt(task: Task, timeouts: Timeouts, now: datetime) -> TaskError:
         how = f"lease expired: no heartbeat since {since} (heartbeat timeout {timeouts.heartbeat:g} s)"
     else:
         since = f" at {_moment(task.claimed_at)}" if task.claimed_at else ""
-        how = f"claimed{since} but never started: no heartbeat within the claim timeout ({timeouts.claim:g} s)"
+        # The first heartbeat marks the start: a callback that crashed its executor sooner leaves none either
+        how = (
+            f"claimed{since} and no heartbeat within the claim timeout ({timeouts.claim:g} s), so no start recorded"
+            " (a callback that crashed its executor at once leaves none either)"
+        )
     message = f"attempt {task.attempt} was lost, {how}; its executor died, was paused or could not reach the store"
     return TaskError(type="LostExecution", message=message, attempt=task.attempt, at=now, host=task.claimed_by)
 
