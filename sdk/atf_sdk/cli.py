@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from atf_core.schema import Gate, ScheduleRequest, Task
     from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
+    from atf_sdk.worker.host import HostSettings, WorkerHost
 
 INTERRUPTED = 130  # the shell's status for a process Ctrl-C ended (128 + SIGINT)
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
@@ -84,9 +85,23 @@ def _stack_config(path: Path | None) -> StackConfig:
 
 
 def _worker(args: argparse.Namespace) -> None:
+    from atf_sdk.worker.stop_signals import stop_signals_held
+
+    with stop_signals_held():  # a Ctrl-C in our imports or the configuration ends the host just after them
+        host, settings, config = _worker_parts(args)
+    from atf_sdk.worker.host import HostError  # imported by then
+
+    try:
+        host(config, settings).serve()
+    except HostError as error:
+        raise SystemExit(f"atf worker: {error}") from None
+
+
+def _worker_parts(args: argparse.Namespace) -> tuple[type[WorkerHost], HostSettings, StackConfig]:
+    """The host class, its settings and the stack's configuration, read before anything of the team's runs."""
     from atf_sdk.worker.controller import ControllerSettings
     from atf_sdk.worker.health import health_file
-    from atf_sdk.worker.host import HostError, HostSettings, WorkerHost
+    from atf_sdk.worker.host import HostSettings, WorkerHost
     from atf_sdk.worker.observe import setup_logging
 
     setup_logging()  # JSON lines on stdout from the start; errors that stop the host are one line on stderr
@@ -103,11 +118,7 @@ def _worker(args: argparse.Namespace) -> None:
         controller=ControllerSettings(receive_wait_s=args.receive_wait),
         health_file=health_file(args.health_file),
     )
-    config = _stack_config(args.config)
-    try:
-        WorkerHost(config, settings).serve()
-    except HostError as error:
-        raise SystemExit(f"atf worker: {error}") from None
+    return WorkerHost, settings, _stack_config(args.config)
 
 
 def _worker_health(args: argparse.Namespace) -> int:

@@ -3,6 +3,9 @@ report healthy), and refused choices named as they are typed."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from atf_sdk import cli
@@ -70,3 +73,14 @@ def test_a_ctrl_c_before_a_verb_handles_it_ends_the_cli_with_the_shells_status_a
     # Then it exits as the shell reports a process Ctrl-C ended, saying nothing
     assert ended.value.code == 130
     assert capsys.readouterr().err == ""
+
+
+def test_a_ctrl_c_during_the_hosts_own_imports_lands_after_them() -> None:
+    # Python turns a KeyboardInterrupt raised in a class body into a RuntimeError: held, it cannot land in one
+    from atf_sdk.worker.stop_signals import stop_signals_held
+
+    landed = []
+    with pytest.raises(KeyboardInterrupt), stop_signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        landed.append("after the held block's work")
+    assert landed == ["after the held block's work"]

@@ -43,12 +43,11 @@ from atf_sdk.worker.observe import service_name, setup_logging, task_context, wo
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
 from atf_sdk.worker.results import result_json
+from atf_sdk.worker.stop_signals import STOP_SIGNALS
 from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
-# What stops a worker host (Ctrl-C, and ECS's or systemd's stop); its executors and fork server ignore them.
-STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 # The metrics a result counts once its write applies: a fatal failure counts
 # as one whether or not the lambda keeps its dead letters.
 OUTCOME_METRICS = {

@@ -44,7 +44,7 @@ from atf_core.definitions import queue_name
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
 from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
-from atf_sdk.worker.executor import STOP_SIGNALS, ExecutorSpec, executor_main
+from atf_sdk.worker.executor import ExecutorSpec, executor_main
 from atf_sdk.worker.health import (
     REPORT_EVERY_S,
     ExecutorStarts,
@@ -56,6 +56,7 @@ from atf_sdk.worker.health import (
 from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
 from atf_sdk.worker.socket_dirs import SocketDirectory, remove_abandoned
+from atf_sdk.worker.stop_signals import STOP_SIGNALS, stop_signals_held
 
 log = logging.getLogger("atf.host")
 # What the fork server imports before it forks an executor; never imported by the host itself (it ignores SIGTERM).
@@ -262,16 +263,15 @@ def _start_fork_server() -> None:
     if threading.current_thread() is not threading.main_thread():  # a host embedded in a thread: no handlers
         multiprocessing.forkserver.ensure_running()
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
-    try:
-        for stop_signal in STOP_SIGNALS:
-            signal.signal(stop_signal, signal.SIG_IGN)
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        for stop_signal, handler in handlers.items():
-            signal.signal(stop_signal, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    with stop_signals_held():
+        handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
+        try:
+            for stop_signal in STOP_SIGNALS:
+                signal.signal(stop_signal, signal.SIG_IGN)
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            for stop_signal, handler in handlers.items():
+                signal.signal(stop_signal, handler)
 
 
 def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:

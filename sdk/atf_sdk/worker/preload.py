@@ -14,7 +14,8 @@ interpreter starts already finds them ignored; they stay so here, whoever starte
 
 import signal
 
-from atf_sdk.worker.executor import STOP_SIGNALS  # the executor's modules, imported for the server's sake
+import atf_sdk.worker.executor  # noqa: F401  (imported for the fork server's sake, see above)
+from atf_sdk.worker.stop_signals import STOP_SIGNALS
 
 for _stop_signal in STOP_SIGNALS:
     signal.signal(_stop_signal, signal.SIG_IGN)

@@ -1,0 +1,23 @@
+"""What stops a worker host (Ctrl-C, and ECS's or systemd's stop), and holding them off while it starts.
+
+The host decides when its executors stop: they and their fork server ignore these signals."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Keep the stop signals pending for the block, delivered as it ends. For the host's own imports and
+    configuration only: a KeyboardInterrupt raised in a class body comes out as a RuntimeError (Python wraps it
+    in __set_name__), which no handler can tell from a bug. Never around a team's code, which may hang."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
