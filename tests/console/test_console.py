@@ -9,6 +9,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from atf_core.schema import Task, TaskStatus
 from atf_sdk.snapshot import Snapshot
 from atf_sdk.worker.controller import ControllerSettings
@@ -149,15 +151,36 @@ def test_the_snapshot_feeds_atf_top(console_stack: ConsoleStack) -> None:
     assert snapshot.dead_letters is not None and set(snapshot.dead_letters) == {"work", "mail"}
 
 
-def test_a_post_from_another_origin_is_refused(console_stack: ConsoleStack) -> None:
+@pytest.mark.parametrize("origin", ["http://evil.example", "null"], ids=["another site", "an opaque page"])
+def test_a_post_from_another_origin_is_refused(console_stack: ConsoleStack, origin: str) -> None:
+    # "null" is what a sandboxed frame or a data: page of any site sends
     request = urllib.request.Request(
         f"{console_stack.console}/gates",
         data=b"action=pause&lambda=work",
-        headers={"Origin": "http://evil.example", "Content-Type": "application/x-www-form-urlencoded"},
+        headers={"Origin": origin, "Content-Type": "application/x-www-form-urlencoded"},
     )
     try:
         urllib.request.urlopen(request, timeout=10)
         raise AssertionError("the console accepted a cross-origin POST")
     except urllib.error.HTTPError as error:
         assert error.code == 403
+    assert not console_stack.client.gates()
+
+
+@pytest.mark.parametrize(
+    ("form", "named"),
+    [(b"lambda=work&action=bogus", "action"), (b"lambda=work&action=pause&collection=bad%20coll!", "collection")],
+    ids=["an unknown action", "a collection no task can carry"],
+)
+def test_a_gate_form_the_core_refuses_answers_a_page_naming_the_field(
+    console_stack: ConsoleStack, form: bytes, named: str
+) -> None:
+    # Given the gate form, filled with a value the API's models refuse; when it is sent (the connection had dropped)
+    request = urllib.request.Request(
+        f"{console_stack.console}/gates", data=form, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        page = reply.read().decode()
+    # Then the page it lands on names the field, and no gate was set
+    assert "invalid_input" in page and named in page, page[-2000:]
     assert not console_stack.client.gates()

@@ -22,11 +22,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from pydantic import ValidationError
+
+from atf_core.api import GateRequest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
-from atf_core.errors import AtfError
-from atf_core.schema import GateAction, gate_scope, utcnow
+from atf_core.errors import AtfError, from_validation
+from atf_core.schema import gate_scope, utcnow
 from atf_local.background import BackgroundServer, LocalHTTPServer
 from atf_local.console import pages, waiting
 from atf_local.console.data import ConsoleData
@@ -60,8 +63,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         form = _form(self.rfile.read(length).decode("utf-8", "replace")) if length else {}
+        # A browser names the page a POST comes from; "null" is an opaque one (a sandboxed frame, a data: or
+        # file: page) that any site can make, so only this console's own pages, or a client that is no browser.
         origin = self.headers.get("Origin")
-        if origin not in (None, "null", f"http://{self.headers.get('Host')}"):
+        if origin not in (None, f"http://{self.headers.get('Host')}"):
             self._html(HTTPStatus.FORBIDDEN, self._page("Refused", "", "Cross-origin request refused", error=True))
             return
         path = urlsplit(self.path).path
@@ -76,6 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._redirect(self._change(unquote(path.removeprefix("/tasks/").removesuffix("/change")), form))
             else:
                 self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {path}", error=True))
+        except ValidationError as invalid:  # a form's value the core's models refuse: named, nothing written
+            refused = from_validation(list(invalid.errors()))
+            self._redirect(pages.back_to("/", message=f"{refused.code}: {refused}", error="1"))
         except AtfError as error:
             self._redirect(pages.back_to("/", message=f"{error.code}: {error}", error="1"))
 
@@ -125,7 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "resume":
             self.server.data.lift_gate(lambda_name, collection)
             return pages.back_to("/", message=f"Resumed {scope}")
-        gate = self.server.data.set_gate(lambda_name, collection, GateAction(action), form.get("reason", ""))
+        request = GateRequest.model_validate({"action": action, "reason": form.get("reason", "")})
+        gate = self.server.data.set_gate(lambda_name, collection, request.action, request.reason)
         return pages.back_to("/", message=f"{gate.action.value.capitalize()} gate on {gate.scope}")
 
     def _redrive(self, form: Form) -> None:
