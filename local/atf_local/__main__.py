@@ -37,13 +37,16 @@ def serve_config(given: Path | None) -> tuple[StackConfig, Path | None]:
     return config, path.resolve() if path is not None else None
 
 
+AWS_PORT_HELP = "the embedded AWS's endpoint on 127.0.0.1 (moto's server; SQS on a port of its own, printed)"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="atf_local", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="start the local stack and serve until interrupted")
     serve.add_argument("--config", type=Path, help=f"stack configuration (JSON) file; without it: {WITHOUT_CONFIG}")
-    serve.add_argument("--aws-port", type=int, default=4566)
-    serve.add_argument("--consumers", type=int, default=1)
+    serve.add_argument("--aws-port", type=int, default=4566, help=AWS_PORT_HELP)
+    serve.add_argument("--consumers", type=int, default=1, help="consumer processes (groups) polling the table")
     serve.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1 (0: none)")
     serve.add_argument("--console-port", type=int, default=8081, help="the web console on 127.0.0.1 (0: none)")
     consumer = commands.add_parser("consumer", help="run the consumer Lambda's handler in a loop")
@@ -51,15 +54,15 @@ def main(argv: list[str] | None = None) -> None:
     consumer.add_argument("--groups", type=int, default=1)
     demo = commands.add_parser("demo", help="the local stack, a worker host and a demo mix of tasks")
     demo.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-    demo.add_argument("--aws-port", type=int, default=4566)
-    demo.add_argument("--api-port", type=int, default=8080)
+    demo.add_argument("--aws-port", type=int, default=4566, help=AWS_PORT_HELP)
+    demo.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1")
     credentials = commands.add_parser(
         "credentials", help="export lines for a running local stack's component role: a worker host's by default"
     )
     credentials.add_argument(
         "component", nargs="?", default=WORKER, help=f"{WORKER} (every lambda), {WORKER}-<lambda>, consumer, frontend"
     )
-    credentials.add_argument("--aws-port", type=int, default=4566)
+    credentials.add_argument("--aws-port", type=int, default=4566, help="the running stack's --aws-port")
     args = parser.parse_args(argv)
     if args.command == "serve":
         config, path = serve_config(args.config)
