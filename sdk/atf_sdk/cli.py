@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from atf_core.schema import Gate, ScheduleRequest, Task
     from atf_core.stats import LambdaStats
     from atf_sdk.client import AtfClient
-    from atf_sdk.worker.host import HostSettings, WorkerHost
+    from atf_sdk.worker.host import HostSettings
 
 INTERRUPTED = 130  # the shell's status for a process Ctrl-C ended (128 + SIGINT)
 COMMANDS_GROUP = "atf.commands"  # entry points of other packages that add a verb
@@ -88,27 +88,26 @@ def _worker(args: argparse.Namespace) -> None:
     from atf_sdk.worker.stop_signals import stop_signals_held
 
     with stop_signals_held():  # a Ctrl-C in our imports or the configuration ends the host just after them
-        host, settings, config = _worker_parts(args)
-    from atf_sdk.worker.host import HostError  # imported by then
+        from atf_sdk.worker.host import HostError, WorkerHost
 
+        settings, config = _host_settings(args), _stack_config(args.config)
     try:
-        host(config, settings).serve()
+        WorkerHost(config, settings).serve()
     except HostError as error:
         raise SystemExit(f"atf worker: {error}") from None
 
 
-def _worker_parts(args: argparse.Namespace) -> tuple[type[WorkerHost], HostSettings, StackConfig]:
-    """The host class, its settings and the stack's configuration, read before anything of the team's runs."""
+def _host_settings(args: argparse.Namespace) -> HostSettings:
     from atf_sdk.worker.controller import ControllerSettings
     from atf_sdk.worker.health import health_file
-    from atf_sdk.worker.host import HostSettings, WorkerHost
+    from atf_sdk.worker.host import HostSettings
     from atf_sdk.worker.observe import setup_logging
 
     setup_logging()  # JSON lines on stdout from the start; errors that stop the host are one line on stderr
     sys.path.insert(0, os.getcwd())  # so "examples.lambdas:lambdas" resolves from where the host starts
     # The CDK app sets ATF_LAMBDA on each worker service: a host started from the image serves that lambda.
     from_env = [n.strip() for n in os.environ.get(LAMBDA_ENV, "").split(",") if n.strip()]
-    settings = HostSettings(
+    return HostSettings(
         lambdas_spec=args.lambdas,
         executors_per_lambda=args.executors,
         threads_per_executor=args.threads,
@@ -118,7 +117,6 @@ def _worker_parts(args: argparse.Namespace) -> tuple[type[WorkerHost], HostSetti
         controller=ControllerSettings(receive_wait_s=args.receive_wait),
         health_file=health_file(args.health_file),
     )
-    return WorkerHost, settings, _stack_config(args.config)
 
 
 def _worker_health(args: argparse.Namespace) -> int:

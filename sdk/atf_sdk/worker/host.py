@@ -56,7 +56,7 @@ from atf_sdk.worker.health import (
 from atf_sdk.worker.observe import route_metrics, service_name, setup_logging
 from atf_sdk.worker.registry import load_lambdas
 from atf_sdk.worker.socket_dirs import SocketDirectory, remove_abandoned
-from atf_sdk.worker.stop_signals import STOP_SIGNALS, stop_signals_held
+from atf_sdk.worker.stop_signals import STOP_SIGNALS, ignore_stop_signals, stop_signals_held
 
 log = logging.getLogger("atf.host")
 # What the fork server imports before it forks an executor; never imported by the host itself (it ignores SIGTERM).
@@ -264,10 +264,8 @@ def _start_fork_server() -> None:
         multiprocessing.forkserver.ensure_running()
         return
     with stop_signals_held():
-        handlers = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
+        handlers = ignore_stop_signals()
         try:
-            for stop_signal in STOP_SIGNALS:
-                signal.signal(stop_signal, signal.SIG_IGN)
             multiprocessing.forkserver.ensure_running()
         finally:
             for stop_signal, handler in handlers.items():

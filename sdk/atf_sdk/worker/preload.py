@@ -12,10 +12,7 @@ all. The host starts the server with both ignored (host._start_fork_server), so 
 interpreter starts already finds them ignored; they stay so here, whoever started the server.
 """
 
-import signal
-
 import atf_sdk.worker.executor  # noqa: F401  (imported for the fork server's sake, see above)
-from atf_sdk.worker.stop_signals import STOP_SIGNALS
+from atf_sdk.worker.stop_signals import ignore_stop_signals
 
-for _stop_signal in STOP_SIGNALS:
-    signal.signal(_stop_signal, signal.SIG_IGN)
+ignore_stop_signals()

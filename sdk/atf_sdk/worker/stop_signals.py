@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
@@ -21,3 +22,8 @@ def stop_signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def ignore_stop_signals() -> dict[signal.Signals, Any]:
+    """Ignore the stop signals from now on (an executor, the fork server); the handlers they had, to restore."""
+    return {stop_signal: signal.signal(stop_signal, signal.SIG_IGN) for stop_signal in STOP_SIGNALS}
