@@ -31,6 +31,7 @@ class Attr:
     ENQUEUED = "ea"
     CLAIMED = "ca"
     CLAIMED_BY = "cb"  # the executor (host:pid) the last claim was for
+    FIRST_CLAIMED = "fc"  # the first claim: how late the task started, whatever its retries did since
     HEARTBEAT = "ha"
     FINISHED = "fa"
     ERROR = "e"

@@ -63,6 +63,7 @@ class Transition:
     index: IndexEffect = IndexEffect.KEEP
     moves_to: Assoc | None = None  # the partition a MOVE puts the index entry in
     stamps: str | None = None  # the attribute set to the moment of the change
+    stamps_once: str | None = None  # ...and one set to it only the first time (kept by every later change)
     expiry: Expiry = Expiry.ANY
     fenced: bool = True  # the writer must name the attempt it acts for
     bumps_attempt: bool = False
@@ -97,7 +98,15 @@ EXHAUST_TO_DEAD_LETTER = _t("exhaust_to_dead_letter", RUNNING, S.DEAD_LETTER, in
 # A controller took the task off its queue for an executor: a new execution. By default the
 # consumer sends without writing, so the claim starts from new or retriable_failure; the
 # attempt in the message and the entry's timestamp fence out stale and early messages.
-CLAIM = _t("claim", NOT_STARTED, S.CLAIMED, stamps=Attr.CLAIMED, expiry=Expiry.NOT_PASSED, bumps_attempt=True)
+CLAIM = _t(
+    "claim",
+    NOT_STARTED,
+    S.CLAIMED,
+    stamps=Attr.CLAIMED,
+    stamps_once=Attr.FIRST_CLAIMED,
+    expiry=Expiry.NOT_PASSED,
+    bumps_attempt=True,
+)
 # A controller found the task gated after it was enqueued (or a send failed): back to
 # the consumer. The entry moves to "now" so the consumer sees it afresh at once.
 RELEASE = _t("release", {S.ENQUEUED}, S.NEW, index=MOVE, moves_to=Assoc.NEW)

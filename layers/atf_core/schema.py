@@ -73,6 +73,14 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ENCODER = json.JSONEncoder(default=repr)  # json.dumps's own defaults
 
 
+def start_lag_ms(scheduled_ms: int, first_claimed_ms: int) -> int:
+    """How late a task started: its first claim minus the time it was scheduled for, never below zero.
+
+    The first claim, not the latest: a retry keeps the scheduled time, so its claim would count the backoff.
+    """
+    return max(0, first_claimed_ms - scheduled_ms)
+
+
 def to_ms(moment: datetime) -> int:
     """Epoch milliseconds, exact for times that came from from_ms."""
     return (moment - _EPOCH) // timedelta(milliseconds=1)
@@ -249,6 +257,9 @@ class Task(BaseModel):
     enqueued_at: datetime | None = None
     claimed_at: datetime | None = None
     claimed_by: str | None = Field(default=None, description="The executor (host:pid) that claimed the attempt.")
+    first_claimed_at: datetime | None = Field(
+        default=None, description="When its first attempt was claimed: claimed_at is the latest attempt's."
+    )
     heartbeat_at: datetime | None = None
     finished_at: datetime | None = None
     last_error: TaskError | None = None
@@ -271,6 +282,13 @@ class Task(BaseModel):
         description="When the consumer next looks at it: while it waits, when it runs (a retry's time after a "
         "failure); none once it has ended.",
     )
+
+    @property
+    def start_lag_ms(self) -> int | None:
+        """How late it started (see start_lag_ms); none until it has."""
+        if self.first_claimed_at is None:
+            return None
+        return start_lag_ms(to_ms(self.scheduled_at), to_ms(self.first_claimed_at))
 
     def error_history(self) -> list[TaskError]:
         """The errors it keeps, oldest first: its first attempts', and its latest where that is past them."""

@@ -48,7 +48,7 @@ from atf_core.config import KeyLimits, Limits, StackConfig
 from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
 from atf_core.recurrence import Schedule
-from atf_core.schema import TaskStatus, from_ms, to_ms, utcnow
+from atf_core.schema import TaskStatus, from_ms, start_lag_ms, to_ms, utcnow
 from atf_core.store import codec
 from atf_core.store.base import DueEntry
 from atf_core.store.index import IndexStore
@@ -76,7 +76,7 @@ class OldestDue(BaseModel):
 
 
 class StartLag(BaseModel):
-    samples: int = Field(description="Live tasks in the sample that have started their first attempt.")
+    samples: int = Field(description="Live tasks in the sample that have started (retried ones included).")
     p50_ms: int | None = None
     p90_ms: int | None = None
     max_ms: int | None = None
@@ -218,7 +218,7 @@ class Stats:
 
     def _resolve(self, entries: list[DueEntry]) -> dict[str, dict[str, Any]]:
         """Status and times of the sampled tasks, projected so a large payload costs nothing."""
-        fields = (Attr.STATUS, Attr.ATTEMPT, Attr.SCHEDULED, Attr.CLAIMED)
+        fields = (Attr.STATUS, Attr.SCHEDULED, Attr.FIRST_CLAIMED)
         return self._items.get_many([e.id for e in entries], fields)
 
     def _schedules(self, lambda_name: str) -> tuple[list[ScheduleSummary], bool]:
@@ -290,12 +290,10 @@ def _oldest_due(now: datetime, sample: list[DueEntry], items: dict[str, dict[str
 
 
 def _start_lag(items: Iterable[dict[str, Any]]) -> StartLag:
-    # Only first attempts: a retry keeps the original scheduled time, so its
-    # claim time minus that time would count the backoff as lag.
     lags = sorted(
-        int(raw[Attr.CLAIMED]) - int(raw[Attr.SCHEDULED])
+        start_lag_ms(int(raw[Attr.SCHEDULED]), int(raw[Attr.FIRST_CLAIMED]))
         for raw in items
-        if raw.get(Attr.ATTEMPT) == 1 and Attr.CLAIMED in raw
+        if Attr.FIRST_CLAIMED in raw
     )
     if not lags:
         return StartLag(samples=0)

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from atf_core import lifecycle
 from atf_core.aws import make_clients
-from atf_core.schema import TaskStatus
+from atf_core.schema import TaskError, TaskStatus
 from atf_core.stats import Stats
+from atf_core.store.base import Change, TaskRef
 from atf_core.store.index import IndexStore
 from atf_core.store.items import ItemStore
 from atf_local.stack import LocalStack
@@ -81,3 +83,18 @@ def test_the_busiest_flow_keys_are_counted_from_the_live_tasks(client: AtfClient
     assert (busy, 3, 1) in keys and (quiet, 1, 0) in keys
     assert keys.index((busy, 3, 1)) < keys.index((quiet, 1, 0))
     assert all(k is not None for k, _, _ in keys)
+
+
+def test_a_retried_task_counts_with_its_first_start(client: AtfClient, store: Any) -> None:
+    # Given a task due ten minutes ago, claimed now, failed, and claimed again
+    task = advance(
+        store, client.schedule("report", run_at=datetime.now(UTC) - timedelta(minutes=10)).id, TaskStatus.CLAIMED
+    )
+    now = datetime.now(UTC)
+    error = TaskError(type="E", message="once", attempt=1, at=now)
+    failed = Change(now=now, attempt=1, next_at=now, error=error)
+    assert store.transition(TaskRef.of(task), lifecycle.FAIL_RETRIABLE, failed).applied
+    assert store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=datetime.now(UTC), attempt=1)).applied
+    # When the stats are read, then its lag is in them, the first claim's (ten minutes), beside the running task's
+    lag = client.stats("report").start_lag
+    assert lag.samples == 2 and lag.max_ms is not None and 600_000 <= lag.max_ms < 630_000

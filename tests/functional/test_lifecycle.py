@@ -105,6 +105,20 @@ def test_index_follows_the_state_table(store: DynamoTaskStore, config: StackConf
     assert item[Attr.STATUS] == "success" and item[Attr.ATTEMPT] == 2
 
 
+def test_the_first_claim_is_kept_through_retries(store: DynamoTaskStore, config: StackConfig) -> None:
+    # Given a task due at +60 s, first claimed at +61 s, failed, and claimed again at +90 s
+    task = new_task(store, config, delay_seconds=60)
+    ref = TaskRef.of(task)
+    assert store.transition(ref, lifecycle.CLAIM, Change(now=later(61), attempt=0)).applied
+    fail = Change(now=later(62), attempt=1, next_at=later(90), error=TaskError(type="E", message="x", attempt=1, at=T0))
+    assert store.transition(ref, lifecycle.FAIL_RETRIABLE, fail).applied
+    second = store.transition(ref, lifecycle.CLAIM, Change(now=later(90), attempt=1))
+    # Then the task keeps when it first started beside its latest claim, and its start lag is the first one's
+    assert second.applied and second.task is not None
+    assert (second.task.first_claimed_at, second.task.claimed_at) == (later(61), later(90))
+    assert second.task.start_lag_ms == 1_000
+
+
 def test_enqueue_waits_for_the_due_time(store: DynamoTaskStore, config: StackConfig) -> None:
     task = new_task(store, config, delay_seconds=60)
     early = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=later(10), due_by=later(11)))

@@ -108,6 +108,7 @@ def item_to_task(item: Item) -> Task:
         enqueued_at=maybe_from_ms(raw.get(Attr.ENQUEUED)),
         claimed_at=maybe_from_ms(raw.get(Attr.CLAIMED)),
         claimed_by=raw.get(Attr.CLAIMED_BY),
+        first_claimed_at=maybe_from_ms(raw.get(Attr.FIRST_CLAIMED)),
         heartbeat_at=maybe_from_ms(raw.get(Attr.HEARTBEAT)),
         finished_at=maybe_from_ms(raw.get(Attr.FINISHED)),
         last_error=_error_from(error) if error else None,

@@ -54,6 +54,10 @@ class TransitionUpdate:
         now = {"N": str(to_ms(self._c.now))}
         if self._t.stamps is not None:
             self._set(self._t.stamps, now)
+        if self._t.stamps_once is not None:
+            self._names["#once"] = self._t.stamps_once
+            self._values[":now"] = now
+            self._sets.append("#once = if_not_exists(#once, :now)")
         if self._t.bumps_attempt:
             self._names["#a"] = Attr.ATTEMPT
             self._values[":one"] = {"N": "1"}

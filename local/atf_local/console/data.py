@@ -56,13 +56,6 @@ class Bucket:
     count: int
 
 
-def start_lag_ms(task: Task) -> float | None:
-    """Claim time minus scheduled time of a first attempt (a retry's claim would count the backoff)."""
-    if task.attempt != 1 or task.claimed_at is None:
-        return None
-    return max(0.0, (task.claimed_at - task.scheduled_at).total_seconds() * 1000)
-
-
 def histogram(lags: list[float]) -> list[Bucket]:
     labels = [f"< {_ms(LAG_BUCKETS_MS[0])}"]
     labels += [f"{_ms(low)} - {_ms(high)}" for low, high in itertools.pairwise(LAG_BUCKETS_MS)]
@@ -113,8 +106,8 @@ class ConsoleData:
             rows[key].counts[task.status.value] = rows[key].counts.get(task.status.value, 0) + 1
             if task.finished_at is not None and now - task.finished_at <= THROUGHPUT_WINDOW:
                 finished[key] += 1
-            lag = start_lag_ms(task)
-            if lag is not None and task.claimed_at is not None and now - task.claimed_at <= LAG_WINDOW:
+            lag, started = task.start_lag_ms, task.first_claimed_at
+            if lag is not None and started is not None and now - started <= LAG_WINDOW:
                 lags[key].append(lag)
         for key, row in rows.items():
             row.finished_per_min = float(finished[key])
@@ -123,7 +116,7 @@ class ConsoleData:
         return Snapshot(
             source="local console", as_of=now, rows=list(rows.values()), gates=self.gates(),
             dead_letters={name: dead[name] for name in self.config.lambdas},
-            notes=["finished/min: the last minute; lag p95: first attempts claimed in the last 5 minutes"],
+            notes=["finished/min: the last minute; lag p95: tasks first started in the last 5 minutes"],
         )  # fmt: skip
 
     @staticmethod
@@ -147,10 +140,10 @@ class ConsoleData:
         return rows[:KEYS_SHOWN]
 
     def lag_histograms(self, tasks: list[Task]) -> dict[str, tuple[list[Bucket], float | None, int]]:
-        """Per lambda: the buckets, p95 and count of every first attempt's start lag in the table."""
+        """Per lambda: the buckets, p95 and count of the start lag of every task in the table that has started."""
         found: dict[str, list[float]] = {name: [] for name in self.config.lambdas}
         for task in tasks:
-            lag = start_lag_ms(task)
+            lag = task.start_lag_ms
             if lag is not None and task.lambda_ in found:
                 found[task.lambda_].append(lag)
         return {name: (histogram(lags), p95(lags), len(lags)) for name, lags in found.items()}

@@ -175,12 +175,12 @@ def lag_section(histograms: dict[str, tuple[list[Bucket], float | None, int]]) -
             f'</span></td><td class="n">{b.count}</td></tr>'
             for b in buckets
         )
-        summary = f"{count} first attempts" + (f", p95 {p95:.0f} ms" if p95 is not None else "")
+        summary = f"{count} started" + (f", p95 {p95:.0f} ms" if p95 is not None else "")
         parts.append(
             f'<div><h2>{escape(name)}</h2><p class="muted">{summary}</p>'
             f'<table class="hist" id="lag-{escape(name)}">{rows}</table></div>'
         )
-    title = "Start lag: claim time minus scheduled time, first attempts"
+    title = "Start lag: first claim time minus scheduled time"
     return f'<section><h2>{title}</h2><div class="grid">{"".join(parts)}</div></section>'
 
 

@@ -202,9 +202,8 @@ class TaskRunner:
     def _started(self, task: Task) -> None:
         dimensions = queue(task.lambda_, task.priority)
         self.metrics.count(Metric.STARTED, 1, dimensions)
-        # First attempts only: a retry keeps its first scheduled time, so its lag would count the backoff.
-        if task.attempt == 1 and task.claimed_at is not None:
-            lag_ms = max(0.0, (task.claimed_at - task.scheduled_at).total_seconds() * 1000)
+        lag_ms = task.start_lag_ms
+        if task.attempt == 1 and lag_ms is not None:  # once a task, at its first start
             self.metrics.observe(Metric.START_LAG_MS, lag_ms, "Milliseconds", dimensions)
         log.info(LogLine.TASK_STARTED)
 
