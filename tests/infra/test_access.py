@@ -175,5 +175,7 @@ def test_only_the_frontend_asks_iam_and_only_about_the_accounts_users_and_roles(
     arn = ["arn:", {"Ref": "AWS::Partition"}, ":iam::", account]
     expected = [{"Fn::Join": ["", [*arn, f":{kind}/*"]]} for kind in ("user", "role")]
     assert sorted(resources, key=json.dumps) == sorted(expected, key=json.dumps), resources
+    _, read_role_on = _granted([s for s in frontend if "iam:GetRole" in _as_list(s["Action"])], "iam:GetRole")
+    assert read_role_on == expected[1:], "a role is read by name: GetRole has no user to apply to"
     others = [_role_of_function(synth, "consumer")] + [_role_of_worker(synth, n) for n in synth.settings.config.lambdas]
     assert not any(_granted(_statements(synth, role), "iam:")[0] for role in others)

@@ -26,6 +26,8 @@ OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
 UNDOCUMENTED_ROUTES = {DOCUMENT[1]: (DOCUMENT[0],)}
 WITH_BODY = ("POST", "PUT")
 HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH")
+# IAM actions whose resource is a role only (reading a session's role by name): granted on roles, not users too.
+ROLE_ONLY_ACTIONS = frozenset({"iam:GetRole"})
 # API Gateway's own refusals answer in the frontend's error shape, with the codes of
 # atf_core.errors, so the SDK raises the same classes whoever refused the request.
 ERROR_TEMPLATE = '{"code": "%s", "message": $context.error.messageString, "field": %s}'
@@ -148,7 +150,10 @@ class FrontendApi(Construct):
         # Written with the partition's token (not format_arn's literal) so that every environment names them alike.
         arns = [f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:{kind}/*" for kind in ("user", "role")]
         actions = service_actions("frontend", "iam")
-        iam.Grant.add_to_principal(grantee=self.function, actions=actions, resource_arns=arns)
+        on_roles = [a for a in actions if a in ROLE_ONLY_ACTIONS]
+        on_both = [a for a in actions if a not in ROLE_ONLY_ACTIONS]
+        iam.Grant.add_to_principal(grantee=self.function, actions=on_both, resource_arns=arns)
+        iam.Grant.add_to_principal(grantee=self.function, actions=on_roles, resource_arns=arns[1:])
         for arn in arns:
             acknowledge(
                 self.handler.role,
