@@ -124,8 +124,12 @@ def test_a_killed_executors_task_runs_again_after_its_heartbeat_timeout(
     # And the executor's death shows in the host's JSON log only: no raw traceback of its broken connections
     host.send_signal(signal.SIGTERM)
     assert host.wait(timeout=30) == 0
-    raw = [line for line in log.read_text().splitlines() if line.strip() and not line.startswith("{")]
+    lines = log.read_text().splitlines()
+    raw = [line for line in lines if line.strip() and not line.startswith("{")]
     assert raw == [], raw[:20]
+    # And it names the task the executor held (once: its other threads held none), with the task's keys
+    ended = [json.loads(line) for line in lines if "ended while running task" in line]
+    assert [(e["task_id"], e["attempt"], e["level"]) for e in ended] == [(task.id, 1, "WARNING")], ended
 
 
 def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningStack, worker_host: Host) -> None:

@@ -39,6 +39,7 @@ from atf_core.telemetry import WORKER_SERVICE, LogKey, LogLine, Metric, MetricBu
 from atf_sdk.worker.buffers import Buffered, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.health import ReceiverStatus
+from atf_sdk.worker.observe import task_context
 from atf_sdk.worker.protocol import NextWork, NoWork, Work
 
 if TYPE_CHECKING:
@@ -445,35 +446,50 @@ class NextWorkServer:
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: Connection) -> None:
+        running: Task | None = None  # what this executor thread was handed, until it asks for more
         with connection:
             while True:
                 try:
                     request = connection.recv()
-                except (EOFError, OSError):
-                    return  # the executor process ended (finished, or died)
-                answer = self._answer(request, connection)
+                except (EOFError, OSError):  # the executor process ended (finished, or died)
+                    if running is not None:
+                        _ended_while_running(running)
+                    return
+                running = self._next_task(request, connection)
+                answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
                 try:
                     connection.send(answer)
                 except OSError:  # it died while it waited
-                    if isinstance(answer, Work):
-                        log.warning(
-                            "a task was claimed for an executor that died: it runs again after its claim timeout"
-                        )
+                    if running is not None:
+                        _ended_while_running(running)
                     return
 
-    def _answer(self, request: NextWork, connection: Connection) -> Work | NoWork:
+    def _next_task(self, request: NextWork, connection: Connection) -> Task | None:
         if self._controller.draining:
-            return NoWork(stop=True)
-        task = self._controller.next_work(
+            return None
+        return self._controller.next_work(
             request.lambda_name, request.wait_s, request.worker, wanted=lambda: not _closed(connection)
         )
-        if task is None:
-            return NoWork(stop=self._controller.draining)
-        return Work(task.model_dump_json(by_alias=True))
 
     def close(self) -> None:
         self._closed.set()
         self._listener.close()
+
+
+def _as_json(task: Task) -> str:
+    return task.model_dump_json(by_alias=True)
+
+
+def _ended_while_running(task: Task) -> None:
+    """An executor thread's connection closed while it held a task: its process died (or the thread did)."""
+    with task_context(task):
+        log.warning(
+            "executor %s ended while running task %s attempt %d: unless it recorded the attempt's end first "
+            "(a time limit does), the task runs again once its lease lapses",
+            task.claimed_by,
+            task.id,
+            task.attempt,
+        )
 
 
 def _closed(connection: Connection) -> bool:
