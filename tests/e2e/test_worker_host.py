@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -17,7 +18,7 @@ from atf_core.gating import Gating
 from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.tasks import Scheduling
 from atf_local.process_tree import children_of, executors_of
-from tests.e2e.conftest import RunningStack
+from tests.e2e.conftest import RunningStack, wait_for_line
 from tests.e2e.exit_lambdas import AT_EXIT_ENV
 from tests.e2e.lambdas import alive
 
@@ -140,6 +141,34 @@ def test_sigterm_drains_the_host_and_lets_running_tasks_finish(stack: RunningSta
     assert host.wait(timeout=30) == 0
     done = stack.store.get(task.id)
     assert done is not None and (done.status, done.attempt) == (TaskStatus.SUCCESS, 1)
+
+
+def test_a_second_sigterm_cuts_the_drain_short_and_the_running_task_runs_again(
+    stack: RunningStack, worker_host: Host, tmp_path: Path
+) -> None:
+    # The second signal lands while the drain waits for a 10 s long poll, then while it waits for the executors
+    for round_, (receive_wait, after_s) in enumerate([(10, 0.0), (1, 3.0)]):
+        # Given a host draining while its one thread runs a 2-minute task
+        log = tmp_path / f"host-{round_}.log"
+        host = worker_host(executors=1, threads=1, receive_wait=receive_wait, log=log)
+        task = schedule(stack, **{"lambda": "sleepy", "payload": {"seconds": 120}})
+        stack.wait_for([task.id], lambda t: t.status is TaskStatus.PROCESSING)
+        host.send_signal(signal.SIGTERM)
+        wait_for_line(log, "draining", host)
+        time.sleep(after_s)
+        executors = executors_of(host.pid)
+        # When it is sent SIGTERM again
+        host.send_signal(signal.SIGTERM)
+        # Then it stops within seconds (the drain alone would have waited up to 110 s), naming what it stopped
+        assert host.wait(timeout=8) == 0
+        assert re.search(r"stopping \d+ executors with their running tasks", log.read_text())
+        assert executors and not any(alive(pid) for pid in executors)
+        # And the task is not lost: another host runs it again once its lease has lapsed
+        spare = worker_host(executors=1, threads=1)
+        [done] = stack.wait_for([task.id], finished, timeout_s=stack.config.timeouts.heartbeat + 25)
+        assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2)
+        spare.send_signal(signal.SIGTERM)  # the next round's task is for the next round's host
+        assert spare.wait(timeout=30) == 0
 
 
 def test_sigterm_to_the_whole_process_group_drains_the_host_as_well(stack: RunningStack, worker_host: Host) -> None:

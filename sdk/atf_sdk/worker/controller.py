@@ -51,6 +51,7 @@ LIMITED_RETRY_S = 0.2
 KEY_DEFER_S = 1.0  # how much later a task a flow key's limit holds back is looked at again, once deferred
 RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
+DRAIN_POLL_S = 0.1  # how often a drain's waits look whether a second stop signal cut them short
 # Besides its receive, a turn of a receive loop may read the gates and hand messages back: calls bounded by
 # their clients' timeouts, given this much together before a receiver counts as stuck.
 TURN_SLACK_S = 60.0
@@ -393,13 +394,15 @@ class Controller:
         return self._gate_view(max_age_s=self._settings.paused_gate_refresh_s).lambda_paused(lambda_name)
 
     # -- stopping ------------------------------------------------------------
-    def drain(self) -> None:
-        """Stop receiving and claiming; wait for the receives in flight, and hand every message this
+    def drain(self, cut_short: threading.Event | None = None) -> None:
+        """Stop receiving and claiming; wait for the receives in flight (unless `cut_short` is set first: a
+        message one of them brings back after is visible again at its timeout), and hand every message this
         host holds back to SQS at once."""
         self._draining.set()
         deadline = time.monotonic() + self._settings.receive_wait_s + RECEIVE_GRACE_S
         for thread in self._receivers.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
+            while thread.is_alive() and time.monotonic() < deadline and not (cut_short and cut_short.is_set()):
+                thread.join(DRAIN_POLL_S)
         for buffer in self._buffers.values():
             self._release(buffer.drain())
         self._deletes.close()

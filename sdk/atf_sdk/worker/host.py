@@ -13,7 +13,9 @@ after the fork. The server ends once the host and all its executors have.
 SIGTERM (or Ctrl-C) drains the host: the controller stops receiving and
 claiming, waits for the receives in flight (a long poll cannot be called off),
 hands every message it holds back to SQS, and the host waits for running tasks
-to finish before it exits. An executor that dies (killed, or ended by its own
+to finish before it exits. A second SIGTERM or Ctrl-C while it drains stops it
+at once: its running tasks stop with their executors and run again once their
+lease lapses, fenced by their attempt. An executor that dies (killed, or ended by its own
 heartbeat guard) is replaced while the host runs.
 
 Every few seconds the host writes its health to a file (atf_sdk.worker.health), which the
@@ -43,7 +45,7 @@ from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
-from atf_sdk.worker.controller import Controller, ControllerSettings, NextWorkServer
+from atf_sdk.worker.controller import DRAIN_POLL_S, Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
 from atf_sdk.worker.health import (
     REPORT_EVERY_S,
@@ -115,6 +117,7 @@ class WorkerHost:
         self._problems: list[str] = []  # in the last report
         self._unwritten = False  # the last report could not be written
         self._stop = threading.Event()
+        self._stop_now = threading.Event()  # a second stop signal: cut the drain short
         # Executors fork from a server that imported their modules once (atf_sdk.worker.preload): a spawned
         # executor spent ~0.9 s of CPU importing boto3, pydantic and the framework before it could start. The
         # lambdas module is imported by each executor after the fork, as under spawn (executor_main).
@@ -124,7 +127,7 @@ class WorkerHost:
     def serve(self) -> None:
         """Run until SIGTERM/SIGINT, then drain."""
         for stop_signal in STOP_SIGNALS:
-            signal.signal(stop_signal, lambda *_: self._stop.set())
+            signal.signal(stop_signal, self._on_stop_signal)
         setup_logging()
         log.info(route_metrics(self._settings.metrics))
         try:
@@ -229,16 +232,26 @@ class WorkerHost:
             return
         self._unwritten = False
 
+    def _on_stop_signal(self, *_: object) -> None:
+        (self._stop_now if self._stop.is_set() else self._stop).set()
+
     def drain(self) -> None:
-        log.info("draining: no new claims; waiting for running tasks")
+        log.info("draining: no new claims; waiting for running tasks (stop again to stop them now)")
         self._report(self.health("draining"))
         deadline = time.monotonic() + self._settings.drain_timeout_s  # the executors finish meanwhile
-        self.controller.drain()
-        for process in self._executors.values():
-            process.join(max(0.0, deadline - time.monotonic()))
-        for process in self._executors.values():
-            if process.is_alive():
-                process.kill()  # past the stop timeout: its task's lease expires and it runs again
+        self.controller.drain(self._stop_now)
+        while not self._stop_now.is_set() and time.monotonic() < deadline:
+            alive = [process for process in self._executors.values() if process.is_alive()]
+            if not alive:
+                break
+            alive[0].join(min(DRAIN_POLL_S, max(0.0, deadline - time.monotonic())))
+        stopped = [process for process in self._executors.values() if process.is_alive()]
+        if stopped:  # past the stop timeout, or told twice: their tasks' leases expire and they run again
+            log.warning(
+                "stopping %d executors with their running tasks: each runs again once its lease lapses", len(stopped)
+            )
+        for process in stopped:
+            process.kill()
         self._release()
         self.metrics.close()
         if self._health is not None:
@@ -246,7 +259,8 @@ class WorkerHost:
         log.info("worker host stopped")
 
     def stop(self) -> None:
-        self._stop.set()
+        """Drain (as the first SIGTERM does); a second call stops the running tasks too."""
+        self._on_stop_signal()
 
     def _release(self) -> None:
         """Stop serving NextWork and remove the socket's directory: every host that stopped left one in the
