@@ -508,7 +508,10 @@ def _gate_checked(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="atf", description="Async task framework for AWS", parents=[common(where="atf")], epilog=EXITS
+        prog="atf",
+        description="Async task framework for AWS (tables need atf-sdk[cli]; --json does not)",
+        parents=[common(where="atf")],
+        epilog=EXITS,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)

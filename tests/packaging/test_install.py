@@ -200,3 +200,29 @@ def _wait_for(log: Path, process: subprocess.Popen[bytes], ready: str) -> None:
         assert process.poll() is None, f"the worker host exited:\n{log.read_text(errors='replace')[-3000:]}"
         assert time.monotonic() < deadline, f"the worker host was not ready:\n{log.read_text(errors='replace')[-3000:]}"
         time.sleep(0.2)
+
+
+def test_without_the_cli_extra_a_verb_stops_before_it_acts_and_json_needs_no_extra(
+    installed: Installed, team: Path, stack: RunningStack
+) -> None:
+    env = {k: v for k, v in _outside_env(stack.environment()).items() if k != "PYTHONPATH"}
+    atf = installed.script("atf")
+    # Given the client and the worker extra installed, not the cli extra (rich)
+    with stack.client() as client:
+        before = len(client.bulk_cancel(lambda_name="resize", dry_run=True).matched)
+        # When a verb that would change something is asked for a table
+        refused = subprocess.run(
+            [atf, "schedule", "resize", "--delay", "3000"], capture_output=True, text=True, env=env
+        )
+        # Then it stops in one line naming the extra and --json, having changed nothing
+        assert refused.returncode == 1 and refused.stderr.strip().splitlines() == [refused.stderr.strip()]
+        assert "pip install 'atf-sdk[cli]'" in refused.stderr and "--json" in refused.stderr, refused.stderr
+        assert len(client.bulk_cancel(lambda_name="resize", dry_run=True).matched) == before
+        # And with --json the same verb needs no extra
+        done = subprocess.run(
+            [atf, "--json", "schedule", "resize", "--delay", "3000"], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        task_id = json.loads(done.stdout)["id"]
+        assert client.get(task_id).status.value == "new"
+        client.cancel(task_id)

@@ -62,13 +62,13 @@ def _put(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     with client(args) as atf:
         schedules = atf.schedules(args.lambda_name)
     if args.json:
         json_out(schedules)
         return 0
+    from rich.table import Table
+
     table = Table("name", "lambda", "cadence", "collection", "state", "next", "fired", "skipped")
     for s in schedules:
         state = "paused" if s.paused else "active"

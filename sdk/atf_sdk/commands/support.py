@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from atf_core.vocabulary import CatchUp, OnConflict, Overlap
+from atf_sdk.extras import install_hint
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -151,6 +153,10 @@ def guarded(run: Command) -> Command:
         from atf_core.errors import AtfError, input_error
 
         notes: list[str] = []  # what the verb had done before the error
+        if not getattr(args, "json", False) and importlib.util.find_spec("rich") is None:
+            # Said before the verb acts: one that did its work and then could not print it would look failed.
+            hint = install_hint("rich", f"atf {getattr(args, 'verb', '')}".rstrip())
+            sys.exit(f"{hint}, or add --json")
         try:
             return run(args)
         except AtfError as error:
@@ -258,7 +264,7 @@ def add_yes(verb: argparse.ArgumentParser) -> None:
 def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
     """A bar on stderr while a long verb runs (a spinner when the total is unknown), gone when it ends. Gives the
     function that advances it. With no terminal there, no bar: rich would still end it with an empty line."""
-    if not sys.stderr.isatty():
+    if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:  # --json needs no extra
         yield lambda _: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
