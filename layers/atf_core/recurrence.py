@@ -42,6 +42,17 @@ MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed
 # A cron's occurrences before the ones a gap may run are counted one by one (~25 us each), so a long gap in a
 # frequent expression counts this many at most: its skipped count is then a lower bound.
 COUNTED_AT_MOST = 10_000
+# The shortcuts croniter takes, as the five fields they stand for: a spec holds fields, which the daylight saving
+# rule (ScheduleSpec._repeated) reads.
+CRON_SHORTCUTS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,11 @@ class ScheduleSpec(BaseModel):
         description="The flow-control key of each task it creates (its lambda's key_limits apply); where they set "
         "singleton, an occurrence while another task holds the key is skipped.",
     )
-    cron: str | None = Field(default=None, description="Five-field cron expression, e.g. '*/5 * * * *'.")
+    cron: str | None = Field(
+        default=None,
+        description="Cron expression: five fields, e.g. '*/5 * * * *', or six with the seconds last ('*/5 * * * * 30' "
+        "is second 30 of every fifth minute); or @hourly, @daily, @weekly, @monthly, @yearly.",
+    )
     every_seconds: JsonNumber | None = Field(default=None, ge=1, le=366 * 86400)
     timezone: str = "UTC"
     overlap: Overlap = Overlap.SKIP
@@ -81,6 +96,7 @@ class ScheduleSpec(BaseModel):
     def _cron_parses(cls, cron: str | None) -> str | None:
         if cron is None:
             return None
+        cron = CRON_SHORTCUTS.get(cron.strip().lower(), cron)
         if not croniter.is_valid(cron):
             raise ValueError(f"{cron!r} is not a valid cron expression")
         # A year field can run out of occurrences, and a date that never comes

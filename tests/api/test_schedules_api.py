@@ -40,6 +40,14 @@ def test_put_then_get_with_the_next_occurrences(client: AtfClient) -> None:
     assert client.get_schedule(sched, upcoming=0).upcoming == []
 
 
+def test_a_cron_shortcut_is_stored_as_its_fields(client: AtfClient) -> None:
+    # It had answered 502: croniter took it, and the consumer's stepping did not
+    schedule = client.put_schedule(sched := name(), {"lambda": "chore", "cron": "@daily", "timezone": "Europe/Paris"})
+    assert schedule.spec.cron == "0 0 * * *"
+    paris = [m.astimezone(ZoneInfo("Europe/Paris")) for m in client.get_schedule(sched, upcoming=2).upcoming]
+    assert [(m.hour, m.minute) for m in paris] == [(0, 0), (0, 0)] and paris[1] - paris[0] == timedelta(days=1)
+
+
 def test_a_fixed_rate_counts_from_when_it_was_put(client: AtfClient) -> None:
     schedule = client.put_schedule(sched := name(), {"lambda": "chore", "every_seconds": 90})
     upcoming = client.get_schedule(sched, upcoming=2).upcoming

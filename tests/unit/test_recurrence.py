@@ -108,3 +108,31 @@ def test_iana_zones_are_taken() -> None:
         "Europe/Paris",
         "EST5EDT",
     ]
+
+
+@pytest.mark.parametrize(
+    ("shortcut", "fields"),
+    [("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@Midnight", "0 0 * * *"), ("@weekly", "0 0 * * 0"),
+     ("@monthly", "0 0 1 * *"), ("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *")],
+)  # fmt: skip
+def test_a_cron_shortcut_is_kept_as_its_five_fields_and_steps_like_them(shortcut: str, fields: str) -> None:
+    # A shortcut had passed croniter's check and then failed each step (the daylight saving rule reads fields)
+    schedule = spec(cron=shortcut, timezone="Europe/Paris")
+    assert schedule.cron == fields
+    start = datetime(2027, 10, 30, tzinfo=UTC)
+    assert schedule.upcoming(start, ANCHOR, 3) == spec(cron=fields, timezone="Europe/Paris").upcoming(start, ANCHOR, 3)
+
+
+@pytest.mark.parametrize("cron", ["@reboot", "@every 5m", "@"])
+def test_what_croniter_does_not_take_is_refused(cron: str) -> None:
+    with pytest.raises(ValueError, match="is not a valid cron expression"):
+        spec(cron=cron)
+
+
+def test_six_fields_put_the_seconds_last() -> None:
+    every_fifth_minute_at_30s = spec(cron="*/5 * * * * 30")
+    start = datetime(2027, 1, 1, tzinfo=UTC)
+    assert every_fifth_minute_at_30s.upcoming(start, ANCHOR, 2) == [
+        start + timedelta(seconds=30),
+        start + timedelta(minutes=5, seconds=30),
+    ]
