@@ -151,10 +151,11 @@ class Schedules:
         due = spec.due(after, up_to, schedule.created_at)
         chosen = choose(spec, due.latest, now)
         task_id, created, skipped = schedule.last_task_id, 0, due.count - len(chosen)
+        # Overlap is with an earlier firing's task: the occurrences one catch-up runs (catch_up all) are made
+        # together, and each would otherwise find the one just made still running and skip itself.
+        if chosen and spec.overlap is Overlap.SKIP and self._still_running(task_id):
+            chosen, skipped = [], due.count
         for occurrence in chosen:
-            if spec.overlap is Overlap.SKIP and self._still_running(task_id):
-                skipped += 1
-                continue
             try:
                 task_id = self._create(schedule, occurrence, now)
             except FlowKeyBusy:  # its singleton flow key is held by another task: skipped, as an overlap is

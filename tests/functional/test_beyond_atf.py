@@ -161,6 +161,21 @@ def test_overlap_skip_waits_for_the_previous_occurrence(world: World) -> None:
     assert (report.created, report.skipped) == (0, 1)
 
 
+def test_catch_up_all_runs_its_occurrences_with_overlap_skip_unless_an_earlier_task_still_runs(world: World) -> None:
+    # Given a schedule every minute that catches up to 3 occurrences, with the default overlap (skip)
+    spec = ScheduleSpec.model_validate({"lambda": "work", "cron": "* * * * *", "catch_up": "all", "catch_up_limit": 3})
+    schedules(world).put("all", spec, now=T)
+    # When five occurrences were missed, then each of the latest three runs (they do not overlap each other)
+    world.now = T + timedelta(minutes=5, seconds=30)
+    report = schedules(world).fire_due(world.now)
+    assert (report.created, report.skipped) == (3, 2)
+    # And when three more are missed while those tasks have not finished, then all three are skipped
+    world.now += timedelta(minutes=3)
+    report = schedules(world).fire_due(world.now)
+    assert (report.created, report.skipped) == (0, 3)
+    assert schedules(world).get("all").fired == 3
+
+
 def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> None:
     spec = ScheduleSpec.model_validate({"lambda": "work", "cron": "0 9 * * 1-5", "timezone": "Europe/Paris"})
     schedules(world).put("weekday", spec, now=T)
