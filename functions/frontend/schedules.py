@@ -42,14 +42,14 @@ def list_schedules(
     after: PageAfter = None,
     limit: PageLimit = MAX_SCHEDULE_PAGE,
 ) -> ScheduleList:
-    if lambda_name is not None:
-        services().config.lambda_named(lambda_name)  # a lambda the stack has not: unknown_lambda, as elsewhere
     return listed(lambda_name, after, limit)
 
 
 def listed(lambda_name: str | None, after: str | None, limit: int) -> ScheduleList:
     """A page of schedules by name, from the first after `after`: up to `limit` of them, and no more than
     the function's response holds (a schedule's payload alone may be 256 KiB, and a response 6 MiB)."""
+    if lambda_name is not None:  # on both routes that list: a lambda the stack has not is unknown_lambda, as elsewhere
+        services().config.lambda_named(lambda_name)
     page: list[Schedule] = []
     room = MAX_EVENT_BODY_BYTES
     for schedule in services().schedules.in_order(after, lambda_name):

@@ -362,6 +362,7 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ("lift missing gate", "DELETE", "/v1/gates/work/none-here", None, None, 404, "not_found", "collection"),
     ("lift missing lambda gate", "DELETE", "/v1/gates/single", None, None, 404, "not_found", "lambda"),
     ("schedules of an unknown lambda", "GET", "/v1/schedules?lambda=nope", None, None, 400, "unknown_lambda", "lambda"),
+    ("an unknown lambda's schedules", "GET", "/v1/lambdas/nope/schedules", None, None, 400, "unknown_lambda", "lambda"),
     ("stats unknown lambda", "GET", "/v1/lambdas/nope/stats", None, None, 400, "unknown_lambda", "lambda"),
     (
         "dead letters unknown lambda",
