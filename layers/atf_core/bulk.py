@@ -9,7 +9,8 @@ Chain links still waiting for their parents have no index entry and are not foun
 
 Each action has a dry run, which lists what it would touch and when, and changes nothing; the real
 run writes each task with its own conditional write (lifecycle.CANCEL, or AMEND through atf_core.amend),
-so a task claimed between the read and the write is left as it is and reported as skipped. A rate
+so a task claimed between the read and the write is left as it is and reported as skipped, as is one the
+change would run at or after its expire_at (it would expire instead: a single change refuses it). A rate
 spreads the real run out: rescheduled or reprioritised tasks run at most per_second a second (as a
 redrive's), cancellations are written at most per_second a second. A real run stops writing after
 RUN_BUDGET_S, though never before its first write (its answer lists only the tasks it reached, with
@@ -101,7 +102,8 @@ class BulkChange:
     dry_run: bool
     matched: list[WaitingTask] = field(default_factory=list)
     changed: int = 0
-    skipped: list[str] = field(default_factory=list)  # claimed (or changed) between the read and the write
+    # Left as they were: claimed (or changed) between the read and the write, or moved to or past their expire_at.
+    skipped: list[str] = field(default_factory=list)
     more: bool = False  # the selection holds more than `limit`: run it again for the rest
     first_at: datetime | None = None  # when the first and last of them run (cancel: are cancelled)
     last_at: datetime | None = None
@@ -162,10 +164,12 @@ class BulkChanges:
         self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime], began: float
     ) -> BulkChange:
         _span(result, times)
-        if not result.dry_run:
-            for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
-                if _out_of_time(result, i, began):
-                    break
+        for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
+            if not result.dry_run and _out_of_time(result, i, began):
+                break
+            if task.expire_at is not None and at >= task.expire_at:  # it would expire rather than run
+                result.skipped.append(task.id)
+            elif not result.dry_run:
                 _tally(result, task, amend(self._store, task, amendment, self._clock(), at=at))
         return result
 

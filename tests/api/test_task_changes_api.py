@@ -291,6 +291,19 @@ def test_a_change_past_the_tasks_expiry_is_refused(client: AtfClient) -> None:
     assert refused.value.field == "run_at"
 
 
+def test_a_bulk_change_leaves_a_task_it_would_move_past_its_expiry(client: AtfClient) -> None:
+    # Given two waiting tasks of a collection, one of them ending at minute 5 if it has not started
+    collection, soon, ends, later = f"expiring-{uuid.uuid4().hex[:8]}", _at(1), _at(5), _at(6)
+    lasting = client.schedule("work", collection=collection, run_at=soon)
+    expiring = client.schedule("work", collection=collection, run_at=soon, expire_at=ends)
+    # When the collection is rescheduled to minute 6, as a dry run and then for real
+    dry = client.bulk_reschedule(lambda_name="work", collection=collection, run_at=later, dry_run=True)
+    done = client.bulk_reschedule(lambda_name="work", collection=collection, run_at=later)
+    # Then the expiring task is left as it was, and said to be (a single change refuses that move)
+    assert dry.skipped == done.skipped == [expiring.id] and done.changed == 1
+    assert client.get(expiring.id).next_at == soon and client.get(lasting.id).next_at == later
+
+
 def test_an_unknown_task_is_not_found(raw: Raw) -> None:
     reply = raw("POST", f"/v1/tasks/{uuid.uuid4().hex}/change", {"delay_seconds": 5})
     assert reply.status == 404
