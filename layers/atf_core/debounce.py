@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from atf_core import lifecycle
-from atf_core.amend import ONE_MS, Amendment, new_entry
+from atf_core.amend import Amendment, new_entry
 from atf_core.config import Debounce, StackConfig
 from atf_core.definitions import Attr
 from atf_core.errors import FlowKeyBusy, InputError, NotFound
@@ -29,6 +29,9 @@ from atf_core.store.base import Change, CreateResult, MergeRecord, TaskRef, Task
 ATTEMPTS = 6
 WAITING = frozenset({TaskStatus.NEW, TaskStatus.ENQUEUED})
 AMENDED = lifecycle.AMEND.target
+# How long before its expire_at a merge may move a burst's run time, at most: the time a due task takes to start
+# (ATF's delivery target). Moved to a millisecond before it, the burst expired unless claimed within that millisecond.
+START_MARGIN = timedelta(seconds=5)
 
 
 def of(config: StackConfig, request: ScheduleRequest) -> Debounce | None:
@@ -79,12 +82,12 @@ def waiting(task: Task) -> bool:
 
 
 def merged_run_at(pending: Task, debounce: Debounce, now: datetime) -> datetime:
-    """min(now + quiet, first + max delay), never earlier than it was, nor at or past the task's expire_at
-    (a merge must not make the burst expire instead of running)."""
+    """min(now + quiet, first + max delay), never earlier than it was, nor later than START_MARGIN before the
+    task's expire_at (a merge must not make the burst expire instead of running)."""
     quiet = now + timedelta(seconds=debounce.quiet_seconds)
     latest = pending.created_at + timedelta(seconds=debounce.max_delay_seconds)
     if pending.expire_at is not None:
-        latest = min(latest, pending.expire_at - ONE_MS)
+        latest = min(latest, pending.expire_at - START_MARGIN)
     return max(pending.next_at or pending.scheduled_at, min(quiet, latest))
 
 

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from atf_core import lifecycle
 from atf_core.config import LambdaSpec, StackConfig
+from atf_core.debounce import START_MARGIN
 from atf_core.errors import Conflict, InputError
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store.base import Change, CreateResult, TaskRef
@@ -160,10 +161,16 @@ def test_on_conflict_has_no_use_on_a_debounced_lambda(keys: Keys) -> None:
     assert caught.value.field == "on_conflict"
 
 
-def test_a_merge_never_moves_the_run_time_past_the_tasks_expire_at(keys: Keys) -> None:
-    first = keys.schedule(0, expire_at=at(14).isoformat()).task
-    assert keys.schedule(8).task.scheduled_at == at(14) - timedelta(milliseconds=1)
-    assert keys.stored(first).scheduled_at == at(14) - timedelta(milliseconds=1)
+def test_a_merge_leaves_the_task_time_to_start_before_its_expire_at(keys: Keys) -> None:
+    # Given a burst due at 10 s that expires at 20 s, merged at 8 s (its quiet period would end at 18 s)
+    first = keys.schedule(0, expire_at=at(20).isoformat()).task
+    # Then its run time moves only to START_MARGIN before the expiry (a millisecond before, it mostly expired)
+    assert keys.schedule(8).task.scheduled_at == at(20) - START_MARGIN == at(15)
+    assert keys.stored(first).scheduled_at == at(15)
+    # And a merge that cannot leave that margin leaves the run time where it was
+    assert keys.schedule(9).task.scheduled_at == at(15)
+    other = keys.schedule(0, flow_key="other", expire_at=at(13).isoformat()).task
+    assert keys.schedule(5, flow_key="other").task.scheduled_at == other.scheduled_at == at(10)
 
 
 def test_an_expire_at_before_the_quiet_period_ends_is_refused_naming_it(keys: Keys) -> None:
