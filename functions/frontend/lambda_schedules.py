@@ -10,8 +10,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from atf_core.access import scoped
-from atf_core.api import MAX_SCHEDULE_PAGE, MAX_UPCOMING, ScheduleList, ScheduleView
+from atf_core.api import MAX_SCHEDULE_PAGE, ScheduleList, ScheduleView
 from atf_core.recurrence import Schedule, ScheduleSpec
+from atf_core.vocabulary import MAX_UPCOMING
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.ownership import same_lambda
 from functions.frontend.params import LambdaName, PageAfter, PageLimit, ScheduleName

@@ -11,10 +11,11 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from atf_core.api import MAX_EVENT_BODY_BYTES, MAX_SCHEDULE_PAGE, MAX_UPCOMING, ScheduleList, ScheduleView, in_an_event
+from atf_core.api import MAX_EVENT_BODY_BYTES, MAX_SCHEDULE_PAGE, ScheduleList, ScheduleView, in_an_event
 from atf_core.clock import process_clock
 from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import NAME_PATTERN
+from atf_core.vocabulary import MAX_UPCOMING
 from functions.frontend.bodies import write_body
 from functions.frontend.openapi_doc import error_responses, ok
 from functions.frontend.params import PageAfter, PageLimit, ScheduleName

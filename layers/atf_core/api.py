@@ -39,7 +39,6 @@ from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 
 MAX_BATCH = 100
 MAX_DEAD_LETTER_LIST = 1000
-MAX_UPCOMING = 100
 MAX_SCHEDULE_PAGE = 100
 # The frontend is a Lambda function: a request reaches it as an event holding its body as a JSON string, and
 # its answer leaves it as a response holding the body the same way. Lambda refuses a synchronous invocation

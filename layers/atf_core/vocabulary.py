@@ -9,6 +9,7 @@ from enum import StrEnum
 # The lambdas (comma-separated) a worker host serves by default; the CDK app sets it on each worker service.
 LAMBDA_ENV = "ATF_LAMBDA"
 MAX_BULK = 1000  # a bulk change writes each task it selects, inside API Gateway's 29 s
+MAX_UPCOMING = 100  # the next occurrences a schedule's view may list
 MAX_DEAD_LETTER_ACTION = 1000  # a redrive or discard writes each task it selects, inside API Gateway's 29 s
 
 

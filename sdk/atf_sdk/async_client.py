@@ -45,7 +45,9 @@ class AsyncAtfClient(Asynchronous, Calls):
         credentials = await anyio.to_thread.run_sync(self._credentials)
         url, headers = self._signed(send, credentials)
         try:
-            response = await self._http.request(send.method, url, content=send.body, headers=headers)
+            connect_s, read_s = send.timeouts(self.timeout_s)
+            timeout = httpx.Timeout(read_s, connect=connect_s)
+            response = await self._http.request(send.method, url, content=send.body, headers=headers, timeout=timeout)
         except httpx.TransportError as error:
             return Lost(str(error) or type(error).__name__)
         return Reply(response.status_code, response.headers, response.content)

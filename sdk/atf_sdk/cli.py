@@ -47,6 +47,7 @@ from atf_sdk.commands.support import (
     progress,
     report_refused,
     usage,
+    wait_seconds,
     when,
 )
 from atf_sdk.commands.task_changes import add_task_change_commands
@@ -474,7 +475,7 @@ def _add_api_verbs(verbs: Any) -> None:
         if name == "status":
             verb.add_argument(
                 "--wait",
-                type=float,
+                type=wait_seconds,
                 metavar="SECONDS",
                 help="until every task has ended or is a dead letter, at most SECONDS (then exit 1)",
             )

@@ -38,9 +38,11 @@ class AtfClient(Blocking, Calls):
 
     def _send(self, send: Send) -> Reply | Lost:
         url, headers = self._signed(send, self._credentials())
+        connect_s, read_s = send.timeouts(self.timeout_s)
+        timeout = self._timeout if send.timeout_s is None else urllib3.Timeout(connect=connect_s, read=read_s)
         try:
             response = self._pool.request(
-                send.method, url, body=send.body, headers=headers, timeout=self._timeout, retries=False, redirect=False
+                send.method, url, body=send.body, headers=headers, timeout=timeout, retries=False, redirect=False
             )
         except urllib3.exceptions.HTTPError as error:
             return Lost(str(error))

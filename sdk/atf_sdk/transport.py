@@ -25,18 +25,20 @@ import json
 import os
 import random
 import re
+import time
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from atf_core.backoff import full_jitter
-from atf_core.errors import AtfError, Internal, MissingAuthentication, Unavailable, from_wire
+from atf_core.errors import AtfError, InputError, Internal, MissingAuthentication, Unavailable, from_wire
 
 API_URL_ENV = "ATF_API_URL"
 SERVICE = "execute-api"
@@ -58,6 +60,12 @@ class Send:
     method: str
     path: str
     body: bytes | None = None
+    timeout_s: float | None = None  # the time left to a caller's deadline, if shorter than the client's timeouts
+
+    def timeouts(self, read_s: float) -> tuple[float, float]:
+        """(connect, read) seconds for this request: the client's, within the time left."""
+        left = self.timeout_s if self.timeout_s is not None else float("inf")
+        return min(CONNECT_TIMEOUT_S, left), min(read_s, left)
 
 
 @dataclass(frozen=True)
@@ -93,28 +101,44 @@ class RetryPolicy:
     attempts: int = 5
     base_s: float = 0.2
     cap_s: float = 5.0
+    # No attempt starts past this long after the call did: an API that takes connections and never answers
+    # would otherwise hold a call for every attempt's read timeout (5 x 30 s).
+    budget_s: float = 60.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         drawn = full_jitter(attempt, self.base_s, self.cap_s, random.random())
         return max(drawn, min(retry_after or 0.0, self.cap_s))
 
 
-def request(method: str, path: str, body: Any, retry: RetryPolicy) -> Plan[Any]:
+def request(method: str, path: str, body: Any, retry: RetryPolicy, deadline: float | None = None) -> Plan[Any]:
     """One call of the API: sent, and sent again on throttling, server errors and lost connections
-    (with the same body, so a task keeps its key); the decoded JSON answer, or the error it names."""
+    (with the same body, so a task keeps its key); the decoded JSON answer, or the error it names. With a
+    `deadline` (time.monotonic()), no attempt, wait or pause runs past it: Unavailable then."""
     data = json.dumps(body).encode() if body is not None else None
+    budget = time.monotonic() + retry.budget_s
+    deadline = budget if deadline is None else min(deadline, budget)
+    lost = "no attempt made"
     for attempt in range(1, retry.attempts + 1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Unavailable(f"{method} {path}: out of time for another attempt ({lost})")
         last = attempt == retry.attempts
-        answer = yield Send(method, path, data)
+        answer = yield Send(method, path, data, left)
         if isinstance(answer, Lost):
+            lost = answer.reason
             if last:
                 raise Unavailable(f"{method} {path}: {answer.reason}")
-            yield Sleep(retry.delay(attempt))
+            yield Sleep(_within(retry.delay(attempt), deadline))
         elif isinstance(answer, Reply) and (not _retriable(answer) or last):
             return decoded(answer)
         elif isinstance(answer, Reply):
-            yield Sleep(retry.delay(attempt, _retry_after(answer)))
+            lost = f"HTTP {answer.status}"
+            yield Sleep(_within(retry.delay(attempt, _retry_after(answer)), deadline))
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _within(seconds: float, deadline: float) -> float:
+    return max(0.0, min(seconds, deadline - time.monotonic()))
 
 
 def decoded(reply: Reply) -> Any:
@@ -163,7 +187,9 @@ class ApiClient:
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.endpoint = endpoint.rstrip("/")
+        self.endpoint = _checked_endpoint(endpoint).rstrip("/")
+        if not timeout_s > 0:  # also refuses NaN
+            raise InputError(f"timeout_s must be more than 0 seconds, not {timeout_s!r}", "timeout_s")
         self._session = session or boto3.Session()
         self.region = region or _region_of(self.endpoint) or self._session.region_name or "us-east-1"
         self.timeout_s = timeout_s  # to read an answer; connecting has CONNECT_TIMEOUT_S
@@ -181,8 +207,8 @@ class ApiClient:
             raise AtfError(f"set {API_URL_ENV} to the API's URL, e.g. http://127.0.0.1:8080 for the local stack")
         return cls(endpoint, **kwargs)
 
-    def _request(self, method: str, path: str, body: Any = None) -> Plan[Any]:
-        return request(method, path, body, self._retry)
+    def _request(self, method: str, path: str, body: Any = None, deadline: float | None = None) -> Plan[Any]:
+        return request(method, path, body, self._retry, deadline)
 
     def _credentials(self) -> Any:
         """Frozen credentials; a refresh (an assumed role's, the instance's) may call AWS."""
@@ -198,6 +224,20 @@ class ApiClient:
         request = AWSRequest(method=send.method, url=url, data=send.body, headers=headers)
         SigV4Auth(credentials, SERVICE, self.region).add_auth(request)
         return url, dict(request.headers.items())
+
+
+def _checked_endpoint(endpoint: str) -> str:
+    """The API's URL, refused naming api_url unless it is http(s) with a host and a valid port: botocore's signer
+    and the HTTP libraries fail on anything else with tracebacks that do not say what was wrong."""
+    example = "e.g. http://127.0.0.1:8080 or https://ID.execute-api.REGION.amazonaws.com/STAGE"
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - reading it checks it: a port out of range or not a number raises
+    except ValueError as error:
+        raise InputError(f"API URL {endpoint!r} is not a URL ({error}); {example}", "api_url") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"API URL {endpoint!r} needs http:// or https:// and a host; {example}", "api_url")
+    return endpoint
 
 
 class Blocking(ApiClient, ABC):

@@ -82,6 +82,8 @@ def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) ->
     (row,) = [line for line in out.splitlines() if name in line]
     assert "paused" in row and not re.search(r"\d{4}-\d\d-\d\dT", row), "paused: no next occurrence shown"
     assert atf("schedules", "resume", name)[1].startswith(f"schedule {name} resumed, next at")
+    code, out, _ = atf("schedules", "get", name, "--upcoming", "0")
+    assert code == 0 and "active" in out and "next:" not in out, "none asked for: not 'none while paused'"
     assert atf("schedules", "delete", name, "--json")[1].strip() == json.dumps({"deleted": name}, indent=2)
     code, _, err = atf("schedules", "get", name)
     assert code == 3 and err.startswith("atf: not_found:")

@@ -259,3 +259,28 @@ def test_an_empty_collection_is_not_every_collection(client: AtfClient, item_cou
         assert caught.value.field == "collection"
     assert not [g for g in client.gates() if g.lambda_ == "work"]
     assert item_count() == before
+
+
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8420", "localhost:8420", "http://", "ftp://x", "http://127.0.0.1:99999", "http://[::1"]
+)
+def test_an_api_url_that_is_not_one_is_refused_naming_it(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # The clients are refused as they are made, naming api_url (botocore's signer had raised an AttributeError)
+    from atf_sdk.async_client import AsyncAtfClient
+
+    for make in (AtfClient, AsyncAtfClient):
+        with pytest.raises(InputError) as refused:
+            make(url)
+        assert refused.value.field == "api_url" and url in str(refused.value)
+    # And the CLI says so in one line, as a usage error
+    with pytest.raises(SystemExit) as exited:
+        main(["schedules", "list", "--api-url", url])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and err.endswith("(api_url)\n"), err
+
+
+def test_a_read_timeout_must_be_positive() -> None:
+    for timeout in (0, -1, float("nan")):
+        with pytest.raises(InputError) as refused:
+            AtfClient("http://127.0.0.1:9", timeout_s=timeout)
+        assert refused.value.field == "timeout_s"

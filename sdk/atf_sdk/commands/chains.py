@@ -7,7 +7,17 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from atf_sdk.commands.support import add_lambda, client, common, console, guarded, json_file, json_out, when
+from atf_sdk.commands.support import (
+    add_lambda,
+    client,
+    common,
+    console,
+    guarded,
+    json_file,
+    json_out,
+    wait_seconds,
+    when,
+)
 
 if TYPE_CHECKING:
     from atf_core.chains import ChainView
@@ -78,7 +88,7 @@ def add_chains_command(verbs: Any) -> None:
         verb.set_defaults(run=guarded(run))
         if name == "get":
             verb.add_argument(
-                "--wait", type=float, metavar="SECONDS", help="while it runs, at most SECONDS (then exit 1)"
+                "--wait", type=wait_seconds, metavar="SECONDS", help="while it runs, at most SECONDS (then exit 1)"
             )
     retry = actions.add_parser("retry", parents=[common()], help="run a failed (dead-letter) link again")
     retry.add_argument("id", metavar="ID")

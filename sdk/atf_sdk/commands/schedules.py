@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from atf_core.vocabulary import MAX_UPCOMING
 from atf_sdk.commands.support import (
     CATCH_UP,
     OVERLAP,
@@ -61,6 +62,16 @@ def _put(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upcoming(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= count <= MAX_UPCOMING:
+        raise argparse.ArgumentTypeError(f"{count} is not 0-{MAX_UPCOMING}")
+    return count
+
+
 def _list(args: argparse.Namespace) -> int:
     with client(args) as atf:
         schedules = atf.schedules(args.lambda_name)
@@ -97,7 +108,8 @@ def _get(args: argparse.Namespace) -> int:
     out.print(f"overlap {spec.overlap.value}, catch-up {spec.catch_up.value} (up to {spec.catch_up_limit})")
     out.print(f"{'paused' if view.paused else 'active'}; fired {view.fired}, skipped {view.skipped}")
     out.print(f"last occurrence {when(view.last_occurrence)}, its task {view.last_task_id or '-'}")
-    out.print("next: " + (", ".join(when(m) for m in view.upcoming) or "none while paused"))
+    if view.upcoming or view.paused:  # --upcoming 0 asked for none
+        out.print("next: " + (", ".join(when(m) for m in view.upcoming) or "none while paused"))
     return 0
 
 
@@ -155,7 +167,10 @@ def add_schedules_command(verbs: Any) -> None:
     get = actions.add_parser("get", parents=[common()], help="a schedule and its next occurrences")
     get.add_argument("name", metavar="NAME")
     add_lambda(get)
-    get.add_argument("--upcoming", type=int, default=5, help="how many next occurrences (default 5)")
+    get.add_argument(
+        "--upcoming", type=_upcoming, default=5, metavar=f"0-{MAX_UPCOMING}",
+        help="how many next occurrences (default 5)",
+    )  # fmt: skip
     get.set_defaults(run=guarded(_get))
     for action, text in (("delete", "delete a schedule"), ("pause", "pause it"), ("resume", "resume it")):
         verb = actions.add_parser(action, parents=[common()], help=text)

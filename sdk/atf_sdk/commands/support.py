@@ -106,7 +106,8 @@ def client(args: argparse.Namespace) -> AtfClient:
     endpoint = args.api_url or os.environ.get(API_URL_ENV)
     if not endpoint:
         usage(f"atf: set {API_URL_ENV} or pass --api-url (the local stack: http://127.0.0.1:8080)")
-    return AtfClient(endpoint, region=args.region)
+    timeout = getattr(args, "api_timeout", None)
+    return AtfClient(endpoint, region=args.region, **({"timeout_s": timeout} if timeout is not None else {}))
 
 
 def json_out(value: Any) -> None:
@@ -186,6 +187,29 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, 0 or more")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A time limit: 0 would allow nothing."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 seconds would allow no time at all")
+    return value
+
+
+def wait_seconds(text: str) -> float:
+    """How long a verb waits for an outcome: 0 is not to wait."""
+    return _seconds(text)
+
+
 def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -236,6 +260,11 @@ def common(*, where: str = "verb") -> argparse.ArgumentParser:
     parent.add_argument("--json", action="store_true", help="print JSON instead of tables", **unset)
     parent.add_argument("--api-url", help="the API's URL (default: $ATF_API_URL)", **unset)
     parent.add_argument("--region", help="region to sign for (default: from the URL or boto3's configuration)", **unset)
+    parent.add_argument(
+        "--api-timeout", type=positive_seconds, metavar="SECONDS",
+        help="wait this long for each answer of the API, and retry within 60 s (default: 30)",
+        **unset,
+    )  # fmt: skip
     return parent
 
 
