@@ -47,6 +47,14 @@ LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
 MAX_CHAIN_SPEC_BYTES = 160 * 1024
 FAILED = {TaskStatus.DEAD_LETTER, TaskStatus.FATAL_FAILURE, TaskStatus.EXPIRED, TaskStatus.DROPPED}
+# A link in one of these will run (again) with nobody acting: the chain still moves.
+UNDER_WAY = {
+    TaskStatus.NEW,
+    TaskStatus.ENQUEUED,
+    TaskStatus.CLAIMED,
+    TaskStatus.PROCESSING,
+    TaskStatus.RETRIABLE_FAILURE,
+}
 
 
 class LinkSpec(BaseModel):
@@ -270,9 +278,10 @@ class Chains:
         return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)))
 
     def _reindex(self, chain: StoredChain, view: ChainView, now: datetime) -> None:
-        """A running chain stays in the sweep partition; a finished one leaves it."""
-        running = view.status is ChainStatus.RUNNING
-        index = (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)) if running else None
+        """A chain with a link still under way stays in the sweep partition, whatever its status (a failed branch
+        does not stop the others, whose releases the sweep must still make); a chain that cannot move leaves it."""
+        moving = view.status is ChainStatus.RUNNING or _under_way(view.links)
+        index = (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)) if moving else None
         self._items.put(_chain_item(chain.id), _fields(chain), index, chain.version)
 
 
@@ -302,9 +311,19 @@ def _status(links: list[LinkView]) -> ChainStatus:
         return ChainStatus.SUCCEEDED
     if statuses & FAILED:
         return ChainStatus.FAILED
-    if TaskStatus.CANCELLED in statuses and not statuses & {TaskStatus.CLAIMED, TaskStatus.PROCESSING}:
+    if TaskStatus.CANCELLED in statuses and not _under_way(links):
         return ChainStatus.CANCELLED
     return ChainStatus.RUNNING
+
+
+def _under_way(links: list[LinkView]) -> bool:
+    """Whether a link will run with nobody acting: one on its way, or one waiting whose parents all succeeded
+    (its release is due, from the parent's executor or the sweep)."""
+    succeeded = {link.name for link in links if link.status is TaskStatus.SUCCESS}
+    return any(
+        link.status in UNDER_WAY or (link.status is TaskStatus.WAITING and succeeded.issuperset(link.after))
+        for link in links
+    )
 
 
 def _lambdas(spec: ChainSpec) -> frozenset[str]:

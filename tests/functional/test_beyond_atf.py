@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,10 +19,11 @@ from atf_core.errors import Conflict, InputError
 from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
-from atf_core.schema import TaskError, TaskStatus
+from atf_core.schema import TaskError, TaskStatus, to_ms
 from atf_core.store.base import Change, DueEntry, TaskRef
 from atf_core.store.counters import Counters
-from atf_core.store.items import ItemStore
+from atf_core.store.items import CHAINS_PARTITION, ItemStore
+from atf_core.tasks import Scheduling
 from atf_core.vocabulary import CatchUp, Overlap
 from tests.functional.test_consumer import World
 
@@ -244,6 +246,50 @@ def test_cancelling_a_chain_cancels_the_links_not_started(world: World) -> None:
     cancelled = chains(world).cancel(view.id)
     assert {link.status for link in cancelled.links} == {TaskStatus.CANCELLED}
     assert cancelled.status is ChainStatus.CANCELLED
+
+
+def fork() -> ChainSpec:
+    """a, then b and c after it, then d after b."""
+    links = [{"name": "a", "lambda": "work"}, {"name": "b", "lambda": "work", "after": ["a"]}]
+    links += [{"name": "c", "lambda": "sleepy", "after": ["a"]}, {"name": "d", "lambda": "work", "after": ["b"]}]
+    return ChainSpec.model_validate({"links": links, "key": f"fork-{uuid.uuid4().hex}"})
+
+
+def test_the_sweep_still_releases_a_branch_of_a_chain_another_branch_failed(world: World) -> None:
+    # Given a chain whose a succeeded and whose c then failed for good, while b waits to run
+    view = chains(world).create(fork(), now=world.now)
+    ids = {link.name: link.task_id for link in view.links}
+    run_once(world, ids["a"], "work", "succeed")
+    chains(world).advance(view.id)
+    run_once(world, ids["c"], "sleepy", "fail")
+    world.advance(10)
+    chains(world).sweep(world.now)
+    assert chains(world).get(view.id).status is ChainStatus.FAILED
+    # When b succeeds and its executor dies before releasing d
+    run_once(world, ids["b"], "work", "succeed")
+    # Then the consumer's sweep still releases d (the failed chain had left the sweep: d waited for ever)
+    world.advance(10)
+    assert chains(world).sweep(world.now) == 1
+    run_once(world, ids["d"], "work", "succeed")
+    world.advance(10)
+    chains(world).sweep(world.now)
+    swept = world.items.partition(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1)))  # type: ignore[attr-defined]
+    assert f"#chain#{view.id}" not in list(swept), "nothing of it can move now: it left the sweep"
+
+
+def test_a_cancelled_link_makes_the_chain_cancelled_only_once_no_other_can_run(world: World) -> None:
+    # Given a chain whose a succeeded, b and c released
+    view = chains(world).create(fork(), now=world.now)
+    ids = {link.name: link.task_id for link in view.links}
+    run_once(world, ids["a"], "work", "succeed")
+    chains(world).advance(view.id)
+    # When b alone is cancelled, then the chain runs on while c has yet to run (it had shown cancelled, then running)
+    assert Scheduling(world.store, world.config).cancel(ids["b"]).status is TaskStatus.CANCELLED
+    assert chains(world).get(view.id).status is ChainStatus.RUNNING
+    # And once c has run, nothing else can: cancelled, d still waiting behind b
+    run_once(world, ids["c"], "sleepy", "succeed")
+    done = chains(world).get(view.id)
+    assert done.status is ChainStatus.CANCELLED and {lk.name: lk.status for lk in done.links}["d"] is TaskStatus.WAITING
 
 
 def test_chains_must_be_dags_of_known_links() -> None:
