@@ -571,6 +571,9 @@ def main(argv: list[str] | None = None) -> None:
         code = run(args)
     except KeyboardInterrupt:  # Ctrl-C where a verb has no handling of its own (a starting host): no traceback
         sys.exit(INTERRUPTED)
+    except BrokenPipeError:  # `atf ... --json | head`: the reader has gone, so nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when Python flushes stdout
+        sys.exit(1)
     except ModuleNotFoundError as missing:  # an optional part of atf-sdk that was not installed
         if extra_for(missing.name) is None:
             raise

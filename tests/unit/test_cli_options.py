@@ -92,3 +92,15 @@ def test_a_ctrl_c_during_the_hosts_own_imports_lands_after_them() -> None:
     # In a process of its own: the mask is a thread's, and the CLI has one thread then (pytest's workers have more).
     done = subprocess.run([sys.executable, "-c", HELD], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.splitlines() == ["the held block went on", "the Ctrl-C landed after it"]
+
+
+def test_output_to_a_reader_that_has_gone_ends_quietly() -> None:
+    # `atf ... | head`: the pipe's reader closes before the CLI writes (it takes longer than that to start)
+    for _ in range(3):
+        writer = subprocess.Popen(
+            [sys.executable, "-m", "atf_sdk.cli", "completion", "bash"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert writer.stdout is not None and writer.stderr is not None
+        writer.stdout.close()
+        err = writer.stderr.read().decode()
+        assert writer.wait(timeout=30) == 1 and err == "", err[-500:]
