@@ -149,11 +149,14 @@ class BulkChanges:
     def reprioritise(
         self, selection: TaskFilter, priority: str, dry_run: bool, per_second: float | None = None
     ) -> BulkChange:
-        """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now."""
-        for lambda_name in self._lambdas(selection):
-            check_priority(self._config, lambda_name, priority)
+        """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now.
+        The priority must be one of every selected task's lambda (of the lambda named, if one is, task or not)."""
+        if selection.lambda_name is not None:
+            check_priority(self._config, selection.lambda_name, priority)
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run, leave_priority=priority)
+        for lambda_name in sorted({task.lambda_ for task in tasks}):
+            check_priority(self._config, lambda_name, priority)
         amendment, now = Amendment(priority=priority), self._clock()
         gaps = dripped(now, len(tasks), per_second)
         times = [max(new_entry(task, amendment, now), at) for task, at in zip(tasks, gaps, strict=True)]

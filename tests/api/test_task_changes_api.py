@@ -125,6 +125,21 @@ def test_a_reprioritised_selection_moves_to_the_other_priority_and_later(
     assert [t.id for t in client.dead_letters("work", collection=batch["collection"])] == []
 
 
+def test_a_selection_across_lambdas_is_checked_against_the_lambdas_it_selects(client: AtfClient) -> None:
+    # Given a collection holding only tasks of `work` (which has `low`; `mail` and others have not)
+    collection = f"only-work-{uuid.uuid4().hex[:8]}"
+    task = client.schedule("work", collection=collection, delay_seconds=600)
+    # When it is moved to `low` with no lambda named, then it moves (it was refused, naming mail's priorities)
+    done = client.bulk_reprioritise("low", collection=collection)
+    assert (done.changed, client.get(task.id).priority) == (1, "low")
+    # And a priority one selected lambda lacks is still refused, before anything changes
+    mailed = client.schedule("mail", collection=collection, delay_seconds=600)
+    with pytest.raises(UnknownPriority) as refused:
+        client.bulk_reprioritise("high", collection=collection)
+    assert refused.value.field == "priority" and "mail" in str(refused.value)
+    assert (client.get(task.id).priority, client.get(mailed.id).priority) == ("low", "normal")
+
+
 def test_the_status_filter_finds_retries_waiting_in_the_started_partition(
     client: AtfClient, store: DynamoTaskStore, batch: dict[str, Any]
 ) -> None:
