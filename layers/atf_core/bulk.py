@@ -31,7 +31,7 @@ from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.deadletters import EPOCH, FOREVER
 from atf_core.definitions import Attr
-from atf_core.errors import InputError
+from atf_core.errors import InputError, UnknownPriority
 from atf_core.lifecycle import Assoc
 from atf_core.schema import Task, TaskStatus, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
@@ -153,6 +153,8 @@ class BulkChanges:
         The priority must be one of every selected task's lambda (of the lambda named, if one is, task or not)."""
         if selection.lambda_name is not None:
             check_priority(self._config, selection.lambda_name, priority)
+        elif not any(priority in spec.priorities for spec in self._config.lambdas.values()):
+            raise UnknownPriority(f"priority {priority!r} is not one of any lambda's", "priority")
         began = time.monotonic()
         tasks, result = self._selected(selection, dry_run, leave_priority=priority)
         for lambda_name in sorted({task.lambda_ for task in tasks}):
