@@ -13,11 +13,13 @@ credentials, which may refresh them from AWS, happens in a worker thread. Instal
 
 from __future__ import annotations
 
+from atf_sdk.extras import needs_extra
+
 try:
     import anyio.to_thread
     import httpx
-except ImportError as missing:  # atf-sdk installed without its extra
-    raise ImportError(f"AsyncAtfClient needs httpx ({missing}): pip install 'atf-sdk[async]'") from missing
+except ModuleNotFoundError as missing:  # without its extra: httpx, and anyio that comes with it, name "async"
+    raise needs_extra(missing, "AsyncAtfClient") from None
 
 from atf_sdk.operations import Calls
 from atf_sdk.transport import CONNECT_TIMEOUT_S, Asynchronous, Lost, Reply, Send

@@ -137,6 +137,8 @@ def test_a_client_only_install_imports_lightly_and_names_the_missing_extra(insta
         assert f"pip install 'atf-sdk[{extra}]'" in refused.stderr
     host = installed.run("-c", "import atf_sdk.worker.host")
     assert "pip install 'atf-sdk[worker]'" in host.stderr.strip().splitlines()[-1]
+    asynchronous = installed.run("-c", "import atf_sdk.async_client").stderr.strip().splitlines()[-1]
+    assert "needs atf-sdk's 'async' extra" in asynchronous and "pip install 'atf-sdk[async]'" in asynchronous
 
 
 @pytest.fixture(scope="module")
