@@ -559,9 +559,16 @@ def _add_optional_verbs(verbs: Any) -> None:
         top = verbs.add_parser("top", help="a live view of a stack (needs atf-sdk[cli])", prefix_chars="+")
         top.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
         hint = install_hint("rich", "atf top")
-        top.set_defaults(run=lambda _: sys.exit(hint))
+        top.set_defaults(run=lambda args: _top_without_rich(top, hint, args.ignored))
     for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(verbs)
+
+
+def _top_without_rich(parser: argparse.ArgumentParser, hint: str, arguments: list[str]) -> int:
+    if {"-h", "--help"} & set(arguments):  # asked what it is: say so, and what it needs
+        print(f"{parser.format_usage().strip()}\n\n{hint}")
+        return 0
+    sys.exit(hint)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -135,6 +135,10 @@ def test_a_client_only_install_imports_lightly_and_names_the_missing_extra(insta
         assert refused.returncode == 1
         assert refused.stderr.strip().splitlines() == [refused.stderr.strip()], refused.stderr  # one line
         assert f"pip install 'atf-sdk[{extra}]'" in refused.stderr
+    helped = subprocess.run(
+        [installed.script("atf"), "top", "--help"], capture_output=True, text=True, env=_outside_env()
+    )
+    assert helped.returncode == 0 and "pip install 'atf-sdk[cli]'" in helped.stdout, helped.stderr
     host = installed.run("-c", "import atf_sdk.worker.host")
     assert "pip install 'atf-sdk[worker]'" in host.stderr.strip().splitlines()[-1]
     asynchronous = installed.run("-c", "import atf_sdk.async_client").stderr.strip().splitlines()[-1]
