@@ -187,7 +187,8 @@ def at_least_one(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def wait_seconds(text: str) -> float:
+    """How long a verb waits for an outcome: 0 is not to wait."""
     try:
         value = float(text)
     except ValueError:
@@ -199,15 +200,10 @@ def _seconds(text: str) -> float:
 
 def positive_seconds(text: str) -> float:
     """A time limit: 0 would allow nothing."""
-    value = _seconds(text)
+    value = wait_seconds(text)
     if value == 0:
         raise argparse.ArgumentTypeError("0 seconds would allow no time at all")
     return value
-
-
-def wait_seconds(text: str) -> float:
-    """How long a verb waits for an outcome: 0 is not to wait."""
-    return _seconds(text)
 
 
 def json_object(text: str) -> dict[str, Any]:
