@@ -161,7 +161,7 @@ def test_a_second_sigterm_cuts_the_drain_short_and_the_running_task_runs_again(
         host.send_signal(signal.SIGTERM)
         # Then it stops within seconds (the drain alone would have waited up to 110 s), naming what it stopped
         assert host.wait(timeout=8) == 0
-        assert re.search(r"stopping \d+ executors with their running tasks", log.read_text())
+        assert re.search(r"stopping \d+ executor\(s\) with their running tasks", log.read_text())
         assert executors and not any(alive(pid) for pid in executors)
         # And the task is not lost: another host runs it again once its lease has lapsed
         spare = worker_host(executors=1, threads=1)

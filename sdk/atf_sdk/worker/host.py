@@ -248,7 +248,8 @@ class WorkerHost:
         stopped = [process for process in self._executors.values() if process.is_alive()]
         if stopped:  # past the stop timeout, or told twice: their tasks' leases expire and they run again
             log.warning(
-                "stopping %d executors with their running tasks: each runs again once its lease lapses", len(stopped)
+                "stopping %d executor(s) with their running tasks: each task runs again once its lease lapses",
+                len(stopped),
             )
         for process in stopped:
             process.kill()
