@@ -4,6 +4,7 @@ its retry budget, and a wait within its own time, instead of waiting out each at
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -71,3 +72,22 @@ def test_the_cli_takes_a_read_timeout_and_refuses_a_negative_wait(capsys: pytest
             main([*argv, "--api-url", "http://127.0.0.1:9"])
         assert exited.value.code == 2, argv
     assert "--wait: -1 is not a number of seconds, 0 or more" in capsys.readouterr().err
+
+
+def test_no_api_url_is_refused_naming_it_and_as_json_with_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ATF_API_URL", raising=False)
+    for argv, json_out in ((["stats", "work"], False), (["--json", "schedules", "list"], True)):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and err.count("\n") == 1, err
+        if json_out:  # scripts that read --json's errors get the API's error object here too (it was plain text)
+            assert json.loads(err) == {
+                "code": "invalid_input",
+                "message": json.loads(err)["message"],
+                "field": "api_url",
+            }
+        else:
+            assert err.startswith("atf: invalid_input: set ATF_API_URL") and err.endswith("(api_url)\n")

@@ -101,11 +101,12 @@ def usage(message: str) -> NoReturn:
 
 
 def client(args: argparse.Namespace) -> AtfClient:
+    from atf_core.errors import InputError
     from atf_sdk.client import API_URL_ENV, AtfClient
 
     endpoint = args.api_url or os.environ.get(API_URL_ENV)
-    if not endpoint:
-        usage(f"atf: set {API_URL_ENV} or pass --api-url (the local stack: http://127.0.0.1:8080)")
+    if not endpoint:  # refused as the API refuses input: one line, or its error object with --json (exit 2)
+        raise InputError(f"set {API_URL_ENV} or pass --api-url (the local stack: http://127.0.0.1:8080)", "api_url")
     timeout = getattr(args, "api_timeout", None)
     return AtfClient(endpoint, region=args.region, **({"timeout_s": timeout} if timeout is not None else {}))
 
