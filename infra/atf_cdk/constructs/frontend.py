@@ -148,12 +148,13 @@ class FrontendApi(Construct):
         that call a route spanning lambdas, simulated (and a session's role read by name, for its path)."""
         stack = Stack.of(self)
         # Written with the partition's token (not format_arn's literal) so that every environment names them alike.
-        arns = [f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:{kind}/*" for kind in ("user", "role")]
+        users, roles = (f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:{kind}/*" for kind in ("user", "role"))
+        arns = [users, roles]
         actions = service_actions("frontend", "iam")
         on_roles = [a for a in actions if a in ROLE_ONLY_ACTIONS]
         on_both = [a for a in actions if a not in ROLE_ONLY_ACTIONS]
         iam.Grant.add_to_principal(grantee=self.function, actions=on_both, resource_arns=arns)
-        iam.Grant.add_to_principal(grantee=self.function, actions=on_roles, resource_arns=arns[1:])
+        iam.Grant.add_to_principal(grantee=self.function, actions=on_roles, resource_arns=[roles])
         for arn in arns:
             acknowledge(
                 self.handler.role,
