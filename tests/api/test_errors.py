@@ -298,6 +298,18 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ("unknown task", "GET", "/v1/tasks/" + "0" * 32, None, None, 404, "not_found", "id"),
     ("cancel unknown task", "DELETE", "/v1/tasks/" + "0" * 32, None, None, 404, "not_found", "id"),
     ("unknown route", "GET", "/v1/nothing", None, None, 404, "not_found", "path"),
+    # The body of a request no route matches is not what is wrong with it: it was an unknown_field on its first key.
+    ("unknown route with a body", "POST", "/v1/nothing", {"x": 1}, "application/json", 404, "not_found", "path"),
+    (
+        "a schedule name with a slash",
+        "PUT",
+        "/v1/schedules/a%2Fb",
+        {"lambda": "chore", "every_seconds": 5},
+        "application/json",
+        404,
+        "not_found",
+        "path",
+    ),
     (
         "gate unknown action",
         "PUT",
