@@ -248,7 +248,7 @@ class TaskAmendmentRequest(BaseModel):
     def amendment(self, now: datetime) -> Amendment:
         amendment = Amendment(_when(self.run_at, self.delay_seconds, now), self.priority, self.payload)
         if amendment.empty:
-            raise InputError("nothing to change: give run_at or delay_seconds, priority or payload", "run_at")
+            raise InputError("the body changes nothing: give run_at or delay_seconds, priority or payload", "body")
         return amendment
 
 

@@ -55,6 +55,19 @@ def test_status_cancel_and_change_take_the_lambdas_route_with_lambda(atf: Any, c
     assert code == 0 and [t["status"] for t in json.loads(out)] == ["cancelled"]
 
 
+def test_a_change_of_nothing_names_the_options_and_sends_nothing(atf: Any, client: Any) -> None:
+    task = client.schedule("work", delay_seconds=600)
+    code, _, err = atf("change", task.id)
+    assert (code, err) == (2, "atf: invalid_input: nothing to change: give --at or --delay, --priority or --payload\n")
+    code, _, err = atf("change", task.id, "--json", "--api-url", "http://127.0.0.1:9")  # no API: nothing was sent
+    assert code == 2 and json.loads(err) == {
+        "code": "invalid_input",
+        "message": "nothing to change: give --at or --delay, --priority or --payload",
+        "field": None,
+    }
+    assert client.get(task.id).next_at == task.run_at
+
+
 def test_several_ids_go_on_past_one_that_is_refused_and_say_which(atf: Any, client: Any) -> None:
     # Given two waiting tasks and an id no task has
     first, second, missing = (

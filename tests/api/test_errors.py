@@ -491,6 +491,17 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
         "Content-Type",
     ),
     ("a body to pause", "POST", "/v1/schedules/x/pause", {"x": 1}, "application/json", 400, "unknown_field", "x"),
+    # Nothing to change is the body's fault, not run_at's: it was named as if the run time were wrong.
+    (
+        "a change of nothing",
+        "POST",
+        f"/v1/tasks/{'0' * 32}/change",
+        {},
+        "application/json",
+        400,
+        "invalid_input",
+        "body",
+    ),
     ("schedules bad lambda", "GET", "/v1/schedules?lambda=No%20Such", None, None, 400, "invalid_input", "lambda"),
     ("chain unknown", "GET", "/v1/chains/" + "0" * 32, None, None, 404, "not_found", "id"),
     ("cancel unknown chain", "DELETE", "/v1/chains/" + "0" * 32, None, None, 404, "not_found", "id"),

@@ -32,6 +32,10 @@ WAITING = ("new", "enqueued", "retriable_failure")
 
 
 def _change(args: argparse.Namespace) -> int:
+    if (args.at, args.delay, args.priority, args.payload) == (None, None, None, None):
+        from atf_core.errors import InputError
+
+        raise InputError("nothing to change: give --at or --delay, --priority or --payload")
     with client(args) as atf:
         task = atf.change(
             args.id,
