@@ -73,15 +73,13 @@ HEALTH_FILE_HELP = f"where the host reports its health (default: ${HEALTH_FILE_E
 
 
 def _stack_config(path: Path | None) -> StackConfig:
-    """The stack configuration from --config or the environment; a one-line SystemExit if there is none
+    """The stack configuration from --config or the environment; one line and exit status 2 if there is none
     or it does not read."""
     from atf_sdk.commands.stack_file import stack_config
 
     config = stack_config(path, "worker")
     if config is None:
-        raise SystemExit(
-            "atf worker: no stack configuration: pass --config FILE, or set ATF_CONFIG (JSON) or ATF_CONFIG_FILE"
-        )
+        usage("atf worker: no stack configuration: pass --config FILE, or set ATF_CONFIG (JSON) or ATF_CONFIG_FILE")
     return config
 
 
@@ -89,12 +87,14 @@ def _worker(args: argparse.Namespace) -> None:
     from atf_sdk.worker.stop_signals import stop_signals_held
 
     with stop_signals_held():  # a Ctrl-C in our imports or the configuration ends the host just after them
-        from atf_sdk.worker.host import HostError, WorkerHost
+        from atf_sdk.worker.host import HostError, LambdasMisnamed, WorkerHost
 
         settings, config = _host_settings(args), _stack_config(args.config)
     try:
         WorkerHost(config, settings).serve()
-    except HostError as error:
+    except LambdasMisnamed as error:  # how it was started, as a wrong argument: exit status 2
+        usage(f"atf worker: {error}")
+    except HostError as error:  # what it cannot reach or make
         raise SystemExit(f"atf worker: {error}") from None
 
 

@@ -54,7 +54,7 @@ def test_the_verb_prints_json_for_a_stack_config(tmp_path, capsys) -> None:  # t
     assert printed["frontend_dollars_per_million"]["API Gateway REST"] == pytest.approx(0.035)
 
 
-def test_the_verb_names_a_configuration_that_does_not_read_in_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_verb_names_a_configuration_that_does_not_read_in_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "stack.json"
     path.write_text(json.dumps({"environment": "dev", "config": {**json.loads(CONFIG.model_dump_json()), "shards": 0}}))
     parser = argparse.ArgumentParser()
@@ -62,4 +62,5 @@ def test_the_verb_names_a_configuration_that_does_not_read_in_one_line(tmp_path)
     args = parser.parse_args(["cost", "--config", str(path)])
     with pytest.raises(SystemExit) as exited:  # an environment file's stack configuration, read as atf worker reads it
         args.run(args)
-    assert str(exited.value.code).startswith(f"atf cost: configuration {path}: config.shards: ")
+    assert exited.value.code == 2  # as a wrong argument
+    assert capsys.readouterr().err.startswith(f"atf cost: configuration {path}: config.shards: ")

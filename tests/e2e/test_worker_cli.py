@@ -1,5 +1,6 @@
-"""`atf worker` started wrongly, as a new user might: one clear line on stderr naming what is wrong, exit
-status 1, no traceback, and never a host that reports ready while it can reach nothing."""
+"""`atf worker` started wrongly, as a new user might: one clear line on stderr naming what is wrong, no
+traceback, and never a host that reports ready while it can reach nothing. The exit status tells how it was
+started (2: the configuration, the lambdas) from what it could not reach or make (1)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,11 @@ def worker(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, result
+USAGE, UNREACHED = 2, 1
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], status: int = USAGE) -> str:
+    assert result.returncode == status, result
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
     assert "worker host ready" not in result.stdout
     [line] = result.stderr.strip().splitlines()
@@ -68,13 +72,13 @@ def test_atf_lambda_is_the_default_of_only_and_named_when_wrong(config_file: Pat
 
 def test_only_wins_over_atf_lambda(config_file: Path) -> None:
     # (the host gets past choosing its lambdas, and stops at the next check: the endpoint)
-    line = one_line_error(worker("--config", str(config_file), "--only", "work", ATF_LAMBDA="nope"))
+    line = one_line_error(worker("--config", str(config_file), "--only", "work", ATF_LAMBDA="nope"), UNREACHED)
     assert "ATF_LAMBDA" not in line and "cannot reach table" in line, line
 
 
 def test_a_host_without_an_endpoint_says_what_it_cannot_reach_instead_of_ready(config_file: Path) -> None:
     # Nothing answers here: AWS's endpoints are out of reach (or refuse the dummy credentials)
-    line = one_line_error(worker("--config", str(config_file), "--executors", "1", "--threads", "1"))
+    line = one_line_error(worker("--config", str(config_file), "--executors", "1", "--threads", "1"), UNREACHED)
     assert "cannot reach table atf-test-tasks at AWS's endpoints (ATF_AWS_ENDPOINT is not set)" in line, line
 
 
@@ -82,7 +86,7 @@ def test_a_host_whose_endpoint_does_not_answer_names_it_and_leaves_nothing_behin
     config_file: Path, short_tmp: Path
 ) -> None:
     line = one_line_error(
-        worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9", TMPDIR=str(short_tmp))
+        worker("--config", str(config_file), ATF_AWS_ENDPOINT="http://127.0.0.1:9", TMPDIR=str(short_tmp)), UNREACHED
     )
     assert "cannot reach table atf-test-tasks at http://127.0.0.1:9" in line, line
     assert list(short_tmp.iterdir()) == []  # not the directory of its executors' socket
@@ -91,7 +95,7 @@ def test_a_host_whose_endpoint_does_not_answer_names_it_and_leaves_nothing_behin
 def test_a_temporary_directory_too_deep_for_the_executors_socket_is_named(config_file: Path, tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
-    line = one_line_error(worker("--config", str(config_file), TMPDIR=str(deep)))
+    line = one_line_error(worker("--config", str(config_file), TMPDIR=str(deep)), UNREACHED)
     assert line.startswith(f"atf worker: cannot listen on {deep}/atf-host-"), line
     assert line.endswith(f"(at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"), line
     assert list(deep.iterdir()) == []

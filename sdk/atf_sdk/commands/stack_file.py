@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from atf_sdk.commands.support import usage
+
 if TYPE_CHECKING:  # imported as a command runs: the CLI's parser is built without pydantic
     from atf_core.config import StackConfig
 
@@ -23,8 +25,8 @@ ENVIRONMENT_KEYS = frozenset({"environment", "config"})
 
 
 def stack_config(path: Path | None, verb: str) -> StackConfig | None:
-    """The configuration, or None where neither --config nor the environment gives one; a one-line SystemExit
-    (`atf VERB: ...`) naming the file and the field where it does not read."""
+    """The configuration, or None where neither --config nor the environment gives one; where it does not read,
+    one line (`atf VERB: ...`) naming the file and the field, and exit status 2, as a wrong argument."""
     from pydantic import ValidationError
 
     from atf_core.config import StackConfig
@@ -38,13 +40,13 @@ def stack_config(path: Path | None, verb: str) -> StackConfig | None:
     except RuntimeError:
         return None
     except OSError as error:
-        raise SystemExit(f"atf {verb}: cannot read the configuration {where}: {error.strerror or error}") from None
+        usage(f"atf {verb}: cannot read the configuration {where}: {error.strerror or error}")
     except ValueError as error:  # invalid JSON, or a field pydantic refuses
         if isinstance(error, ValidationError):
             problem = error.errors()[0]
             field = (within + ".".join(str(part) for part in problem["loc"])).rstrip(".") or "configuration"
-            raise SystemExit(f"atf {verb}: configuration {where}: {field}: {problem['msg']}") from None
-        raise SystemExit(f"atf {verb}: configuration {where} is not valid JSON: {error}") from None
+            usage(f"atf {verb}: configuration {where}: {field}: {problem['msg']}")
+        usage(f"atf {verb}: configuration {where} is not valid JSON: {error}")
 
 
 def _stack_part(document: object) -> tuple[object, str]:

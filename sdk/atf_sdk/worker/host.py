@@ -85,6 +85,10 @@ class HostError(Exception):
     """Why a worker host cannot start, in one line for whoever started it."""
 
 
+class LambdasMisnamed(HostError):
+    """The lambdas it was given (the module, --only, ATF_LAMBDA) do not load or are not the stack's."""
+
+
 class WorkerHost:
     def __init__(self, config: StackConfig, settings: HostSettings, clients: AwsClients | None = None) -> None:
         self._config = config
@@ -292,22 +296,22 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
     try:
         registered = load_lambdas(settings.lambdas_spec).names
     except Exception as error:  # whatever the module raises as it imports: one line, not a traceback
-        raise HostError(f"cannot load the lambdas {settings.lambdas_spec}: {_one_line(error)}") from error
+        raise LambdasMisnamed(f"cannot load the lambdas {settings.lambdas_spec}: {_one_line(error)}") from error
     unknown = [n for n in settings.only if n not in registered]
     if unknown:
-        raise HostError(
+        raise LambdasMisnamed(
             f"{settings.only_from} {', '.join(unknown)}: not registered in {settings.lambdas_spec}"
             f" (it registers {', '.join(registered) or 'nothing'})"
         )
     outside = [n for n in settings.only if n not in config.lambdas]
     if outside:
-        raise HostError(
+        raise LambdasMisnamed(
             f"{settings.only_from} {', '.join(outside)}: not a lambda of stack {config.name}"
             f" (its lambdas: {', '.join(config.lambdas) or 'none'})"
         )
     served = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
     if not served:
-        raise HostError(
+        raise LambdasMisnamed(
             f"none of the lambdas {settings.lambdas_spec} registers ({', '.join(registered) or 'none'})"
             f" is a lambda of stack {config.name} ({', '.join(config.lambdas) or 'none'})"
         )
