@@ -107,3 +107,26 @@ def test_an_exit_ends_the_process_before_or_after_the_call(
     item = make_clients(endpoint).dynamodb.get_item(TableName=CONFIG.table_name, Key={"id": {"S": kind}})
     assert ("Item" in item) is lands
     assert recorded_faults(tmp_path / "exits") == [kind]  # and an "exit" record for the checker
+
+
+def test_an_exit_after_counts_the_calls_that_succeeded_not_those_refused(endpoint: str, tmp_path: Path) -> None:
+    # Given "exit after the first PutItem", and a first PutItem its condition refuses
+    rule = {"kind": "exit_after", "operations": ["PutItem"], "nth": 1}
+    script = (
+        "from atf_core.aws import make_clients\n"
+        f"dynamodb = make_clients({endpoint!r}).dynamodb\n"
+        f"put = dict(TableName={CONFIG.table_name!r}, Item={{'id': {{'S': 'refused-then-made'}}}})\n"
+        "try:\n"
+        "    dynamodb.put_item(**put, ConditionExpression='attribute_exists(id)')\n"
+        "except dynamodb.exceptions.ConditionalCheckFailedException:\n"
+        "    print('refused, and still running', flush=True)\n"
+        "dynamodb.put_item(**put)\n"
+        "print('the second call returned')\n"
+    )
+    env = {**os.environ, **DUMMY_CREDENTIALS, FAULTS_ENV: json.dumps({"rules": [rule]}),
+           HISTORY_ENV: str(tmp_path / "exits"), "PYTHONPATH": str(HOOK_DIR)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, timeout=60)
+    # Then the process lives past the refusal and exits after the write that was made
+    assert done.returncode == EXIT_CODE, done.stderr
+    assert b"refused, and still running" in done.stdout and b"the second call returned" not in done.stdout
+    assert recorded_faults(tmp_path / "exits") == ["exit_after"]

@@ -161,7 +161,13 @@ class ClientFaults:
                 _exit(self._plan.history, operation)
         return None
 
-    def after_call(self, event_name: str, context: dict[str, Any] | None = None, **_: Any) -> None:
+    def after_call(
+        self, event_name: str, http_response: AWSResponse, context: dict[str, Any] | None = None, **_: Any
+    ) -> None:
+        if http_response.status_code >= 300:
+            # botocore fires after-call before it raises for the status: "exit right after its nth claim" counts
+            # the claims that were made, not a claim refused by its condition
+            return
         operation = event_name.rsplit(".", 1)[-1]
         target = (context or {}).get(_TARGET)
         for _index in self._firing(operation, target, ("exit_after",)):
