@@ -40,6 +40,7 @@ from werkzeug.wsgi import LimitedStream
 from atf_local import request_head
 from atf_local.background import SHUTDOWN_POLL_S
 from atf_local.direct_calls import direct_calls
+from atf_local.stop_signal import start_child
 
 ENDPOINTS_PATH = "/_atf/endpoints"  # on the first server: where each service is served
 SESSIONS_PATH = "/_atf/sessions"  # on the SQS server: register a session STS gave on the first
@@ -300,7 +301,7 @@ def _json(start_response: StartResponse, document: dict[str, Any]) -> Iterable[b
 def start_sqs_process(port: int, env: dict[str, str], cwd: str) -> subprocess.Popen[bytes]:
     """The SQS server as a child of this process (it exits when this process does)."""
     command = [sys.executable, "-m", "atf_local.servers", "sqs", "--port", str(port)]
-    return subprocess.Popen(command, env=env, cwd=cwd)
+    return start_child(command, env=env, cwd=cwd)
 
 
 def _serve_sqs(port: int) -> None:

@@ -24,6 +24,7 @@ from atf_local.iam.roles import local_policies
 from atf_local.iam.template import template_for
 from atf_local.provision import provision
 from atf_local.servers import MotoServer, first_server, start_sqs_process
+from atf_local.stop_signal import start_child
 
 
 def free_port(avoid: Iterable[int | None] = ()) -> int:
@@ -159,4 +160,4 @@ def _start_console(config: StackConfig, endpoint: str, port: int) -> ConsoleServ
 def start_consumer(endpoint: str, config: StackConfig, index: int = 0, of: int = 1) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "atf_local", "consumer", "--group", str(index), "--groups", str(of)]
     env = environment.component_environment(endpoint, config.model_dump_json(), "consumer")
-    return subprocess.Popen(command, env=env, cwd=REPO)
+    return start_child(command, env=env, cwd=REPO)

@@ -1,9 +1,11 @@
-"""Wait in a process's main thread until SIGTERM or SIGINT asks it to stop."""
+"""Wait in a process's main thread until SIGTERM or SIGINT asks it to stop; start the children it stops."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
+from typing import Any
 
 
 class StopSignal:
@@ -26,3 +28,19 @@ class StopSignal:
     def wait(self, poll_s: float = 0.5) -> None:
         while not self._stopped.wait(poll_s):
             pass
+
+
+def start_child(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """Start a child that its parent stops (SIGTERM), deaf to SIGINT.
+
+    Ctrl-C at a terminal signals its whole foreground process group, the stack's children with it: each
+    printed a KeyboardInterrupt traceback (the SQS server from its wait, a consumer from its imports, even
+    from Python's own start-up) while the parent was stopping them anyway. SIGINT blocked in this thread as
+    it forks stays blocked in the child across exec, so the child never takes one; here it stays pending
+    and is handled as soon as the mask is restored, so none is lost.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return subprocess.Popen(command, **options)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

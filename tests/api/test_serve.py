@@ -3,13 +3,16 @@ else ATF_CONFIG_FILE (a path), else examples/stack.json; and tells a worker host
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from atf_core.errors import UnknownLambda
 from atf_local.__main__ import DEFAULT_CONFIG, serve_config
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
 from atf_local.iam.template import template_for
+from atf_local.process_tree import children_of
 from atf_local.stack import LocalStack, free_port
 from atf_sdk.client import AtfClient, RetryPolicy
 from tests.conftest import interrupt_stack
@@ -146,3 +150,51 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
         f"atf_local serve: Address already in use on 127.0.0.1 (--aws-port {port}): "
         "stop what serves there, or pass another port"
     )
+
+
+@pytest.mark.parametrize("when", ["ready", "starting"])
+def test_ctrl_c_at_the_terminal_stops_the_stack_without_a_traceback(tmp_path: Path, when: str) -> None:
+    """Ctrl-C signals the terminal's whole foreground process group: serve and its children (the SQS server,
+    the consumer). Each child printed a KeyboardInterrupt traceback, from its wait or its imports."""
+    env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
+    env.update({**DUMMY_CREDENTIALS, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
+    command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(free_port())]
+    command += ["--api-port", str(free_port()), "--console-port", "0"]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own group, as a terminal's foreground job is
+    )  # fmt: skip
+    try:
+        if when == "starting":  # as the consumer, its last child, starts: it is still importing
+            _wait_for_child(process.pid, b"consumer")
+        else:
+            _wait_for_line(process, "atf_local credentials")  # the last line serve prints once ready
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0 and "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def _wait_for_line(process: subprocess.Popen[str], wanted: str) -> None:
+    for line in process.stdout or ():
+        if wanted in line:
+            return
+    raise AssertionError(f"serve ended before printing {wanted!r}")
+
+
+def _wait_for_child(pid: int, mark: bytes, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(mark in _cmdline(child) for child in children_of(pid)):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no child of serve with {mark!r} in its command line")
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
