@@ -146,17 +146,19 @@ def run_demo(config: StackConfig, aws_port: int, api_port: int = 8080) -> None:
     stack = LocalStack(config, aws_port=_port(aws_port), api_port=_port(api_port), console_port=_port(8081))
     console.print(f"[bold]Starting the local stack[/] (AWS on {stack.endpoint}, API on {stack.api_url})")
     stack.start()
-    if stack.console_url:
-        console.print(f"Web console: {stack.console_url}")
-    log = Path(REPO / ".demo-worker.log")
-    host = _start_worker_host(stack, log)
-    _wait_for_line(log, "worker host ready", timeout_s=90)
-    console.print(f"Worker host started (pid {host.pid}); its log: {log}")
-    try:
-        ok = _drive(AtfClient(stack.api_url), console)
+    try:  # a host that never reports ready, or a Ctrl-C, stops the host and the stack all the same
+        if stack.console_url:
+            console.print(f"Web console: {stack.console_url}")
+        log = Path(REPO / ".demo-worker.log")
+        host = _start_worker_host(stack, log)
+        try:
+            _wait_for_line(log, "worker host ready", timeout_s=90)
+            console.print(f"Worker host started (pid {host.pid}); its log: {log}")
+            ok = _drive(AtfClient(stack.api_url), console)
+        finally:
+            host.send_signal(signal.SIGTERM)
+            host.wait(timeout=60)
     finally:
-        host.send_signal(signal.SIGTERM)
-        host.wait(timeout=60)
         stack.stop()
     sys.exit(0 if ok else 1)
 
