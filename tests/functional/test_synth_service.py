@@ -128,6 +128,15 @@ def test_stop_ends_the_service_and_starts_none(service: SynthService) -> None:
     assert not service.address.exists()
 
 
+def test_a_terminated_service_removes_its_address(service: SynthService) -> None:
+    assert start_directly(service, idle=60, most=10) == 0
+    listening = service.ping()
+    assert listening is not None
+    os.kill(listening, signal.SIGTERM)  # a test run's teardown, a machine shutting down
+    wait_until(lambda: not is_running(listening))
+    assert not service.address.exists()  # it was left behind, a socket nothing listens on
+
+
 def test_an_idle_service_ends_and_removes_its_address(service: SynthService) -> None:
     assert start_directly(service, idle=0.5, most=10) == 0
     wait_until(lambda: not service.address.exists())

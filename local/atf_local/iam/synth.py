@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -78,6 +79,7 @@ def serve(address: Path, lock_path: Path, idle_seconds: float, most_requests: in
     listener.listen(16)
     if os.fork():  # no thread and no aws-cdk-lib yet: a plain fork
         os._exit(0)
+    signal.signal(signal.SIGTERM, _ended)  # so the `finally` below runs: no address left that nothing serves
     listener.settimeout(idle_seconds)
     try:
         _answer_until_done(listener, most_requests)
@@ -85,6 +87,10 @@ def serve(address: Path, lock_path: Path, idle_seconds: float, most_requests: in
         address.unlink(missing_ok=True)  # before the lock goes: the next service binds anew
         listener.close()
         lock.close()
+
+
+def _ended(*_: object) -> None:
+    raise SystemExit(0)
 
 
 def _answer_until_done(listener: socket.socket, most_requests: int) -> None:
