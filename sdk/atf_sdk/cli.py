@@ -130,13 +130,14 @@ def _worker_health(args: argparse.Namespace) -> int:
 
 
 def _schedule(args: argparse.Namespace) -> int:
+    from atf_core.errors import InputError
     from atf_core.schema import ScheduleRequest
     from atf_sdk.operations import checked
 
     if args.file is not None:
         return _schedule_file(args)
     if args.lambda_name is None:
-        usage("atf schedule: give a LAMBDA or --file")
+        raise InputError("give a LAMBDA or --file", "lambda")
     fields = {
         "lambda": args.lambda_name,
         "payload": args.payload,
@@ -170,13 +171,13 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     """Every line of a JSON-lines file as a request, all checked before any is sent."""
     from pydantic import ValidationError
 
-    from atf_core.errors import input_error
+    from atf_core.errors import InputError, input_error
     from atf_core.schema import ScheduleRequest
 
     try:
         handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
     except OSError as error:
-        usage(f"atf schedule: cannot read {path}: {error.strerror}")
+        raise InputError(f"cannot read {path}: {error.strerror}", "file") from None
     requests = []
     try:
         for number, line in enumerate(handle, start=1):
@@ -185,8 +186,10 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
             try:
                 requests.append(ScheduleRequest.model_validate_json(line))
             except ValidationError as error:
+                # Named as the API names a task of the batch it is sent as (tasks[i], from 0), and by its line
                 problem = input_error(error)
-                usage(f"atf schedule: {path}:{number}: {problem.code}: {problem.message}")
+                field = f"tasks[{len(requests)}]" + (f".{problem.field}" if problem.field else "")
+                raise type(problem)(f"{path}:{number}: {problem.message}", field) from None
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -497,7 +500,7 @@ def _gate_checked(args: argparse.Namespace) -> int:
     from atf_core.errors import InputError
 
     if args.action != "list" and not args.lambda_name:
-        usage(f"atf gate {args.action}: name a LAMBDA")
+        raise InputError(f"name a LAMBDA to {args.action}", "lambda")
     if args.collection_word is not None:  # `atf gate pause LAMBDA COLLECTION`, before --collection
         if args.collection is not None and args.collection != args.collection_word:
             raise InputError(

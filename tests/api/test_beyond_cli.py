@@ -45,8 +45,12 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
     code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--dry-run", "--per-second", "2")
     assert code == 0 and "dry run: would redrive 3 dead letters" in out
     code, _, err = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
-    asked = "atf: redrive 2 dead letters of chore? - no terminal to ask: add --yes to go ahead"
-    assert code == 2 and err.strip() == asked
+    asked = "redrive 2 dead letters of chore? - no terminal to ask: add --yes to go ahead"
+    assert code == 2 and err.strip() == f"atf: invalid_input: {asked}"
+    code, _, err = atf(
+        "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--json"
+    )
+    assert code == 2 and json.loads(err) == {"code": "invalid_input", "message": asked, "field": None}
     assert len(json.loads(atf("dead-letters", "list", "chore", "--collection", collection, "--json")[1])) == 3
     code, out, _ = atf(
         "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--yes"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -132,10 +131,16 @@ def test_a_bad_line_stops_the_file_before_anything_is_sent(
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"lambda": "mail", "key": "never-sent"}\n{"lambda": "mail", "when": 3}\n')
-    with pytest.raises(SystemExit) as exited:  # nothing listens there: the file is refused before any call
-        main(["schedule", "--file", str(tasks), "--api-url", "http://127.0.0.1:9"])
-    assert exited.value.code == 2
-    assert "tasks.jsonl:2: unknown_field: when is not a known field" in capsys.readouterr().err
+    for output in ([], ["--json"]):
+        with pytest.raises(SystemExit) as exited:  # nothing listens there: the file is refused before any call
+            main(["schedule", "--file", str(tasks), "--api-url", "http://127.0.0.1:9", *output])
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        message = f"{tasks}:2: when is not a known field"
+        if output:  # the API's error object, the task named as the batch route names it
+            assert json.loads(err) == {"code": "unknown_field", "message": message, "field": "tasks[1].when"}
+        else:
+            assert err == f"atf: unknown_field: {message} (tasks[1].when)\n"
 
 
 def test_a_line_the_api_refuses_stops_the_file_before_anything_is_written(
@@ -176,11 +181,17 @@ def test_tables_piped_elsewhere_are_not_cut_to_80_columns(atf: Any, monkeypatch:
 
 
 def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["schedule", "--file", str(tmp_path / "nowhere.jsonl"), "--api-url", "http://127.0.0.1:9"])
-    err = capsys.readouterr().err
-    assert exited.value.code == 2
-    assert re.fullmatch(r"atf schedule: cannot read .*nowhere.jsonl: No such file or directory\n", err)
+    missing = tmp_path / "nowhere.jsonl"
+    for output in ([], ["--json"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["schedule", "--file", str(missing), "--api-url", "http://127.0.0.1:9", *output])
+        err = capsys.readouterr().err
+        assert exited.value.code == 2
+        message = f"cannot read {missing}: No such file or directory"
+        if output:
+            assert json.loads(err) == {"code": "invalid_input", "message": message, "field": "file"}
+        else:
+            assert err == f"atf: invalid_input: {message} (file)\n"
 
 
 def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
@@ -274,6 +285,14 @@ def test_bulk_destructive_verbs_ask_first(atf: Any, client: Any, monkeypatch: py
     assert code == 2 and "cancel 2 tasks? - no terminal to ask: add --yes" in err
     code, _, err = atf("gate", "drop", "work", "--collection", "ask")
     assert code == 2 and "drop the tasks of work/ask instead of running them?" in err
+    code, _, err = atf("schedule", "--json")  # neither a lambda nor a file: the error object too
+    assert code == 2 and json.loads(err) == {
+        "code": "invalid_input",
+        "message": "give a LAMBDA or --file",
+        "field": "lambda",
+    }
+    code, _, err = atf("gate", "pause", "--json")
+    assert code == 2 and json.loads(err)["field"] == "lambda"
     assert {client.get(i).status.value for i in ids} == {"new"} and not client.gates()
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda question: "n")

@@ -50,7 +50,7 @@ def test_change_prints_the_task_and_a_claimed_one_exits_4(atf: Any, client: AtfC
     code, _, err = atf("change", task_id, "--delay", "60")
     assert code == 4 and err.startswith("atf: conflict:") and "claimed" in err
     code, _, err = atf("change", task_id)
-    assert code == 2 and err.rstrip().endswith("(run_at)")
+    assert code == 2 and err.rstrip().endswith("nothing to change: give --at or --delay, --priority or --payload")
     code, _, _ = atf("change", uuid.uuid4().hex, "--delay", "5")
     assert code == 3
 

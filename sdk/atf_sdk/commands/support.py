@@ -267,11 +267,13 @@ def common(*, where: str = "verb") -> argparse.ArgumentParser:
 
 def confirmed(args: argparse.Namespace, question: str) -> bool:
     """Whether a destructive verb may go on: --yes, or a "y" typed at the terminal. With no terminal to ask
-    and no --yes it stops (exit status 2) rather than guess."""
+    and no --yes it stops (exit status 2, the error object with --json) rather than guess."""
+    from atf_core.errors import InputError
+
     if args.yes:
         return True
     if not sys.stdin.isatty():
-        usage(f"atf: {question} - no terminal to ask: add --yes to go ahead")
+        raise InputError(f"{question} - no terminal to ask: add --yes to go ahead")
     answer = input(f"{question} [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
