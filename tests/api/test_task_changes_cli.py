@@ -118,3 +118,20 @@ def test_bulk_selects_by_flow_key(atf: Any, client: AtfClient, collection: str) 
     assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2, "the keyless ones stay"
     code, _, err = atf("bulk", "cancel", "--flow-key", "a b")
     assert code == 2 and err.rstrip().endswith("(flow_key)")
+
+
+def test_a_bulk_reschedule_says_why_it_leaves_a_task_that_would_expire(atf: Any, client: AtfClient) -> None:
+    # Given a task that ends in five minutes if it has not started
+    name, now = f"cli-exp-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    expiring = client.schedule("work", collection=name, delay_seconds=60, expire_at=now + timedelta(minutes=5))
+    later = (now + timedelta(minutes=10)).isoformat()
+    selection = ("bulk", "reschedule", "--lambda", "work", "--collection", name, "--at", later)
+    # When its collection is moved past that, as a dry run and for real
+    code, dry, _ = atf(*selection, "--dry-run")
+    assert code == 0
+    code, done, _ = atf(*selection, "--yes")
+    # Then each says it is left, and why: not "claimed meanwhile", which it was not
+    assert code == 0
+    assert f"1 would leave as they were (they would run at or past their expire_at): {expiring.id}" in dry
+    assert f"1 left as they were (claimed meanwhile, or past expire_at): {expiring.id}" in done
+    assert client.get(expiring.id).next_at == expiring.run_at

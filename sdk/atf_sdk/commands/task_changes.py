@@ -116,7 +116,9 @@ def _summary(done: BulkChange, verb: str) -> None:
     out = console()
     out.print(table)
     if done.skipped:
-        out.print(f"{len(done.skipped)} claimed meanwhile, left as they were: {', '.join(done.skipped[:SHOWN])}")
+        left = "would leave" if done.dry_run else "left"
+        why = "they would run at or past their expire_at" if done.dry_run else "claimed meanwhile, or past expire_at"
+        out.print(f"{len(done.skipped)} {left} as they were ({why}): {', '.join(done.skipped[:SHOWN])}")
     if done.matched and done.first_at and done.last_at and verb != "cancel":
         out.print(f"they run from {when(done.first_at)} to {when(done.last_at)}")
     if done.more:
