@@ -100,6 +100,18 @@ def _undeclared_query(app: APIGatewayRestResolver) -> UnknownField | None:
     return UnknownField(f"{unknown[0]} is not a query parameter of this route", unknown[0]) if unknown else None
 
 
+def _count_not_in_digits(app: APIGatewayRestResolver) -> InputError | None:
+    """A count in the query string (`limit`, `upcoming`) written other than in digits: pydantic's reading of a
+    query string is lax, and took `1.0` as 1 and `1_0` as 10, where the body's counts (strict) are refused."""
+    route = app.context.get("_route")
+    given = app.current_event.query_string_parameters or {}
+    for param in route.dependant.query_params if route is not None else ():
+        value = given.get(param.alias)
+        if param.type_ is int and value is not None and not (value.isascii() and value.isdigit()):
+            return InputError(f"{param.alias}: must be a whole number written in digits", param.alias)
+    return None
+
+
 def _undeclared_body(app: APIGatewayRestResolver, body: dict[str, Any]) -> UnknownField | None:
     """A field in the body of a route that takes none (pausing a schedule): `{"x": 1}` is not read as nothing.
     A path no route matches (`/v1/schedules/a/b`) also runs the middleware, on Powertools' own not-found route,
@@ -159,7 +171,7 @@ class _Handlers:
         return media_type_error(event.http_method, event.headers, event.body)
 
     def check_request(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        refused = self._refused() or _undeclared_query(app)
+        refused = self._refused() or _undeclared_query(app) or _count_not_in_digits(app)
         if refused:
             return error_response(refused)
         # Powertools validates a JSON array body by its first element (a form-data
