@@ -101,7 +101,8 @@ def test_the_cli_refuses_a_payload_that_is_not_an_object(
     with pytest.raises(SystemExit) as exited:
         main(["schedule", "--api-url", "http://127.0.0.1:9", "--file", str(lines)])
     refused = capsys.readouterr().err
-    assert exited.value.code == 2 and "tasks.jsonl:2: wrong_type: payload: must be a JSON object" in refused
+    assert exited.value.code == 2 and refused.startswith("atf: wrong_type: ")
+    assert "tasks.jsonl:2: payload: must be a JSON object" in refused and refused.endswith("(tasks[1].payload)\n")
     chain = tmp_path / "chain.json"
     chain.write_text(json.dumps(_link(json.loads(payload))))
     code, _, err = atf(2, "chains", "create", "--file", str(chain))

@@ -282,7 +282,7 @@ def test_a_claim_between_the_read_and_the_write_refuses_the_change(client: AtfCl
 @pytest.mark.parametrize(
     ("body", "field", "code"),
     [
-        ({}, "run_at", "invalid_input"),
+        ({}, "body", "invalid_input"),
         ({"run_at": "2030-01-01T00:00:00Z", "delay_seconds": 1}, "delay_seconds", "invalid_input"),
         ({"priority": "urgent"}, "priority", "unknown_priority"),
         ({"delay_seconds": -1}, "delay_seconds", "invalid_input"),
