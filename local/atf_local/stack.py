@@ -135,17 +135,25 @@ class LocalStack:
         for child in self._children:
             child.terminate()
         for child in self._children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
+            _ended(child)
         if self._server is not None:
             self._server.stop()
         if self._sqs is not None:
             self._sqs.terminate()
-            self._sqs.wait(timeout=10)
+            _ended(self._sqs)  # one that outstays its time is killed: the rest of the stop still runs
         if self._unenforce is not None:
             self._unenforce()
+
+
+STOP_WAIT_S = 10.0  # what a terminated child has to end before it is killed
+
+
+def _ended(child: subprocess.Popen[bytes]) -> None:
+    try:
+        child.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _start_console(config: StackConfig, endpoint: str, port: int) -> ConsoleServer | None:
