@@ -92,7 +92,7 @@ def test_a_worker_host_that_cannot_start_fails_with_its_log(tmp_path: Path) -> N
     )
     code, output = _pytest(tmp_path)
     assert code == 1 and _passed(output) == 1, output
-    assert "the worker host exited with 1 before it was ready" in output
+    assert "the worker host exited with 2 before it was ready" in output  # its lambdas argument: a usage error
     assert "No module named 'no_such_module'" in output
 
 
