@@ -30,8 +30,10 @@ def _kill_busy(run: Injector, kills: int, every_s: float, host: str | None = Non
     for _ in range(kills):
         run.sleep(every_s)
         busy = run.busy_executor(host)
-        if busy is not None:
-            run.signal(busy[0], signal.SIGKILL)
+        if busy is None:
+            run.missed(f"kill -9: no executor{' of ' + host if host else ''} was running a task")
+            continue
+        run.signal(busy[0], signal.SIGKILL)
 
 
 def kill9(ci: bool) -> Scenario:
@@ -42,6 +44,7 @@ def kill9(ci: bool) -> Scenario:
         hosts=(HostSpec("host-a", executors=2, threads=2),),
         inject=lambda run: _kill_busy(run, kills, 3.0),
         drain_bound_s=60,
+        expect=(expect.signals_sent(signal.SIGKILL, kills),),
     )  # fmt: skip
 
 
@@ -53,9 +56,14 @@ HOLD_RESULTS: Rules = (
 
 
 def _pause(run: Injector, pid: int, running: list[ExecKey], before_cont: Callable[[], None] = lambda: None) -> None:
+    if not running:
+        # Nothing to run again elsewhere (and all([]) would let it go at once): the pause would test nothing.
+        run.missed(f"SIGSTOP: pid {pid} was running no task")
+        return
     run.signal(pid, signal.SIGSTOP)
     # Keep it stopped until its tasks have run again elsewhere: its lease is long gone.
-    run.wait_for(_reran(run, running), timeout_s=60, every_s=0.5)
+    if not run.wait_for(_reran(run, running), timeout_s=60, every_s=0.5):
+        run.missed(f"SIGSTOP: the tasks of pid {pid} had not run again elsewhere after 60 s")
     before_cont()
     run.signal(pid, signal.SIGCONT)
 
@@ -69,11 +77,15 @@ def _pause_mid_run_and_mid_report(run: Injector, mid_run: bool) -> None:
     if busy is not None:
         _pause(run, *busy)
         run.sleep(3.0)
+    elif mid_run:
+        run.missed("SIGSTOP mid-run: host-a's executor was running no task")
     run.arm("hold-results")
     if run.wait_for(lambda: bool(run.tail.pids_with_fault("blackhole:success")), timeout_s=40):
         pid = run.tail.pids_with_fault("blackhole:success")[0]
         running = run.tail.busy_pids([pid]).get(pid, [])
         _pause(run, pid, running, before_cont=lambda: run.disarm("hold-results"))
+    else:
+        run.missed("SIGSTOP mid-report: no result write of host-a was held within 40 s")
     run.disarm("hold-results")
 
 
@@ -93,7 +105,7 @@ def sigstop(ci: bool) -> Scenario:
         ),
         inject=lambda run: _pause_mid_run_and_mid_report(run, mid_run=not ci),
         drain_bound_s=60,
-        expect=(expect.stale_writes_rejected,),
+        expect=(expect.paused_result_refused,),
     )  # fmt: skip
 
 
@@ -199,13 +211,16 @@ def _partition_then_kill(run: Injector, kills: int) -> None:
     consumer's, so its stamps look long expired: only the lease floor, which the consumer
     measures on its own clock, stands between its tasks and a second run."""
     busy = run.busy_executor("host-a", timeout_s=40)
-    run.sleep(2.5)  # a few heartbeats land: the tasks are processing, with fresh stamps
-    run.arm("partition")
-    if busy is not None:
+    if busy is None:
+        run.missed("partition: host-a's executor was running no task")
+    else:
         pid, running = busy
+        run.sleep(2.5)  # a few heartbeats land: the tasks are processing, with fresh stamps
+        run.arm("partition")
         reran = _reran(run, running)
-        run.wait_for(lambda: pid not in run.cluster.executors() and reran(), 90)
-    run.disarm("partition")
+        if not run.wait_for(lambda: pid not in run.cluster.executors() and reran(), 90):
+            run.missed(f"partition: pid {pid} still lived, or its tasks had not run again elsewhere, after 90 s")
+        run.disarm("partition")
     _kill_busy(run, kills, 2.0, host="host-b")
 
 
@@ -223,6 +238,7 @@ def clock_offsets(ci: bool) -> Scenario:
         ),
         inject=lambda run: _partition_then_kill(run, kills),
         drain_bound_s=120,
+        expect=(expect.partitioned_tasks_reran("host-a", "partition"), expect.signals_sent(signal.SIGKILL, kills)),
     )  # fmt: skip
 
 
@@ -259,7 +275,9 @@ def _terminate_hosts(run: Injector, every_s: float) -> None:
     for old, new in (("host-a", "host-c"), ("host-b", "host-d")):
         run.sleep(every_s)
         pid = run.cluster.get(old).pid
-        if pid is not None:
+        if pid is None:
+            run.missed(f"SIGTERM: {old} had already exited")
+        else:
             run.signal(pid, signal.SIGTERM)
         run.add_host(HostSpec(new, executors=1, threads=2, restart=False))
 
