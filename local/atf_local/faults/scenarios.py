@@ -44,6 +44,7 @@ def kill9(ci: bool) -> Scenario:
         hosts=(HostSpec("host-a", executors=2, threads=2),),
         inject=lambda run: _kill_busy(run, kills, 3.0),
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.signals_sent(signal.SIGKILL, kills),),
     )  # fmt: skip
 
@@ -105,6 +106,7 @@ def sigstop(ci: bool) -> Scenario:
         ),
         inject=lambda run: _pause_mid_run_and_mid_report(run, mid_run=not ci),
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.paused_result_refused,),
     )  # fmt: skip
 
@@ -125,6 +127,7 @@ def controller_kill(ci: bool) -> Scenario:
         hosts=(HostSpec("host-a", executors=1, threads=2, faults=faults),),
         fault_window_s=over + 8 * lives,
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.faults_fired("exit_after", lives),),
     )  # fmt: skip
 
@@ -145,6 +148,7 @@ def consumer_kill(ci: bool) -> Scenario:
         hosts=(HostSpec("host-a", executors=1, threads=2),),
         consumers=(ConsumerSpec(faults=Faults(lives=lives)),),
         drain_bound_s=60,
+        ci=ci,
         expect=(
             expect.faults_fired("exit_before", len(lives) // 2),
             expect.faults_fired("exit_after", len(lives) // 2)),
@@ -162,6 +166,7 @@ def duplicates(ci: bool) -> Scenario:
         consumers=(ConsumerSpec("consumer-a", faults=dup), ConsumerSpec("consumer-b", faults=dup)),
         fault_window_s=over + 5,
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.no_duplicates, expect.faults_fired("duplicate", 3)),
     )  # fmt: skip
 
@@ -180,6 +185,7 @@ def throttling(ci: bool) -> Scenario:
         consumers=(ConsumerSpec(faults=errors),),
         fault_window_s=over + 10,
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.no_executor_exits, expect.hosts_survive, expect.faults_fired("throttle", 10)),
     )  # fmt: skip
 
@@ -198,6 +204,7 @@ def lost_response(ci: bool) -> Scenario:
         consumers=(ConsumerSpec(faults=lost),),
         fault_window_s=over + 10,
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.all_succeed("steady"), expect.all_succeed("slow"), expect.reconciled_some),
     )  # fmt: skip
 
@@ -238,6 +245,7 @@ def clock_offsets(ci: bool) -> Scenario:
         ),
         inject=lambda run: _partition_then_kill(run, kills),
         drain_bound_s=120,
+        ci=ci,
         expect=(expect.partitioned_tasks_reran("host-a", "partition"), expect.signals_sent(signal.SIGKILL, kills)),
     )  # fmt: skip
 
@@ -250,6 +258,7 @@ def poison(ci: bool) -> Scenario:
         loads=(Load("poison", poisons, over / 2), Load("steady", count, over, {"seconds": 0.2})),
         hosts=(HostSpec("host-a", executors=1, threads=2, restart=False),),
         drain_bound_s=100,
+        ci=ci,
         expect=(expect.poison_bounded("poison"), expect.hosts_survive),
     )  # fmt: skip
 
@@ -265,6 +274,7 @@ def noisy(ci: bool) -> Scenario:
         ),
         hosts=(HostSpec("host-a", executors=1, threads=4),),
         drain_bound_s=150,
+        ci=ci,
         watched=("quiet",),
         targets=(expect.start_lag_within(5.0),),  # ATF's delivery target: tasks start within 5 s
     )  # fmt: skip
@@ -290,6 +300,7 @@ def sigterm(ci: bool) -> Scenario:
         hosts=(HostSpec("host-a", threads=2, restart=False), HostSpec("host-b", threads=2, restart=False)),
         inject=lambda run: _terminate_hosts(run, over / 3),
         drain_bound_s=60,
+        ci=ci,
         expect=(expect.no_duplicates, expect.hosts_exit_cleanly),
     )  # fmt: skip
 
@@ -315,7 +326,9 @@ def soak(ci: bool, minutes: float = 10.0) -> Scenario:
         consumers=(ConsumerSpec(faults=errors),),
         fault_window_s=over,
         drain_bound_s=60,
+        ci=ci,
         harness_faults=ONE_PERCENT,
+        soak_minutes=minutes,
     )  # fmt: skip
 
 
