@@ -79,3 +79,14 @@ def test_every_scenario_is_built_again_from_its_recipe(number: int, ci: bool) ->
     assert (again.recipe, again.title, again.loads, again.hosts) == (
         {"number": number, "ci": ci, "soak_minutes": 10.0}, scenario.title, scenario.loads, scenario.hosts,
     )  # fmt: skip
+
+
+@pytest.mark.usefixtures("fake_stack")
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_second_interrupt_during_teardown_still_kills_the_leftovers(
+    interrupt: type[BaseException], tmp_path: Path
+) -> None:
+    FakeCluster.interrupt = interrupt
+    with pytest.raises(interrupt):
+        harness.run_scenario(BUILDERS[1](True), tmp_path, seed=1)
+    assert FakeCluster.calls == ["stop_all", "kill_leftovers"]

@@ -68,8 +68,12 @@ def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1) -> ScenarioR
         healed_t, drained_t = _drive(scenario, cluster, clients, config, seed)
         _snapshot(clients, config, run_dir / "final.json")
     finally:
-        cluster.stop_all()
-        cluster.kill_leftovers()
+        try:
+            cluster.stop_all()
+        finally:
+            # A second Ctrl-C or SIGTERM during stop_all's waits (up to 30 s a role) must not skip this: every
+            # process has a session of its own, so nothing else would ever stop them.
+            cluster.kill_leftovers()
     now = time.time()
     bounds = Bounds(healed_t or now, drained_t, now, scenario.drain_bound_s, scenario.watched)
     seconds = time.monotonic() - began
