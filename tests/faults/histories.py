@@ -54,6 +54,12 @@ def gone(pid: int, t: float, role: str = "executor", name: str = "host-a", code:
     }  # fmt: skip
 
 
+def fault(kind: str, client: str, t: float, pid: int = EXECUTOR) -> Record:
+    """A fault the hooks injected into a call of `client` (an AwsClients field)."""
+    service = "sqs" if client.startswith("sqs") else "dynamodb"
+    return {"kind": "fault", "t": t, "pid": pid, "fault": kind, "service": service, "client": client}
+
+
 def phase(name: str, t: float) -> Record:
     return {"kind": "phase", "t": t, "pid": HARNESS, "name": name}
 

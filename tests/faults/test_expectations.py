@@ -24,6 +24,7 @@ from tests.faults.histories import (
     bounds,
     clean_run,
     drained,
+    fault,
     final,
     killed,
     partitioned,
@@ -89,6 +90,15 @@ def test_a_sigtermed_host_that_never_exited_or_exited_unclean_fails(tmp_path: Pa
     unclean = [{**r, "code": -9} if r.get("event") == "gone" else r for r in history]
     assert any("never exited" in v for v in _judged(11, True, never, final("a"), tmp_path))
     assert any("exited with code -9" in v for v in _judged(11, True, unclean, final("a"), tmp_path))
+
+
+def test_the_throttling_scenario_needs_a_fault_on_a_heartbeat(tmp_path: Path) -> None:
+    elsewhere = [*clean_run(), *(fault("throttle", "dynamodb", T0 + 1 + i / 20) for i in range(10))]
+    heartbeat = [*elsewhere, fault("throttle", "dynamodb_heartbeat", T0 + 2)]
+    assert _judged(6, False, elsewhere, final("a"), tmp_path / "elsewhere") == [
+        "only 0 throttle faults fired on dynamodb_heartbeat calls; the scenario needs 1"
+    ]
+    assert _judged(6, False, heartbeat, final("a"), tmp_path / "heartbeat") == []
 
 
 def test_a_missed_injection_fails_the_run() -> None:

@@ -59,10 +59,15 @@ def hosts_exit_cleanly(result: Result, records: list[Record], final: dict[str, F
     return problems + [f"worker host {r['name']} exited with code {r.get('code')} after SIGTERM" for r in unclean]
 
 
-def faults_fired(kind: str, at_least: int) -> Expect:
+def faults_fired(kind: str, at_least: int, client: str | None = None) -> Expect:
+    """At least this many `kind` faults fired, on the calls of `client` (an AwsClients field) if named."""
+
     def check(result: Result, records: list[Record], final: dict[str, FinalTask]) -> list[str]:
-        fired = sum(1 for r in of_kind(records, "fault") if r.get("fault") == kind)
-        return [f"only {fired} {kind} faults fired; the scenario needs {at_least}"] if fired < at_least else []
+        fired = sum(
+            1 for r in of_kind(records, "fault") if r.get("fault") == kind and client in (None, r.get("client"))
+        )
+        on = f" on {client} calls" if client else ""
+        return [f"only {fired} {kind} faults fired{on}; the scenario needs {at_least}"] if fired < at_least else []
 
     return check
 
