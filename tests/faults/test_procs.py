@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from atf_local.faults.procs import Cluster
+from atf_local.instruments.history import History
 from atf_local.process_tree import children_of, executors_of
 
 HOST = """
@@ -37,3 +42,26 @@ def test_a_hosts_executors_are_its_fork_servers_children(tmp_path: Path) -> None
     finally:
         os.killpg(host.pid, signal.SIGKILL)
         host.wait(timeout=10)
+
+
+def test_an_interrupt_while_waiting_on_one_leftover_leaves_none_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "logs").mkdir()
+    # Port 9 (discard) refuses at once: no stack answers for its SQS endpoint
+    cluster = Cluster(tmp_path, "http://127.0.0.1:9", "{}", History(tmp_path / "history", "harness"))
+    first, second = (cluster.add(name, "stack", ["sleep", "60"], lambda _: {}) for name in ("one", "two"))
+    assert first.popen is not None and second.popen is not None
+    try:
+
+        def interrupted(timeout: float | None = None) -> int:
+            raise KeyboardInterrupt  # a third Ctrl-C, while the first leftover is reaped
+
+        monkeypatch.setattr(first.popen, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            cluster.kill_leftovers()
+        assert second.popen.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        for popen in (first.popen, second.popen):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)

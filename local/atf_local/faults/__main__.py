@@ -61,10 +61,9 @@ def _run(args: argparse.Namespace, console: Console) -> list[ScenarioRun]:
     runs = args.runs or Path(tempfile.mkdtemp(prefix="atf-faults-"))
     outcomes: list[ScenarioRun] = []
     for number in numbers:
-        recipe = {"number": number, "ci": args.ci, "soak_minutes": args.soak_minutes}
-        scenario = _build(recipe)
+        scenario = _build({"number": number, "ci": args.ci, "soak_minutes": args.soak_minutes})
         console.print(f"[bold]scenario {number}[/bold]: {scenario.title} ...")
-        outcome = run_scenario(scenario, runs, seed=args.seed + number, recipe=recipe)
+        outcome = run_scenario(scenario, runs, seed=args.seed + number)
         outcomes.append(outcome)
         verdict = "ok" if outcome.result.ok else "FAIL"
         console.print(f"  {verdict} in {outcome.seconds:.0f}s ({outcome.run_dir})")
@@ -78,6 +77,9 @@ def _build(recipe: dict[str, Any]) -> Scenario:
 
 def _recheck(run_dir: Path) -> ScenarioRun:
     run = json.loads((run_dir / "run.json").read_text())
+    if not run.get("recipe"):
+        # Runs kept before run_scenario recorded the recipe itself (make test's passed none)
+        raise SystemExit(f"{run_dir}: run.json does not say how the scenario was built; run it again")
     bounds = Bounds(**{**run["bounds"], "watched": tuple(run["bounds"]["watched"])})
     return judge(_build(run["recipe"]), run_dir, bounds, float(run["seconds"]))
 

@@ -11,7 +11,9 @@ Checks, each reported as violations (any violation fails the run):
 - every write of a fenced transition named an attempt, and no write for an
   attempt other than the task's current one was applied (stale ones rejected);
 - terminal states never change: at most one terminal write lands per task,
-  and the table still holds it at the end.
+  and the table still holds it at the end;
+- every fault the scenario planned was aimed: the injection recorded no miss
+  (a run whose fault never landed would pass without testing anything).
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def check(records: list[Record], final: dict[str, FinalTask], bounds: Bounds) ->
     _duplicates(result, runs, writes)
     _start_lag(result, accepted, runs, bounds.watched)
     result.executor_exits = _executor_exits(records)
+    for missed in of_kind(records, "missed"):
+        result.violate(f"fault not injected: {missed['what']}")
     return result
 
 

@@ -11,7 +11,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from botocore.config import Config
 
@@ -47,11 +46,9 @@ class ScenarioRun:
     run_dir: Path
 
 
-def run_scenario(
-    scenario: Scenario, out_root: Path, seed: int = 1, recipe: dict[str, Any] | None = None
-) -> ScenarioRun:
-    """Run one scenario in out_root/NN-key and judge it. `recipe` (how the scenario was
-    built) is kept in run.json with the bounds, so `check` can judge the run again."""
+def run_scenario(scenario: Scenario, out_root: Path, seed: int = 1) -> ScenarioRun:
+    """Run one scenario in out_root/NN-key and judge it. Its recipe (how it was built) is
+    kept in run.json with the bounds, so `check` can judge the run again."""
     began = time.monotonic()
     for key, value in DUMMY_CREDENTIALS.items():
         os.environ.setdefault(key, value)  # the harness's own clients talk to the embedded AWS too
@@ -71,12 +68,16 @@ def run_scenario(
         healed_t, drained_t = _drive(scenario, cluster, clients, config, seed)
         _snapshot(clients, config, run_dir / "final.json")
     finally:
-        cluster.stop_all()
-        cluster.kill_leftovers()
+        try:
+            cluster.stop_all()
+        finally:
+            # A second Ctrl-C or SIGTERM during stop_all's waits (up to 30 s a role) must not skip this: every
+            # process has a session of its own, so nothing else would ever stop them.
+            cluster.kill_leftovers()
     now = time.time()
     bounds = Bounds(healed_t or now, drained_t, now, scenario.drain_bound_s, scenario.watched)
     seconds = time.monotonic() - began
-    run = {"recipe": recipe or {}, "bounds": dataclasses.asdict(bounds), "seconds": seconds}
+    run = {"recipe": scenario.recipe, "bounds": dataclasses.asdict(bounds), "seconds": seconds}
     (run_dir / "run.json").write_text(json.dumps(run, indent=2))
     return judge(scenario, run_dir, bounds, seconds)
 

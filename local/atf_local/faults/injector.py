@@ -46,6 +46,11 @@ class Injector:
             return None
         return self.rng.choice(found)
 
+    def missed(self, what: str) -> None:
+        """Say in the history that a planned fault could not be aimed: the checker fails the run,
+        since a scenario whose fault never landed proves nothing about it."""
+        self.cluster.history.record("missed", what=what)
+
     def signal(self, pid: int, sig: signal.Signals) -> None:
         self.cluster.signal(pid, sig, injected=sig is not signal.SIGCONT)
 

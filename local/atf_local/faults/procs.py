@@ -168,12 +168,14 @@ class Cluster:
         self.kill_leftovers()
 
     def kill_leftovers(self) -> None:
-        for managed in self._procs.values():
-            for popen in managed.all_popens:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(popen.pid, signal.SIGKILL)  # the group: orphaned executors too
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    popen.wait(timeout=5)
+        popens = [popen for managed in self._procs.values() for popen in managed.all_popens]
+        # Every group is killed before any wait, so an interrupt during the waits leaves nothing running.
+        for popen in popens:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)  # the group: orphaned executors too
+        for popen in popens:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=5)
 
 
 def _wait_or_kill(popen: subprocess.Popen[bytes], deadline: float) -> None:

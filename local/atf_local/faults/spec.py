@@ -41,8 +41,16 @@ class Scenario:
     expect: tuple[Expect, ...] = ()  # guarantees this scenario adds: any miss fails it
     targets: tuple[Expect, ...] = ()  # performance targets: reported when missed, never a failure
     harness_faults: Rules = ()  # faults on the harness's own scheduling calls (the soak)
+    ci: bool = False  # built at the CI sizes
+    soak_minutes: float = 10.0  # the soak's length (the soak alone)
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        """What builds this scenario again (atf_local.faults.__main__): run.json keeps it, so `check` can judge
+        a kept run, `make test`'s included."""
+        return {"number": self.number, "ci": self.ci, "soak_minutes": self.soak_minutes}
 
     def stack_config(self) -> dict[str, Any]:
         return {
