@@ -128,7 +128,7 @@ def _header(results: dict[str, Any]) -> str:
         "",
         f"Run {m['date']} on commit {m['commit']}: {m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, "
         f"{m['os']}, Python {m['python']}, moto {m['moto']}, boto3 {m['boto3']}. Load average at start "
-        f"{' '.join(m['load_at_start'])} (the machine is shared; each run below records its own); this Python "
+        f"{_loads(m['load_at_start'])} (the machine is shared; each run below records its own); this Python "
         f"took {m.get('cpu_s_for_5m_additions', '?')} CPU s for 5M additions (scale the CPU figures by it).",
         "",
         "Produced by `make bench` (`python -m bench`); figures in `results.json`; how to read them: "
@@ -146,7 +146,12 @@ def _reruns(results: dict[str, Any]) -> list[str]:
 
 def _load(rerun: dict[str, Any]) -> str:
     load = rerun.get("load_at_start")
-    return f", load average at start {' '.join(load)}." if load else "."
+    return f", load average at start {_loads(load)}." if load else "."
+
+
+def _loads(values: list[Any]) -> str:
+    """Load averages: strings as /proc/loadavg gave them in older results, floats from os.getloadavg() since."""
+    return " ".join(f"{float(x):.2f}" for x in values)
 
 
 def _targets(results: dict[str, Any]) -> str:
