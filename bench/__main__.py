@@ -115,8 +115,9 @@ def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[
     if measured is not None and measured / 2 < args.lag_rate:
         rate = max(2, int(measured / 2))
         runs["half of measured throughput"] = run_lag(work / "half", rate=rate, seconds=seconds)
-        # The example's lookahead equals its poll interval, so a task due just after a poll starts is found
-        # by that poll but sent only once the poll's writes are done: a lookahead that also covers the poll.
+        # The bench's lookahead (bench_config: 1 s) equals its poll interval, so a task due just after a poll
+        # starts is found by that poll but sent only once the poll's sends are done: a lookahead that also
+        # covers the poll (2 s, the local example's).
         runs["same, lookahead 2 s"] = run_lag(work / "half-2s", rate=rate, seconds=seconds, lookahead=2.0)
     return runs
 
