@@ -125,6 +125,17 @@ def test_the_committed_results_render() -> None:
 
     text = render(json.loads(results.read_text()))
     assert "## Targets" in text and "## Capacity model" in text
+    # The committed report is what the committed results render to: a change to the model or the report
+    # must come with `python -m bench --reuse bench/results/results.json --only capacity`.
+    assert (REPO / "bench" / "results" / "report.md").read_text() == text
+
+
+def test_the_consumers_sends_are_told_as_runs_of_polls_not_one_poll() -> None:
+    from bench.report import render
+
+    text = render(json.loads((REPO / "bench" / "results" / "results.json").read_text()))
+    assert "in runs with no gap over 0.5 s (one poll or several back to back; 3 runs): at most 550 tasks" in text
+    assert "in one poll" not in text
 
 
 def _with_peer(framework_steady: float) -> dict[str, object]:
@@ -193,8 +204,12 @@ def test_a_step_run_again_says_when_and_at_which_commit() -> None:
     results["fairness"]["rerun"] = {"date": "2026-11-23T21:55:12+00:00", "commit": "abc1234",  # type: ignore[index]
                                     "load_at_start": ["0.5", "0.9", "1.1"]}  # fmt: skip
     text = render(results)
-    assert "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.5" in text
-    assert "run again" not in render(_with_fairness(6000.0))
+    assert (
+        "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.50 0.90" in text
+    )
+    results["fairness"]["rerun"]["load_at_start"] = [0.5, 0.9, 1.1]  # type: ignore[index]  # os.getloadavg's
+    assert "load average at start 0.50 0.90 1.10." in render(results)
+    assert "Step `fairness` run again" not in render(_with_fairness(6000.0))
 
 
 def test_the_report_tells_the_keys_behind_the_flood_from_the_others() -> None:
