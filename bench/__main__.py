@@ -2,7 +2,8 @@
 
     python -m bench                 # the full run (about ten minutes)
     python -m bench --quick         # shorter runs, to check the harness
-    python -m bench --only cost capacity
+    python -m bench --only cost capacity --out DIR   # a part, into DIR
+    python -m bench --only capacity --reuse bench/results/results.json   # redo a part of the committed run
 
 Each stack benchmark starts its own local stack (moto's servers, consumer,
 frontend API, one worker host) on free loopback ports and stops every process
@@ -28,7 +29,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if set(args.only) != set(STEPS) and not args.reuse and args.out.resolve() == RESULTS:
+        # The committed results.json is one whole run: a partial one in its place would lose the other steps.
+        parser.error(
+            f"--only {' '.join(args.only)} without --reuse would replace {RESULTS / 'results.json'} with a partial "
+            "run: give --out DIR, or --reuse bench/results/results.json to redo these steps on top of it"
+        )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every `finally` stops its processes
     from atf_local.environment import DUMMY_CREDENTIALS, REPO
 
@@ -52,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"bench: {step} done in {time.monotonic() - started:.0f}s", flush=True)
     _write(results, args.out)
     written = "report.md, results.json" if (args.out / "report.md").exists() else "results.json"
-    print(f"bench: wrote {written} and figures to {args.out} (logs of the stacks in {work})")
+    print(f"bench: wrote {written} to {args.out} (logs of the stacks in {work})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,8 +115,9 @@ def _lag(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> dict[
     if measured is not None and measured / 2 < args.lag_rate:
         rate = max(2, int(measured / 2))
         runs["half of measured throughput"] = run_lag(work / "half", rate=rate, seconds=seconds)
-        # The example's lookahead equals its poll interval, so a task due just after a poll starts is found
-        # by that poll but sent only once the poll's writes are done: a lookahead that also covers the poll.
+        # The bench's lookahead (bench_config: 1 s) equals its poll interval, so a task due just after a poll
+        # starts is found by that poll but sent only once the poll's sends are done: a lookahead that also
+        # covers the poll (2 s, the local example's).
         runs["same, lookahead 2 s"] = run_lag(work / "half-2s", rate=rate, seconds=seconds, lookahead=2.0)
     return runs
 
@@ -138,10 +147,13 @@ def _capacity(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> 
     if "throughput" in results:
         run = results["throughput"]
         cpu = run["cpu_s_per_task"]
+        # The consumer's CPU is recorded beside the planning figure (atf_core.sizing), not put in its place:
+        # the groups must be what the CDK app deploys, and the report says when a measurement passes the plan.
+        measured = cpu.get("consumer")
         assumptions = replace(
             assumptions,
             sqs_requests_per_task=round(run["sqs_requests_per_task"], 3),
-            consumer_cpu_s_per_task=round(cpu.get("consumer", assumptions.consumer_cpu_s_per_task), 4),
+            consumer_cpu_s_measured=None if measured is None else round(measured, 5),
             worker_cpu_s_per_task=round(cpu.get("controller", 0) + cpu.get("executors", 0), 4)
             or assumptions.worker_cpu_s_per_task,
         )
@@ -159,11 +171,23 @@ RUNNERS = {
 
 
 def _write(results: dict[str, Any], out: Path) -> None:
-    from bench import plots, report
+    from bench import report
 
     (out / "results.json").write_text(json.dumps(_slim(results), indent=1, default=str))
     if {"cost", "throughput", "lag", "capacity"} <= results.keys():
         (out / "report.md").write_text(report.render(results))
+    _figures(results, out)
+
+
+def _figures(results: dict[str, Any], out: Path) -> None:
+    """The PNG figures. matplotlib is bench/requirements.txt's, not `make setup`'s: without it, none."""
+    if not {"lag", "throughput", "cost"} & results.keys():
+        return
+    try:
+        from bench import plots
+    except ImportError:
+        print("bench: figures not drawn: matplotlib is not installed (pip install -r bench/requirements.txt)")
+        return
     # A reused results.json has no per-task series: its figures stay as they were.
     if "lag" in results and all("lags_ms" in run for run in results["lag"].values()):
         plots.lag_histogram(results["lag"], out / "start_lag_histogram.png")

@@ -16,6 +16,8 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from atf_cdk.options import ConsumerSettings
+
 from atf_core import sizing
 from atf_core.config import MOST_QUEUE_PARTS, MOST_SHARDS
 from atf_core.consumer.overlap import MAX_IO_THREADS
@@ -28,14 +30,17 @@ class Limits:
     """AWS's published limits (aws-facts.md)."""
 
     partition_write_units_s: int = sizing.PARTITION_WRITE_UNITS_S
-    table_write_units_s: int = 40_000  # default quota, raisable
-    table_read_units_s: int = 40_000  # default quota, raisable
+    # Default quotas, raisable. The table-level quota bounds the base table and each of its GSIs separately,
+    # not the table and its indexes together (DynamoDB developer guide, "Quotas in Amazon DynamoDB":
+    # docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html).
+    table_write_units_s: int = 40_000  # the base table's
+    index_write_units_s: int = 40_000  # the due index's (a GSI)
+    table_read_units_s: int = 40_000  # the base table's
     sqs_batch: int = 10
     sqs_in_flight_per_queue: int = sizing.SQS_IN_FLIGHT_PER_QUEUE
     lambda_max_s: int = 900
     eventbridge_min_rate_s: int = 60
     api_gateway_rps: int = 10_000
-    lambda_vcpu_per_mb: float = 1 / sizing.LAMBDA_MB_PER_VCPU
     lambda_concurrency: int = sizing.LAMBDA_ACCOUNT_CONCURRENCY  # default quota per account and region, raisable
     max_shards_per_lambda: int = MOST_SHARDS  # StackConfig's bound
     max_queue_parts: int = MOST_QUEUE_PARTS  # StackConfig's bound
@@ -46,13 +51,18 @@ class Limits:
 class Assumptions:
     """What the model takes as given; measured figures come from the benchmark run when it has them."""
 
-    write_units_per_task: float = 5.0  # happy path, measured by the cost lifecycles
+    write_units_per_task: float = 5.0  # happy path, measured by the cost lifecycles (index units included)
     index_units_per_task: float = sizing.INDEX_WRITE_UNITS_PER_TASK  # add at create + remove at success
+    # What a task writes once it is due (the rest, the Put and its index entry, was written at scheduling):
+    base_units_after_due: float = 2.0  # on the base table: the claim (1) and the success (1)
+    index_units_after_due: float = 1.0  # on the due index: the entry's removal at success
     sqs_requests_per_task: float = 0.5  # measured under load on the local stack
     headroom: float = sizing.HEADROOM  # plan partitions and CPUs at half their ceiling
     lambdas: int = 1  # the load is one hot (lambda, priority): the worst case for partitions
     consumer_mb: int = 1769  # one full vCPU per consumer invocation
-    consumer_cpu_s_per_task: float = sizing.CONSUMER_CPU_S_PER_TASK  # measured (consumer process CPU / tasks)
+    # The planning figure the CDK app sizes groups with (atf_core.sizing), not the bench's measurement:
+    consumer_cpu_s_per_task: float = sizing.CONSUMER_CPU_S_PER_TASK
+    consumer_cpu_s_measured: float | None = None  # the throughput step's consumer CPU / tasks, when run
     consumer_io_threads: int = MAX_IO_THREADS  # a poll's round trips overlap on these (consumer/overlap.py)
     worker_cpu_s_per_task: float = 0.011  # measured: controller + executor, no-op callback
     fargate_vcpus_per_host: int = 4
@@ -122,17 +132,20 @@ def _concurrency(result: Plan, a: Assumptions, limits: Limits) -> None:
 
 
 def _table(result: Plan, a: Assumptions, limits: Limits) -> None:
-    units = result.rate * a.write_units_per_task
-    result.rows["table write units/s"] = units
-    if units > limits.table_write_units_s:
-        result.notes.append(
-            f"{units:,.0f} write units/s is over the default {limits.table_write_units_s:,} per table: "
-            "raise the quota (and pre-warm an on-demand table, which starts at 4,000/s and doubles its peak)"
-        )
-    reads = result.rate * a.read_units_per_task
-    result.rows["table read units/s"] = reads
-    if reads > limits.table_read_units_s:
-        result.notes.append(f"{reads:,.0f} read units/s is over the default {limits.table_read_units_s:,} per table")
+    """The base table's writes, the due index's and the reads, each against its own quota."""
+    prewarm = " (and pre-warm an on-demand table, which starts at 4,000 writes/s and doubles its peak)"
+    for row, units, quota, where, advice in (
+        ("base table write units/s", a.write_units_per_task - a.index_units_per_task, limits.table_write_units_s,
+         "write units/s on the base table", prewarm),
+        ("due index (GSI) write units/s", a.index_units_per_task, limits.index_write_units_s,
+         "write units/s on the due index (a GSI)", prewarm),
+        ("table read units/s", a.read_units_per_task, limits.table_read_units_s, "read units/s on the base table", ""),
+    ):  # fmt: skip
+        result.rows[row] = result.rate * units
+        if result.rate * units > quota:
+            result.notes.append(
+                f"{result.rate * units:,.0f} {where} is over its default quota of {quota:,}: raise it{advice}"
+            )
 
 
 def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
@@ -140,8 +153,7 @@ def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
     (a group polls whole shards)."""
     per_queue = result.rate / a.lambdas
     by_partitions = math.ceil(per_queue * a.index_units_per_task / (limits.partition_write_units_s * a.headroom))
-    vcpu = a.consumer_mb * limits.lambda_vcpu_per_mb
-    by_cpu = vcpu * a.headroom / a.consumer_cpu_s_per_task
+    by_cpu = sizing.group_rate(a.consumer_mb, a.consumer_cpu_s_per_task)  # what the CDK app deploys
     by_latency = a.consumer_io_threads / (a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch)
     per_group = min(by_cpu, by_latency)
     groups = max(1, math.ceil(result.rate / per_group))
@@ -158,6 +170,23 @@ def _shards_and_consumers(result: Plan, a: Assumptions, limits: Limits) -> None:
         result.notes.append(
             f"{groups} consumer groups needed, more than the {limits.max_consumer_groups} the infra allows: "
             "the consumer must do less per task or the bound must rise"
+        )
+    _memory_note(result, a, limits)
+
+
+def _memory_note(result: Plan, a: Assumptions, limits: Limits) -> None:
+    """The model's consumer memory is not the deployed default: say which setting makes them agree."""
+    default = ConsumerSettings().memory_mib
+    at_default = sizing.consumer_groups_for(result.rate, default, a.consumer_cpu_s_per_task)
+    if at_default > result.rows["consumer groups"]:
+        over = (
+            f", more than the {limits.max_consumer_groups} the infra allows"
+            if at_default > limits.max_consumer_groups
+            else ""
+        )
+        result.notes.append(
+            f"set consumer.memory_mib = {a.consumer_mb}: at its default {default} MiB the CDK app would need "
+            f"{at_default:,} consumer groups for this rate{over}"
         )
 
 
@@ -209,7 +238,7 @@ def simulate_start_lag(
     dues = sorted(rng.uniform(0, seconds) for _ in range(int(rate * seconds)))
     per_task = max(
         (a.store_latency_s_per_task + a.send_latency_s / limits.sqs_batch) / a.consumer_io_threads,
-        a.consumer_cpu_s_per_task / (a.consumer_mb * limits.lambda_vcpu_per_mb),
+        a.consumer_cpu_s_per_task / sizing.consumer_vcpus(a.consumer_mb),
     )
     lags, poll_at, index = [], 0.0, 0
     while index < len(dues):
@@ -262,19 +291,23 @@ def all_due_at_once(tasks: int, sized: Plan, a: Assumptions, limits: Limits | No
 
     The consumer sends up to `lookahead_s` early, so the first lookahead's worth is in the queues when the
     second comes; from then on the slowest stage drains the rest: the consumer groups' sends, the worker
-    hosts' claims and starts, the table's write quota (a claim and, later, a success per task), or SQS's
-    in-flight cap over the lookahead and claim time."""
+    hosts' claims and starts, the table's quotas for what a task costs once due (on the base table its claim
+    and success, on the due index its entry's removal, and the consumer's read), or SQS's in-flight cap over
+    the lookahead and claim time."""
     limits = limits or Limits()
     rows = sized.rows
     stages = {
         # A burst runs the consumers and the hosts flat out (the plan keeps them at half), and the table at the
-        # write quota the plan asks for.
+        # quotas the plan asks for (or the defaults, if higher); each quota is the base table's or the GSI's own.
         "consumer groups' sends": rows["consumer groups"]
-        * a.consumer_mb
-        * limits.lambda_vcpu_per_mb
+        * sizing.consumer_vcpus(a.consumer_mb)
         / a.consumer_cpu_s_per_task,
         "worker hosts' starts": rows["worker host vCPUs (framework only, no-op callbacks)"] / a.worker_cpu_s_per_task,
-        "table write quota": max(limits.table_write_units_s, rows["table write units/s"]) / a.write_units_per_task,
+        "base table's write quota": max(limits.table_write_units_s, rows["base table write units/s"])
+        / a.base_units_after_due,
+        "due index's write quota": max(limits.index_write_units_s, rows["due index (GSI) write units/s"])
+        / a.index_units_after_due,
+        "table's read quota": max(limits.table_read_units_s, rows["table read units/s"]) / a.read_units_per_task,
         "SQS in flight": rows["SQS queues per (lambda, priority)"]
         * limits.sqs_in_flight_per_queue
         / sizing.seconds_in_flight(a.lookahead_s, a.poll_interval_s),

@@ -43,6 +43,7 @@ from atf_local.environment import DUMMY_CREDENTIALS, REPO, local_environment, po
 from atf_local.iam.template import template_for
 from atf_local.provision import provision
 from atf_local.stack import free_port, wait_for_port
+from bench.machine import load_average
 
 LAMBDA, PRIORITY = "noop", "normal"
 
@@ -158,7 +159,7 @@ def run_consumer_passes(
         "before": before,
         "after": after,
         "speedup": after["tasks_per_s"] / before["tasks_per_s"],
-        "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+        "load": load_average(),
     }
 
 

@@ -26,6 +26,7 @@ from bench.common import (
     wait_for_ends,
     warm_up,
 )
+from bench.machine import load_average
 from bench.procs import Stack, bench_config, running
 from bench.throughput import consumer_polls
 
@@ -92,9 +93,5 @@ def run_lag(
         "slowest_5_percent": slow_tail(stack.history_dir, fed.run_at, by_task),
         "window_s": after.at - before.at,
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
-        "load": _loadavg(),
+        "load": load_average(),
     }
-
-
-def _loadavg() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]

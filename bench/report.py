@@ -128,7 +128,7 @@ def _header(results: dict[str, Any]) -> str:
         "",
         f"Run {m['date']} on commit {m['commit']}: {m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, "
         f"{m['os']}, Python {m['python']}, moto {m['moto']}, boto3 {m['boto3']}. Load average at start "
-        f"{' '.join(m['load_at_start'])} (the machine is shared; each run below records its own); this Python "
+        f"{_loads(m['load_at_start'])} (the machine is shared; each run below records its own); this Python "
         f"took {m.get('cpu_s_for_5m_additions', '?')} CPU s for 5M additions (scale the CPU figures by it).",
         "",
         "Produced by `make bench` (`python -m bench`); figures in `results.json`; how to read them: "
@@ -146,7 +146,12 @@ def _reruns(results: dict[str, Any]) -> list[str]:
 
 def _load(rerun: dict[str, Any]) -> str:
     load = rerun.get("load_at_start")
-    return f", load average at start {' '.join(load)}." if load else "."
+    return f", load average at start {_loads(load)}." if load else "."
+
+
+def _loads(values: list[Any]) -> str:
+    """Load averages: strings as /proc/loadavg gave them in older results, floats from os.getloadavg() since."""
+    return " ".join(f"{float(x):.2f}" for x in values)
 
 
 def _targets(results: dict[str, Any]) -> str:
@@ -287,11 +292,12 @@ def _polls(run: dict[str, Any]) -> str:
     polls = run.get("consumer_polls") or {}
     if not polls.get("polls"):
         return "The consumer reported no polls that sent anything."
+    # bench.throughput.consumer_polls joins sends less than half a second apart: a run may be several polls.
     return (
-        f"The consumer's polls that sent tasks ({polls['polls']}, from its history): up to "
-        f"{polls['max_tasks']:.0f} tasks sent over {polls['max_seconds']:.1f} s in one poll, "
-        f"{polls['seconds_per_task'] * 1000:.0f} ms per task (its batch read, the sends of ten, and any "
-        "enqueue writes with record_enqueued)." + _refused(polls, run["tasks"])
+        f"The consumer's sends, from its history, in runs with no gap over 0.5 s (one poll or several back to "
+        f"back; {polls['polls']} runs): at most {polls['max_tasks']:.0f} tasks in a run and at most "
+        f"{polls['max_seconds']:.1f} s long, {polls['seconds_per_task'] * 1000:.0f} ms per task (its batch read, "
+        "the sends of ten, and any enqueue writes with record_enqueued)." + _refused(polls, run["tasks"])
     )
 
 
@@ -325,14 +331,42 @@ def _capacity(capacity: dict[str, Any]) -> str:
         for plan in plans:
             lines += [f"- at {plan['rate']:,.0f}/s: {note}" for note in plan["notes"]]
         lines.append("")
-    lines += ["Assumptions (as built; the other designs change the fields named in docs/benchmarks.md):", ""]
-    lines += [f"- {k} = {v}" for k, v in capacity["designs"]["as built"].items()]
+    built = capacity["designs"]["as built"]
+    lines += ["Assumptions (as built; what the other designs change follows):", ""]
+    lines += [f"- {k} = {v}" for k, v in built.items()]
+    lines += ["", *_consumer_cpu(built), "", *_design_changes(capacity["designs"])]
     lines += ["", "Limits:", ""] + [f"- {k} = {v}" for k, v in capacity["limits"].items()]
     if "burst" in capacity:  # a results.json from before the worker services scaled has none
         lines += ["", *_burst(capacity["burst"])]
     if "million" in capacity:  # nor one from before the bounds were derived
         lines += ["", *_all_due_at_once(capacity["million"])]
     return "\n".join(lines)
+
+
+def _consumer_cpu(built: dict[str, Any]) -> list[str]:
+    """The consumer's CPU per task the groups are planned with, beside what this run measured."""
+    planned, measured = built["consumer_cpu_s_per_task"], built.get("consumer_cpu_s_measured")
+    told = "not measured in this run" if measured is None else f"{measured * 1000:.2f} ms measured (throughput step)"
+    lines = [
+        f"Consumer CPU per task: {planned * 1000:.2f} ms planned (atf_core.sizing.CONSUMER_CPU_S_PER_TASK, what "
+        f"the CDK app sizes consumer groups with, and the groups above), {told}."
+    ]
+    if measured is not None and measured > planned:
+        lines.append("**The measurement exceeds the plan: raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK.**")
+    return lines
+
+
+def _design_changes(designs: dict[str, dict[str, Any]]) -> list[str]:
+    """Each other design's assumptions that differ from as built's (the report lists only as built's)."""
+    built = designs["as built"]
+    lines = ["| design | assumption | as built | that design |", "| --- | --- | ---: | ---: |"]
+    for design, fields in designs.items():
+        lines += [f"| {design} | {k} | {_g(built[k])} | {_g(v)} |" for k, v in fields.items() if v != built[k]]
+    return lines
+
+
+def _g(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else str(value)  # 0.0015 * 2.5 as 0.00375
 
 
 def _all_due_at_once(million: dict[str, Any]) -> list[str]:
@@ -368,4 +402,6 @@ def _burst(burst: dict[str, Any]) -> list[str]:
 def _cell(value: Any) -> str:
     if isinstance(value, dict):
         return " / ".join(f"{k} {v:,}" for k, v in value.items())
+    if isinstance(value, float) and not value.is_integer() and abs(value) < 100:
+        return f"{value:,.2f}"  # dollars a million tasks: rounded to a whole number, $3.57 read as 4
     return f"{value:,.0f}" if isinstance(value, int | float) else str(value)

@@ -14,6 +14,7 @@ from atf_local.faults.model import load_records
 from atf_sdk.client import AtfClient
 from bench import raw
 from bench.common import LAMBDA, Window, per_task_calls, spent, sqs_by_call, wait_for_ends, warm_up
+from bench.machine import load_average
 from bench.procs import Stack, bench_config, running
 
 
@@ -81,7 +82,7 @@ def run_throughput(
         "started_at": sorted(t["start"] - first for t in done.values() if "start" in t),
         "consumer_polls": consumer_polls(stack.history_dir),
         "stack": {"executors": stack.executors, "threads": stack.threads, "receive_wait": stack.receive_wait},
-        "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+        "load": load_average(),
         "celery": peer,
     }
 

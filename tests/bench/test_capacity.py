@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from atf_core import sizing
 from bench.capacity import (
     Assumptions,
     BurstScaling,
@@ -19,6 +23,9 @@ from bench.capacity import (
     simulate_start_lag,
     tuned,
 )
+from bench.report import _capacity as render_capacity
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "results.json"
 
 
 def test_shards_follow_the_index_partition_limit_and_the_consumer_groups() -> None:
@@ -32,11 +39,60 @@ def test_shards_follow_the_index_partition_limit_and_the_consumer_groups() -> No
     assert heavy["index shards per (lambda, priority)"] >= heavy["consumer groups"] > 40
 
 
-def test_the_table_quota_and_api_gateway_are_flagged_when_exceeded() -> None:
-    small, big = plan(5_000), plan(100_000)
-    assert small.rows["table write units/s"] == 25_000 and not any("quota" in n for n in small.notes)
-    assert any("raise the quota" in n for n in big.notes)
+def test_the_base_table_its_index_and_the_reads_are_each_held_to_their_own_quota() -> None:
+    # 10,000 tasks/s: 3 units a task on the base table, 2 on the due index, 0.5 read: each under its 40,000
+    ten = plan(10_000)
+    rows = (ten.rows["base table write units/s"], ten.rows["due index (GSI) write units/s"])
+    assert rows == (30_000, 20_000) and ten.rows["table read units/s"] == 5_000
+    assert not any("quota" in n for n in ten.notes)  # together 50,000, but the quota is per table and per GSI
+    base_only = plan(15_000)  # base table 45,000 over; index 30,000 and reads 7,500 under
+    assert [n for n in base_only.notes if "quota" in n] == [
+        "45,000 write units/s on the base table is over its default quota of 40,000: raise it (and pre-warm an "
+        "on-demand table, which starts at 4,000 writes/s and doubles its peak)"
+    ]
+    big = plan(100_000)
+    assert sum("quota" in n for n in big.notes) == 3
+    assert "50,000 read units/s on the base table is over its default quota of 40,000: raise it" in big.notes
     assert any("batch route" in n for n in big.notes)  # 100,000 single-task requests/s > 10,000
+
+
+def test_the_models_consumer_groups_are_what_the_cdk_app_deploys() -> None:
+    built = Assumptions()
+    assert built.consumer_cpu_s_per_task == sizing.CONSUMER_CPU_S_PER_TASK  # the planning figure
+    for rate, groups in ((10_000, 30), (100_000, 300)):  # 333 tasks/s a group at 1.5 ms and half a vCPU
+        assert plan(rate).rows["consumer groups"] == sizing.consumer_groups_for(rate, built.consumer_mb) == groups
+
+
+def test_a_benchmark_run_records_its_consumer_cpu_beside_the_plan_without_changing_the_groups() -> None:
+    from bench.__main__ import _capacity
+
+    results = json.loads(RESULTS.read_text())
+    modelled = _capacity(argparse.Namespace(), Path("unused"), results)
+    built = modelled["designs"]["as built"]
+    assert built["consumer_cpu_s_per_task"] == sizing.CONSUMER_CPU_S_PER_TASK
+    assert built["consumer_cpu_s_measured"] == round(results["throughput"]["cpu_s_per_task"]["consumer"], 5)
+    groups = [p["rows"]["consumer groups"] for p in modelled["plans"]["as built"]]
+    assert groups == [sizing.consumer_groups_for(r, built["consumer_mb"]) for r in (10_000, 100_000)]
+
+
+def test_the_committed_runs_consumer_cpu_is_within_the_planning_figure() -> None:
+    results = json.loads(RESULTS.read_text())
+    measured = [results["throughput"]["cpu_s_per_task"]["consumer"]]
+    measured += [results["consumer"][run]["cpu_ms_per_task"] / 1000 for run in ("before", "after")]
+    assert max(measured) <= sizing.CONSUMER_CPU_S_PER_TASK, "raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK"
+
+
+def test_a_full_vcpu_at_1_ms_a_task_is_500_a_group_not_a_hair_less() -> None:
+    # 1769 * (1 / 1769) is 0.9999999999999999: 10,000 tasks/s needed 21 groups of 499.99, not 20
+    one_ms = Assumptions(consumer_cpu_s_per_task=0.001)
+    assert plan(10_000, one_ms).rows["consumer groups"] == 20
+    assert plan(100_000, one_ms).rows["consumer groups"] == 200
+
+
+def test_a_plan_names_the_memory_setting_when_the_deployed_default_needs_more_groups() -> None:
+    note = "set consumer.memory_mib = 1769: at its default 512 MiB the CDK app would need 104 consumer groups"
+    assert any(n.startswith(note) for n in plan(10_000).notes)  # 512 MiB: 0.29 vCPU, 96.5 tasks/s a group
+    assert not any("consumer.memory_mib" in n for n in plan(10_000, Assumptions(consumer_mb=512)).notes)
 
 
 def test_a_consumer_is_bounded_by_cpu_or_by_its_store_calls() -> None:
@@ -103,9 +159,7 @@ def test_a_service_at_zero_starts_on_its_own_alarm_and_has_nothing_before() -> N
 
 
 def test_the_report_shows_the_burst_with_and_without_look_ahead() -> None:
-    from bench.report import _capacity
-
-    text = _capacity(model((10_000,)))
+    text = render_capacity(model((10_000,)))
     section = text[text.index("### A burst of 10,000 tasks due at one second") :]
     assert "| without look-ahead | 300 | 316.2 | 344.4 |" in section
     assert "| with look-ahead | 0 | 31.2 | 59.4 |" in section
@@ -133,20 +187,47 @@ def test_the_plan_and_a_deployed_configuration_derive_the_same_shards_and_queues
 
 
 def test_a_million_due_at_once_is_paced_by_the_slowest_stage() -> None:
-    sized = plan(100_000)
-    million = all_due_at_once(1_000_000, sized, Assumptions())
-    slowest = min(million["stage rates (tasks/s)"].values())
-    assert million["stage rates (tasks/s)"][million["paced by"]] == slowest
-    # a lookahead's worth goes out early; the rest at the slowest stage's rate
-    assert million["last start after due (s)"] == pytest.approx((1_000_000 - slowest * 1.0) / slowest + 0.01, abs=0.1)
-    small = all_due_at_once(1_000_000, plan(10_000), Assumptions())
-    assert small["last start after due (s)"] > million["last start after due (s)"]
+    million = all_due_at_once(1_000_000, plan(100_000), Assumptions())
+    assert million["stage rates (tasks/s)"] == {
+        "consumer groups' sends": 200_000,  # 300 groups x 1 vCPU / 1.5 ms
+        "worker hosts' starts": 200_000,  # 2,200 vCPUs / 11 ms
+        "base table's write quota": 150_000,  # 300,000 units/s raised for the plan / (claim 1 + success 1)
+        "due index's write quota": 200_000,  # 200,000 units/s raised for the plan / the entry's removal 1
+        "table's read quota": 100_000,  # 50,000 units/s raised for the plan / 0.5 (eventually consistent)
+        "SQS in flight": 240_000,  # 4 queues x 120,000 / 2 s in flight
+    }
+    assert million["paced by"] == "table's read quota"
+    # a lookahead's worth (100,000) goes out early; 900,000 more at 100,000/s, then the claim's 10 ms
+    assert (million["last start after due (s)"], million["p50 start after due (s)"]) == (9.0, 4.0)
+    small = all_due_at_once(1_000_000, plan(10_000), Assumptions())["stage rates (tasks/s)"]
+    # on the stack for 10,000/s the default quotas (40,000) are above what the plan asks for
+    assert (small["base table's write quota"], small["due index's write quota"]) == (20_000, 40_000)
+    assert small["table's read quota"] == 80_000
 
 
 def test_each_plan_prices_a_million_tasks_from_its_own_sizes() -> None:
     built, recorded = plan(10_000), plan(10_000, recording(Assumptions()))
-    writes = Assumptions().write_units_per_task * 0.625  # $0.625 per million write units
-    assert writes < built.rows["dollars per million tasks"] < writes + 1.5
+    # writes 5 x $0.625 = 3.125, reads 0.5 x $0.125 = 0.0625, SQS 0.5 x $0.40 = 0.20, API ($3.50 + $0.20)/100 =
+    # 0.037, Lambda (30 groups x 1769/1024 GB + 100 requests/s x 0.08 s x 0.5 GB) x 100 s x $0.0000166667 = 0.093,
+    # Fargate 220 vCPUs x 100 s / 3600 x ($0.04048 + 2 x $0.004445) = 0.302: $3.82
+    assert built.rows["dollars per million tasks"] == 3.82
+    assert "| dollars per million tasks | 3.82 |" in render_capacity(model((10_000,)))
     assert recorded.rows["dollars per million tasks"] - built.rows["dollars per million tasks"] >= 0.62  # a unit more
     fewer_hosts = plan(10_000, replace(Assumptions(), worker_cpu_s_per_task=0.001))
     assert fewer_hosts.rows["dollars per million tasks"] < built.rows["dollars per million tasks"]
+
+
+def test_the_report_lists_what_each_other_design_changes() -> None:
+    text = render_capacity(model((10_000,)))
+    assert "| with record_enqueued | consumer_cpu_s_per_task | 0.0015 | 0.00375 |" in text
+    assert "| with record_enqueued | store_latency_s_per_task | 0.0002 | 0.006 |" in text
+    assert "| half lookahead and poll interval | lookahead_s | 1 | 0.5 |" in text
+    assert "| half lookahead and poll interval | write_units_per_task |" not in text  # unchanged: not listed
+
+
+def test_the_report_shows_the_planned_and_measured_consumer_cpu_and_says_when_to_raise_the_plan() -> None:
+    within = render_capacity(model((10_000,), Assumptions(consumer_cpu_s_measured=0.00098)))
+    assert "Consumer CPU per task: 1.50 ms planned" in within and "0.98 ms measured (throughput step)" in within
+    assert "raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK" not in within
+    over = render_capacity(model((10_000,), Assumptions(consumer_cpu_s_measured=0.0021)))
+    assert "**The measurement exceeds the plan: raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK.**" in over

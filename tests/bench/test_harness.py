@@ -125,6 +125,17 @@ def test_the_committed_results_render() -> None:
 
     text = render(json.loads(results.read_text()))
     assert "## Targets" in text and "## Capacity model" in text
+    # The committed report is what the committed results render to: a change to the model or the report
+    # must come with `python -m bench --reuse bench/results/results.json --only capacity`.
+    assert (REPO / "bench" / "results" / "report.md").read_text() == text
+
+
+def test_the_consumers_sends_are_told_as_runs_of_polls_not_one_poll() -> None:
+    from bench.report import render
+
+    text = render(json.loads((REPO / "bench" / "results" / "results.json").read_text()))
+    assert "in runs with no gap over 0.5 s (one poll or several back to back; 3 runs): at most 550 tasks" in text
+    assert "in one poll" not in text
 
 
 def _with_peer(framework_steady: float) -> dict[str, object]:
@@ -193,8 +204,12 @@ def test_a_step_run_again_says_when_and_at_which_commit() -> None:
     results["fairness"]["rerun"] = {"date": "2026-11-23T21:55:12+00:00", "commit": "abc1234",  # type: ignore[index]
                                     "load_at_start": ["0.5", "0.9", "1.1"]}  # fmt: skip
     text = render(results)
-    assert "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.5" in text
-    assert "run again" not in render(_with_fairness(6000.0))
+    assert (
+        "Step `fairness` run again 2026-11-23T21:55:12+00:00 on commit abc1234, load average at start 0.50 0.90" in text
+    )
+    results["fairness"]["rerun"]["load_at_start"] = [0.5, 0.9, 1.1]  # type: ignore[index]  # os.getloadavg's
+    assert "load average at start 0.50 0.90 1.10." in render(results)
+    assert "Step `fairness` run again" not in render(_with_fairness(6000.0))
 
 
 def test_the_report_tells_the_keys_behind_the_flood_from_the_others() -> None:
@@ -228,3 +243,48 @@ def test_each_keys_last_send_and_start_or_none_where_one_of_its_tasks_never_got_
         "B": {"last_rank": 3, "last_start_ms": 1200.0},
         "J": {"last_rank": None, "last_start_ms": None},
     }
+
+
+def test_a_partial_run_without_reuse_is_refused_rather_than_replace_the_committed_results(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.__main__ as entry
+
+    monkeypatch.setattr(entry, "RESULTS", tmp_path)  # the default --out, in case the refusal fails
+    with pytest.raises(SystemExit) as refused:
+        entry.main(["--only", "cost", "capacity"])
+    assert refused.value.code == 2 and "give --out DIR, or --reuse" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_without_matplotlib_the_results_are_written_and_the_figures_skipped_with_a_notice(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench
+    from bench.__main__ import _write
+    from bench.report import render
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    monkeypatch.delitem(sys.modules, "bench.plots", raising=False)
+    monkeypatch.delattr(bench, "plots", raising=False)
+    results = json.loads((REPO / "bench" / "results" / "results.json").read_text())
+    _write(results, tmp_path)
+    assert (tmp_path / "report.md").read_text() == render(results)
+    assert "figures not drawn: matplotlib is not installed" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_the_machine_is_described_where_there_is_no_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.machine import describe
+
+    read_text = Path.read_text
+
+    def no_proc(self: Path, *args: Any, **kwargs: Any) -> str:
+        if str(self).startswith("/proc/"):
+            raise FileNotFoundError(self)
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", no_proc)
+    machine = describe(REPO)
+    assert len(machine["load_at_start"]) == 3 and all(isinstance(x, float) for x in machine["load_at_start"])
+    assert machine["memory_gb"] > 0 and machine["cpu"]

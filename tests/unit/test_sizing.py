@@ -68,6 +68,10 @@ def test_consumer_groups_follow_the_planned_rate_and_the_consumers_cpu() -> None
     assert sizing.consumer_groups_for(100_000, 1769) == 300
     assert sizing.consumer_groups_for(100_000, 10_240) == 300  # one thread decides: more vCPUs do not help
     assert sizing.consumer_groups_for(0, 512) == 1
+    # a measured figure instead of the planning one, for the capacity model's other designs
+    assert sizing.group_rate(1769, 0.001) == 500  # a full vCPU exactly: 1769 * (1 / 1769) would be a hair less
+    assert sizing.consumer_groups_for(10_000, 1769, cpu_s_per_task=0.001) == 20
+    assert sizing.consumer_vcpus(884) == 884 / 1769 and sizing.consumer_vcpus(3538) == 1.0
     assert sizing.most_consumer_groups() == 450  # (1,000 - 100 unreserved) / 2 executions a group
 
 
