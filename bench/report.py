@@ -285,7 +285,23 @@ def _peer(run: dict[str, Any]) -> list[str]:
     for name, pool in run["celery"].items():
         lines.append(f"| Celery 5, SQS transport, {name} | {pool['tasks']} | **{pool['steady_per_s']:.1f}** | "
                      f"{pool['tasks_per_s']:.1f} | {pool['sending_per_s']:.1f} |")  # fmt: skip
-    return [*lines, ""]
+    setup = _peer_setup(run)
+    return [*lines, "", *setup, *([""] if setup else [])]
+
+
+def _peer_setup(run: dict[str, Any]) -> list[str]:
+    """What each side ran with: a comparison reads only as far as its settings go."""
+    stack = run.get("stack") or {}
+    pool = next(iter(run["celery"].values()))
+    if "versions" not in pool:  # a run from before these were recorded
+        return []
+    versions = ", ".join(f"{name} {version}" for name, version in pool["versions"].items())
+    options = ", ".join(f"{k} {v}" for k, v in pool["transport_options"].items()) or "defaults"
+    return [
+        f"This framework: one worker host of {stack.get('executors')} executors x {stack.get('threads')} threads, "
+        f"long polls of {stack.get('receive_wait')} s. Celery: {versions}, one worker per pool, long polls "
+        f"(kombu's default), transport options: {options}."
+    ]
 
 
 def _polls(run: dict[str, Any]) -> str:

@@ -59,7 +59,7 @@ def test_the_base_table_its_index_and_the_reads_are_each_held_to_their_own_quota
 def test_the_models_consumer_groups_are_what_the_cdk_app_deploys() -> None:
     built = Assumptions()
     assert built.consumer_cpu_s_per_task == sizing.CONSUMER_CPU_S_PER_TASK  # the planning figure
-    for rate, groups in ((10_000, 30), (100_000, 300)):  # 333 tasks/s a group at 1.5 ms and half a vCPU
+    for rate, groups in ((10_000, 40), (100_000, 400)):  # 250 tasks/s a group at 2 ms and half a vCPU
         assert plan(rate).rows["consumer groups"] == sizing.consumer_groups_for(rate, built.consumer_mb) == groups
 
 
@@ -90,8 +90,8 @@ def test_a_full_vcpu_at_1_ms_a_task_is_500_a_group_not_a_hair_less() -> None:
 
 
 def test_a_plan_names_the_memory_setting_when_the_deployed_default_needs_more_groups() -> None:
-    note = "set consumer.memory_mib = 1769: at its default 512 MiB the CDK app would need 104 consumer groups"
-    assert any(n.startswith(note) for n in plan(10_000).notes)  # 512 MiB: 0.29 vCPU, 96.5 tasks/s a group
+    note = "set consumer.memory_mib = 1769: at its default 512 MiB the CDK app would need 139 consumer groups"
+    assert any(n.startswith(note) for n in plan(10_000).notes)  # 512 MiB: 0.29 vCPU, 72.4 tasks/s a group
     assert not any("consumer.memory_mib" in n for n in plan(10_000, Assumptions(consumer_mb=512)).notes)
 
 
@@ -189,7 +189,7 @@ def test_the_plan_and_a_deployed_configuration_derive_the_same_shards_and_queues
 def test_a_million_due_at_once_is_paced_by_the_slowest_stage() -> None:
     million = all_due_at_once(1_000_000, plan(100_000), Assumptions())
     assert million["stage rates (tasks/s)"] == {
-        "consumer groups' sends": 200_000,  # 300 groups x 1 vCPU / 1.5 ms
+        "consumer groups' sends": 200_000,  # 400 groups x 1 vCPU / 2 ms
         "worker hosts' starts": 200_000,  # 2,200 vCPUs / 11 ms
         "base table's write quota": 150_000,  # 300,000 units/s raised for the plan / (claim 1 + success 1)
         "due index's write quota": 200_000,  # 200,000 units/s raised for the plan / the entry's removal 1
@@ -208,10 +208,10 @@ def test_a_million_due_at_once_is_paced_by_the_slowest_stage() -> None:
 def test_each_plan_prices_a_million_tasks_from_its_own_sizes() -> None:
     built, recorded = plan(10_000), plan(10_000, recording(Assumptions()))
     # writes 5 x $0.625 = 3.125, reads 0.5 x $0.125 = 0.0625, SQS 0.5 x $0.40 = 0.20, API ($3.50 + $0.20)/100 =
-    # 0.037, Lambda (30 groups x 1769/1024 GB + 100 requests/s x 0.08 s x 0.5 GB) x 100 s x $0.0000166667 = 0.093,
-    # Fargate 220 vCPUs x 100 s / 3600 x ($0.04048 + 2 x $0.004445) = 0.302: $3.82
-    assert built.rows["dollars per million tasks"] == 3.82
-    assert "| dollars per million tasks | 3.82 |" in render_capacity(model((10_000,)))
+    # 0.037, Lambda (40 groups x 1769/1024 GB + 100 requests/s x 0.08 s x 0.5 GB) x 100 s x $0.0000166667 = 0.122,
+    # Fargate 220 vCPUs x 100 s / 3600 x ($0.04048 + 2 x $0.004445) = 0.302: $3.85
+    assert built.rows["dollars per million tasks"] == 3.85
+    assert "| dollars per million tasks | 3.85 |" in render_capacity(model((10_000,)))
     assert recorded.rows["dollars per million tasks"] - built.rows["dollars per million tasks"] >= 0.62  # a unit more
     fewer_hosts = plan(10_000, replace(Assumptions(), worker_cpu_s_per_task=0.001))
     assert fewer_hosts.rows["dollars per million tasks"] < built.rows["dollars per million tasks"]
@@ -219,7 +219,7 @@ def test_each_plan_prices_a_million_tasks_from_its_own_sizes() -> None:
 
 def test_the_report_lists_what_each_other_design_changes() -> None:
     text = render_capacity(model((10_000,)))
-    assert "| with record_enqueued | consumer_cpu_s_per_task | 0.0015 | 0.00375 |" in text
+    assert "| with record_enqueued | consumer_cpu_s_per_task | 0.002 | 0.005 |" in text
     assert "| with record_enqueued | store_latency_s_per_task | 0.0002 | 0.006 |" in text
     assert "| half lookahead and poll interval | lookahead_s | 1 | 0.5 |" in text
     assert "| half lookahead and poll interval | write_units_per_task |" not in text  # unchanged: not listed
@@ -227,7 +227,7 @@ def test_the_report_lists_what_each_other_design_changes() -> None:
 
 def test_the_report_shows_the_planned_and_measured_consumer_cpu_and_says_when_to_raise_the_plan() -> None:
     within = render_capacity(model((10_000,), Assumptions(consumer_cpu_s_measured=0.00098)))
-    assert "Consumer CPU per task: 1.50 ms planned" in within and "0.98 ms measured (throughput step)" in within
+    assert "Consumer CPU per task: 2.00 ms planned" in within and "0.98 ms measured (throughput step)" in within
     assert "raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK" not in within
-    over = render_capacity(model((10_000,), Assumptions(consumer_cpu_s_measured=0.0021)))
+    over = render_capacity(model((10_000,), Assumptions(consumer_cpu_s_measured=0.0021)))  # over 2 ms
     assert "**The measurement exceeds the plan: raise atf_core.sizing.CONSUMER_CPU_S_PER_TASK.**" in over

@@ -134,7 +134,7 @@ def test_the_consumers_sends_are_told_as_runs_of_polls_not_one_poll() -> None:
     from bench.report import render
 
     text = render(json.loads((REPO / "bench" / "results" / "results.json").read_text()))
-    assert "in runs with no gap over 0.5 s (one poll or several back to back; 3 runs): at most 550 tasks" in text
+    assert "in runs with no gap over 0.5 s (one poll or several back to back; 5 runs): at most 270 tasks" in text
     assert "in one poll" not in text
 
 
@@ -288,3 +288,15 @@ def test_the_machine_is_described_where_there_is_no_proc(monkeypatch: pytest.Mon
     machine = describe(REPO)
     assert len(machine["load_at_start"]) == 3 and all(isinstance(x, float) for x in machine["load_at_start"])
     assert machine["memory_gb"] > 0 and machine["cpu"]
+
+
+def test_the_report_says_what_each_side_ran_with() -> None:
+    from bench.report import render
+
+    results = _with_peer(60.0)
+    for pool in results["throughput"]["celery"].values():  # type: ignore[index]
+        pool.update(versions={"celery": "5.7.0", "kombu": "5.7.0"}, transport_options={"polling_interval": 0})
+    text = render(results)
+    assert "This framework: one worker host of 4 executors x 4 threads, long polls of 10 s." in text
+    assert "Celery: celery 5.7.0, kombu 5.7.0, one worker per pool, long polls (kombu's default), " in text
+    assert "transport options: polling_interval 0." in text

@@ -147,12 +147,12 @@ def test_dev_reserves_no_concurrency_a_new_account_could_refuse() -> None:
 
 def test_consumer_groups_follow_the_lambdas_planned_rates_unless_set() -> None:
     planned = _settings()
-    planned["config"]["lambdas"]["greet"]["rate"] = 1_000  # 8 shards; 333 tasks/s a group at a full vCPU
+    planned["config"]["lambdas"]["greet"]["rate"] = 1_000  # 8 shards; 250 tasks/s a group at a full vCPU
     settings = EnvironmentSettings.model_validate({**planned, "consumer": {"memory_mib": 1769}})
-    assert settings.props().consumer_groups == 3
+    assert settings.props().consumer_groups == 4
     assert EnvironmentSettings.model_validate(_settings(consumer={})).props().consumer_groups == 1  # no rate: one
-    # at 512 MiB a group sends ~96 tasks/s: eleven groups for 8 shards is refused, naming what to change
-    with pytest.raises(ValidationError, match=r"consumer\.memory_mib: 1000 tasks/s need 11 consumer groups"):
+    # at 512 MiB a group sends ~72 tasks/s: fourteen groups for 8 shards is refused, naming what to change
+    with pytest.raises(ValidationError, match=r"consumer\.memory_mib: 1000 tasks/s need 14 consumer groups"):
         EnvironmentSettings.model_validate({**planned, "consumer": {"memory_mib": 512}})
     # set explicitly, the groups are kept
     explicit = EnvironmentSettings.model_validate({**planned, "consumer": {"groups": 2, "memory_mib": 512}})
