@@ -168,11 +168,12 @@ class BulkChanges:
     def _amend(
         self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime], began: float
     ) -> BulkChange:
-        _span(result, times)
+        # When the tasks it moves run: not those it leaves because they would expire first
+        _span(result, [at for task, at in zip(tasks, times, strict=True) if not _would_expire(task, at)])
         for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
             if not result.dry_run and _out_of_time(result, i, began):
                 break
-            if task.expire_at is not None and at >= task.expire_at:  # it would expire rather than run
+            if _would_expire(task, at):  # it would expire rather than run
                 result.skipped.append(task.id)
             elif not result.dry_run:
                 _tally(result, task, amend(self._store, task, amendment, self._clock(), at=at))
@@ -256,6 +257,10 @@ def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:
         return False
     result.matched, result.more = result.matched[:reached], True
     return True
+
+
+def _would_expire(task: Task, at: datetime) -> bool:
+    return task.expire_at is not None and at >= task.expire_at
 
 
 def _span(result: BulkChange, times: list[datetime]) -> None:

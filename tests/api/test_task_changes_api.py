@@ -317,6 +317,9 @@ def test_a_bulk_change_leaves_a_task_it_would_move_past_its_expiry(client: AtfCl
     # Then the expiring task is left as it was, and said to be (a single change refuses that move)
     assert dry.skipped == done.skipped == [expiring.id] and done.changed == 1
     assert client.get(expiring.id).next_at == soon and client.get(lasting.id).next_at == later
+    # and when the moved ones run leaves it out: with nothing else to move, no span at all
+    ending = client.bulk_reschedule(lambda_name="work", collection=collection, run_at=ends, limit=1)  # the soonest
+    assert ending.skipped == [expiring.id] and (ending.first_at, ending.last_at) == (None, None)
 
 
 def test_an_unknown_task_is_not_found(raw: Raw) -> None:
