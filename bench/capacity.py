@@ -24,6 +24,8 @@ from atf_core.consumer.overlap import MAX_IO_THREADS
 from atf_core.telemetry import percentile
 from atf_local.cost.billing import Price
 
+DOLLARS_ROW = "dollars per million tasks"  # kept to the cent where every other row is a whole number
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -94,7 +96,7 @@ def plan(rate: float, a: Assumptions | None = None, limits: Limits | None = None
     _queues(result, a, limits)
     _workers_and_frontend(result, a, limits)
     _concurrency(result, a, limits)
-    result.rows["dollars per million tasks"] = round(_dollars_per_million(result, a), 2)
+    result.rows[DOLLARS_ROW] = round(_dollars_per_million(result, a), 2)
     groups = min(result.rows["consumer groups"], limits.max_consumer_groups)
     lag = simulate_start_lag(rate / groups, a, limits)
     result.rows["start-lag with that many groups (ms)"] = {k: round(v * 1000) for k, v in lag.items()}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.capacity import DOLLARS_ROW
+
 TARGETS = {
     "happy-path write units per task": ("<= 5", lambda r: r["cost"]["scenarios"][0]["write_units"] <= 5),
     "SQS requests per task at load": ("<= 0.35", lambda r: r["throughput"]["sqs_requests_per_task"] <= 0.35),
@@ -342,7 +344,7 @@ def _capacity(capacity: dict[str, Any]) -> str:
         lines += [f"### {design}", "", "| | " + " | ".join(f"{r:,.0f} tasks/s" for r in rates) + " |",
                   "| --- |" + " ---: |" * len(rates)]  # fmt: skip
         for key in plans[0]["rows"]:
-            cells = [_cell(p["rows"][key]) for p in plans]
+            cells = [f"{p['rows'][key]:,.2f}" if key == DOLLARS_ROW else _cell(p["rows"][key]) for p in plans]
             lines.append(f"| {key} | " + " | ".join(cells) + " |")
         for plan in plans:
             lines += [f"- at {plan['rate']:,.0f}/s: {note}" for note in plan["notes"]]
@@ -418,6 +420,4 @@ def _burst(burst: dict[str, Any]) -> list[str]:
 def _cell(value: Any) -> str:
     if isinstance(value, dict):
         return " / ".join(f"{k} {v:,}" for k, v in value.items())
-    if isinstance(value, float) and not value.is_integer() and abs(value) < 100:
-        return f"{value:,.2f}"  # dollars a million tasks: rounded to a whole number, $3.57 read as 4
     return f"{value:,.0f}" if isinstance(value, int | float) else str(value)

@@ -11,7 +11,7 @@ import signal
 from collections import Counter
 
 from atf_local.faults.checker import Result
-from atf_local.faults.model import RESULT_TRANSITIONS, STOP, FinalTask, Record, executions, of_kind
+from atf_local.faults.model import RESULT_TRANSITIONS, FinalTask, Record, executions, of_kind
 from atf_local.faults.spec import Expect
 
 
@@ -117,9 +117,8 @@ def paused_result_refused(result: Result, records: list[Record], final: dict[str
     Any stale write counts in `stale_rejected`, claims from re-sent messages included; this
     is the one scenario 2 holds back on purpose."""
     stopped: dict[int, float] = {}
-    for r in of_kind(records, "signal"):
-        if int(r["sig"]) == STOP:
-            stopped.setdefault(int(r["target"]), float(r["t"]))
+    for r in _injected(records, signal.SIGSTOP):
+        stopped.setdefault(int(r["target"]), float(r["t"]))
     refused = [
         w for w in of_kind(records, "write")
         if w["transition"] in RESULT_TRANSITIONS and w["result"] == "rejected"
