@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -46,6 +46,7 @@ from atf_core.tasks import build_task, task_id_for
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
 MAX_CHAIN_SPEC_BYTES = 160 * 1024
+MAKING = "making"  # the chain item's mark while its create has not written every link
 FAILED = {TaskStatus.DEAD_LETTER, TaskStatus.FATAL_FAILURE, TaskStatus.EXPIRED, TaskStatus.DROPPED}
 # A link in one of these will run (again) with nobody acting: the chain still moves.
 UNDER_WAY = {
@@ -150,6 +151,7 @@ class StoredChain:
     spec: ChainSpec
     created_at: datetime
     version: int
+    making: bool = False  # its links are being written: a reader that changes it writes the rest first
 
     def task_id(self, link: str) -> str:
         return uuid.uuid5(uuid.UUID(hex=self.id), link).hex
@@ -164,17 +166,17 @@ class Chains:
 
     def create(self, spec: ChainSpec, now: datetime | None = None) -> ChainView:
         now = now or self._clock()
-        chain = StoredChain(task_id_for("#chain", spec.key), spec, now, 0)
+        chain = StoredChain(task_id_for("#chain", spec.key), spec, now, 1, making=True)
         tasks = [self._link_task(chain, link, now) for link in spec.links]  # every link checked first
-        if not self._items.put(
-            _chain_item(chain.id), _fields(chain), (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)), None
-        ):
+        # The chain's item first, marked as being made, in the sweep from the start: if this request dies before
+        # its last link is written, the sweep writes the rest (a chain is never left half made, key or not).
+        if not self._items.put(_chain_item(chain.id), _fields(chain), _sweep_index(now), None):
             existing = self._load(chain.id)
             if existing.spec.fingerprint() != spec.fingerprint():
                 raise Conflict(f"key {spec.key!r} was used for a different chain", "key")
             chain = existing
-        for task in tasks:  # idempotent: a retried request finds the links it already made
-            self._store.create(task, f"chain:{chain.id}")
+        if chain.making:
+            chain = self._made(chain, now, tasks)
         return self._view(chain)
 
     def get(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
@@ -183,8 +185,9 @@ class Chains:
 
     def advance(self, chain_id: str, now: datetime | None = None) -> int:
         """Release every waiting link whose parents have all succeeded; returns how many."""
-        now = now or self._clock()
-        chain = self._load(chain_id)
+        return self._advance(self._load(chain_id), now or self._clock())
+
+    def _advance(self, chain: StoredChain, now: datetime) -> int:
         view = self._view(chain)
         done = {link.name for link in view.links if link.status is TaskStatus.SUCCESS}
         released = 0
@@ -199,8 +202,8 @@ class Chains:
 
     def cancel(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
         """Cancel every link that has not started; running links finish."""
-        chain = self._load(chain_id, lambda_name)
         now = self._clock()
+        chain = self._made(self._load(chain_id, lambda_name), now)  # a link written later would run
         for link in self._view(chain).links:
             if lifecycle.CANCEL.allows(link.status):
                 change = Change(now=now, reason=f"chain {chain_id} cancelled")
@@ -237,9 +240,29 @@ class Chains:
 
     def sweep(self, now: datetime) -> int:
         """The consumer's safety net: advance running chains that are due a look."""
-        return sum(self.advance(_chain_id(i), now) for i in self._items.partition(CHAINS_PARTITION, to_ms(now)))
+        due = self._items.partition(CHAINS_PARTITION, to_ms(now))
+        # Only here (and in a cancel) are the links of a chain whose create died part way written: an executor
+        # advancing its chain creates no task.
+        return sum(self._advance(self._made(self._load(_chain_id(item)), now), now) for item in due)
 
     # -- helpers -------------------------------------------------------------
+    def _made(self, chain: StoredChain, now: datetime, tasks: list[Task] | None = None) -> StoredChain:
+        """The chain with every link written: those a create that died part way left out (all of `tasks`, a
+        create's own, idempotently), then the mark taken off. A chain made whole is returned as it is, so a
+        link that went missing later is never made again."""
+        if not chain.making:
+            return chain
+        if tasks is None:
+            written = {task.id for task in self._store.get_many([chain.task_id(lk.name) for lk in chain.spec.links])}
+            unwritten = [lk for lk in chain.spec.links if chain.task_id(lk.name) not in written]
+            tasks = [self._link_task(chain, link, chain.created_at) for link in unwritten]
+        for task in tasks:  # idempotent: a retried request finds the links it already made
+            self._store.create(task, f"chain:{chain.id}")
+        made = replace(chain, making=False)
+        if self._items.put(_chain_item(chain.id), _fields(made), _sweep_index(now), chain.version):
+            return replace(made, version=chain.version + 1)
+        return self._load(chain.id)  # made meanwhile by another caller (the sweep, a retried request)
+
     def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
         body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
         optional = (
@@ -275,20 +298,25 @@ class Chains:
         spec = ChainSpec.model_validate_json(raw["cspec"]) if raw is not None else None
         if raw is None or spec is None or (lambda_name is not None and _lambdas(spec) != {lambda_name}):
             raise NotFound(f"no chain {chain_id!r}", "id")
-        return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)))
+        return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)), bool(raw.get(MAKING)))
 
     def _reindex(self, chain: StoredChain, view: ChainView, now: datetime) -> None:
         """A chain with a link still under way stays in the sweep partition, whatever its status (a failed branch
         does not stop the others, whose releases the sweep must still make); a chain that cannot move leaves it."""
         moving = view.status is ChainStatus.RUNNING or _under_way(view.links)
-        index = (CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)) if moving else None
+        index = _sweep_index(now) if moving else None
         self._items.put(_chain_item(chain.id), _fields(chain), index, chain.version)
 
 
 def _fields(chain: StoredChain) -> dict[str, Any]:
     spec = chain.spec
     # (0.1.0 also wrote its fingerprint, read by nothing, and as \u escapes a spec over the item's 400 KB)
-    return {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(chain.created_at)}
+    fields = {"cspec": spec.model_dump_json(by_alias=True), "created": to_ms(chain.created_at)}
+    return {**fields, MAKING: True} if chain.making else fields
+
+
+def _sweep_index(now: datetime) -> tuple[str, int]:
+    return CHAINS_PARTITION, to_ms(now + SWEEP_EVERY)
 
 
 def _chain_item(chain_id: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,7 +20,7 @@ from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import TaskError, TaskStatus, to_ms
-from atf_core.store.base import Change, DueEntry, TaskRef
+from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.counters import Counters
 from atf_core.store.items import CHAINS_PARTITION, ItemStore
 from atf_core.tasks import Scheduling
@@ -311,6 +311,103 @@ def test_reusing_a_chain_key_for_another_chain_is_a_conflict(world: World) -> No
     other = ChainSpec.model_validate({"links": [{"name": "x", "lambda": "work"}], "key": "album-42"})
     with pytest.raises(Conflict):
         chains(world).create(other)
+
+
+class CrashingStore:
+    """The task store of a frontend that dies after writing `creates` tasks."""
+
+    def __init__(self, store: Any, creates: int) -> None:
+        self._store, self._left = store, creates
+
+    def create(self, task: Any, fingerprint: str) -> Any:
+        if self._left == 0:
+            raise ConnectionError("the frontend died here")
+        self._left -= 1
+        return self._store.create(task, fingerprint)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def half_made(world: World, spec: ChainSpec, creates: int) -> str:
+    """A chain whose create wrote its item and `creates` links, then failed; its id."""
+    crashing = Chains(cast(TaskStore, CrashingStore(world.store, creates)), world.items, world.config)  # type: ignore[attr-defined]
+    with pytest.raises(ConnectionError):
+        crashing.create(spec, now=world.now)
+    (item,) = [i for i in world.items.partition(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1)))]  # type: ignore[attr-defined]
+    return item.removeprefix("#chain#")
+
+
+def test_a_chain_whose_create_failed_part_way_is_made_whole_by_the_sweep(world: World) -> None:
+    # Given a chain without a key whose create died after its item and its first link ("fetch", a root)
+    spec = chain_spec().model_copy(update={"key": None})
+    chain_id = half_made(world, spec, creates=1)
+    ids = {link.name: link.task_id for link in chains(world).get(chain_id).links}
+    assert world.store.get(ids["resize"]) is None and world.store.get(ids["report"]) is None
+    # When the consumer's sweep comes to it
+    world.advance(10)
+    chains(world).sweep(world.now)
+    # Then every link exists, as the create would have made it, and the chain runs to its end
+    made = {name: world.store.get(task_id) for name, task_id in ids.items()}
+    assert {name: task.status if task else None for name, task in made.items()} == {
+        "fetch": TaskStatus.NEW,
+        "resize": TaskStatus.WAITING,
+        "notify": TaskStatus.WAITING,
+        "report": TaskStatus.WAITING,
+    }
+    assert all(task is not None and task.chain == chain_id for task in made.values())
+    run_once(world, ids["fetch"], "work", "succeed")
+    assert chains(world).advance(chain_id) == 2
+    run_once(world, ids["resize"], "work", "succeed")
+    run_once(world, ids["notify"], "sleepy", "succeed")
+    assert chains(world).advance(chain_id) == 1
+    run_once(world, ids["report"], "work", "succeed")
+    assert chains(world).get(chain_id).status is ChainStatus.SUCCEEDED
+
+
+def test_an_executor_advancing_a_half_made_chain_creates_no_task_and_the_sweep_does(world: World) -> None:
+    # Given a chain whose create died after its root, and the root's run
+    chain_id = half_made(world, chain_spec().model_copy(update={"key": None}), creates=1)
+    ids = {link.name: link.task_id for link in chains(world).get(chain_id).links}
+    run_once(world, ids["fetch"], "work", "succeed")
+    # When its executor advances the chain (a worker host's role creates no task), nothing is written or released
+    assert chains(world).advance(chain_id) == 0
+    assert [world.store.get(ids[name]) for name in ("resize", "notify", "report")] == [None, None, None]
+    # Then the sweep, still due to look at it, writes the missing links and releases the two that may run
+    world.advance(10)
+    assert chains(world).sweep(world.now) == 2
+    assert {name: world.store.get(ids[name]).status for name in ("resize", "notify", "report")} == {  # type: ignore[union-attr]
+        "resize": TaskStatus.NEW,
+        "notify": TaskStatus.NEW,
+        "report": TaskStatus.WAITING,
+    }
+
+
+def test_a_half_made_chain_cancelled_leaves_no_link_to_run(world: World) -> None:
+    # Given a chain whose create died before any link was written
+    chain_id = half_made(world, chain_spec().model_copy(update={"key": None}), creates=0)
+    # When it is cancelled, and the sweep comes to it later
+    cancelled = chains(world).cancel(chain_id)
+    world.advance(10)
+    chains(world).sweep(world.now)
+    # Then every link was written cancelled: none of them runs
+    assert cancelled.status is ChainStatus.CANCELLED
+    statuses = {link.name: world.store.get(link.task_id) for link in cancelled.links}
+    assert {name: task.status if task else None for name, task in statuses.items()} == dict.fromkeys(
+        statuses, TaskStatus.CANCELLED
+    )
+
+
+def test_a_chain_made_whole_is_never_made_again(world: World) -> None:
+    # Given a chain created whole, whose root then went missing from the table
+    view = chains(world).create(chain_spec(), now=world.now)
+    root = view.links[0].task_id
+    assert world.items.delete(root)  # type: ignore[attr-defined]
+    # When the sweep comes to it
+    world.advance(10)
+    chains(world).sweep(world.now)
+    # Then nothing writes the root again: only a create that did not finish is completed
+    assert world.store.get(root) is None
 
 
 # -- limits, expiry, fair share -------------------------------------------------
