@@ -276,7 +276,9 @@ class Chains:
             _no_scheduling_time_key_limit(self._config, link)
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)
         except InputError as error:
-            raise type(error)(f"link {link.name!r}: {error.message}", f"links.{link.name}.{error.field}") from None
+            # Named by the link's place, as the request's own checks name a link (`links[2].after`)
+            index = next(i for i, known in enumerate(chain.spec.links) if known.name == link.name)
+            raise type(error)(f"link {link.name!r}: {error.message}", f"links[{index}].{error.field}") from None
         status = TaskStatus.NEW if not link.after else TaskStatus.WAITING
         return task.model_copy(update={"id": chain.task_id(link.name), "status": status, "chain": chain.id})
 

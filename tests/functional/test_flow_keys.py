@@ -86,7 +86,7 @@ def test_a_link_cannot_take_a_key_its_lambda_makes_a_singleton_or_debounces(
     spec = ChainSpec.model_validate({"links": [{"name": "sync", "lambda": "work", "flow_key": "customer-9"}]})
     with pytest.raises(InputError) as refused:
         chains.create(spec, now=T)
-    assert refused.value.field == "links.sync.flow_key"
+    assert refused.value.field == "links[0].flow_key"
     assert aws.dynamodb.scan(TableName=config.table_name)["Count"] == 0  # nothing written
 
 
