@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Any
@@ -205,6 +208,49 @@ def test_the_nextwork_server_outlives_a_connection_that_fails_its_handshake() ->
     finally:
         server.close()
         shutil.rmtree(Path(address).parent, ignore_errors=True)
+
+
+class Asked:
+    """A controller with a task for every request: records whether the server still wanted it for the asker."""
+
+    draining = False
+
+    def __init__(self) -> None:
+        self.wanted: list[bool] = []
+
+    def next_work(self, lambda_name: str, wait_s: float, worker: str, wanted: Callable[[], bool]) -> None:
+        self.wanted.append(wanted())
+
+
+def test_no_task_is_claimed_for_an_executor_whose_process_is_stopped() -> None:
+    # Given an executor process that asked for work and was then stopped (SIGSTOP, a debugger)
+    address = str(Path(tempfile.mkdtemp(prefix="atf-test-")) / "c.sock")
+    controller = Asked()
+    server = NextWorkServer(controller, address, b"key")  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        with Client(address, family="AF_UNIX", authkey=b"key") as connection:
+            for sig in (signal.SIGSTOP, signal.SIGCONT):
+                os.kill(process.pid, sig)
+                _wait_for_state(process.pid, stopped=sig == signal.SIGSTOP)
+                # When a task is there for its request
+                connection.send(NextWork("work", wait_s=0.01, worker=f"{socket.gethostname()}:{process.pid}"))
+                assert isinstance(connection.recv(), NoWork)
+    finally:
+        process.kill()
+        process.wait()
+        server.close()
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
+    # Then it is not claimed for the stopped process (another executor takes it), and is once it runs again
+    assert controller.wanted == [False, True]
+
+
+def _wait_for_state(pid: int, stopped: bool) -> None:
+    deadline = time.monotonic() + 10
+    while (Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "T") != stopped:
+        assert time.monotonic() < deadline, f"pid {pid} never {'stopped' if stopped else 'resumed'}"
+        time.sleep(0.01)
 
 
 def test_a_host_whose_nextwork_server_is_not_running_says_so(aws: Any, config: StackConfig) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing.connection import Connection, Listener
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atf_core import lifecycle, tracing
@@ -471,7 +472,10 @@ class NextWorkServer:
         if self._controller.draining:
             return None
         return self._controller.next_work(
-            request.lambda_name, request.wait_s, request.worker, wanted=lambda: not _closed(connection)
+            request.lambda_name,
+            request.wait_s,
+            request.worker,
+            wanted=lambda: not _closed(connection) and not _stopped(request.worker),
         )
 
     def close(self) -> None:
@@ -501,6 +505,21 @@ def _closed(connection: Connection) -> bool:
         return connection.poll()
     except OSError:
         return True
+
+
+def _stopped(worker: str) -> bool:
+    """Whether the asking executor's process (host:pid, on this host) is stopped: SIGSTOP, a debugger. It asked
+    before it stopped; a task claimed for it would wait for it to resume, past its lease, where another
+    executor could run it now. Linux's process state; elsewhere, never."""
+    pid = worker.rpartition(":")[2]
+    if not pid.isdigit():
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rpartition(")")[2].split()  # the state follows the command's name, which may hold anything
+    return bool(fields) and fields[0] in ("T", "t")
 
 
 def _trace_claim(task: Task, started_ns: int) -> None:
