@@ -75,9 +75,12 @@ def test_a_ctrl_c_before_a_verb_handles_it_ends_the_cli_with_the_shells_status_a
     assert capsys.readouterr().err == ""
 
 
+# The child takes Python's own Ctrl-C handler whatever it inherits: a shell's background job (`make test &`)
+# starts with SIGINT ignored, and Python then installs no handler at all, so no Ctrl-C would ever land.
 HELD = """
 import os, signal
 from atf_sdk.worker.stop_signals import stop_signals_held
+signal.signal(signal.SIGINT, signal.default_int_handler)
 try:
     with stop_signals_held():
         os.kill(os.getpid(), signal.SIGINT)
