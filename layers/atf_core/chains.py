@@ -12,6 +12,7 @@ link (a dead letter) retried, after which the chain carries on.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ from atf_core.store.base import Change, TaskRef, TaskStore
 from atf_core.store.items import CHAINS_PARTITION, ItemStore
 from atf_core.tasks import build_task, task_id_for
 
+log = logging.getLogger("atf.chains")
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
 MAX_CHAIN_SPEC_BYTES = 160 * 1024
@@ -157,6 +159,10 @@ class StoredChain:
         return uuid.uuid5(uuid.UUID(hex=self.id), link).hex
 
 
+class SweepFailed(Exception):
+    """Some chains could not be swept; the consumer counts it (an alarmed metric) and sweeps again next poll."""
+
+
 class Chains:
     def __init__(self, store: TaskStore, items: ItemStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
@@ -175,9 +181,9 @@ class Chains:
             if existing.spec.fingerprint() != spec.fingerprint():
                 raise Conflict(f"key {spec.key!r} was used for a different chain", "key")
             chain = existing
-        if chain.making:
-            chain = self._made(chain, now, tasks)
-        return self._view(chain)
+        for task in tasks:  # idempotent: a retried request finds the links it made, and writes the rest
+            self._store.create(task, f"chain:{chain.id}")
+        return self._view(self._unmarked(chain, now) if chain.making else chain)
 
     def get(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
         """The chain; with `lambda_name` (a lambda's own route), one with a link of another lambda is not found."""
@@ -203,7 +209,9 @@ class Chains:
     def cancel(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
         """Cancel every link that has not started; running links finish."""
         now = self._clock()
-        chain = self._made(self._load(chain_id, lambda_name), now)  # a link written later would run
+        # The links a create left out are written waiting, out of the index: written as the create would, a
+        # root could be sent and claimed before this cancels it
+        chain = self._made(self._load(chain_id, lambda_name), now, status=TaskStatus.WAITING)
         for link in self._view(chain).links:
             if lifecycle.CANCEL.allows(link.status):
                 change = Change(now=now, reason=f"chain {chain_id} cancelled")
@@ -240,28 +248,40 @@ class Chains:
 
     def sweep(self, now: datetime) -> int:
         """The consumer's safety net: advance running chains that are due a look."""
-        due = self._items.partition(CHAINS_PARTITION, to_ms(now))
-        # Only here (and in a cancel) are the links of a chain whose create died part way written: an executor
-        # advancing its chain creates no task.
-        return sum(self._advance(self._made(self._load(_chain_id(item)), now), now) for item in due)
+        released, failed = 0, 0
+        for item in self._items.partition(CHAINS_PARTITION, to_ms(now)):
+            try:
+                # Only here (and in a cancel) are the links of a chain whose create died part way written: an
+                # executor advancing its chain creates no task.
+                released += self._advance(self._made(self._load(_chain_id(item)), now), now)
+            except Exception:  # say a link the configuration no longer allows: the other chains are swept
+                log.exception("sweeping chain %s failed", _chain_id(item))
+                failed += 1
+        if failed:
+            raise SweepFailed(f"{failed} chains could not be swept (logged above); the others were")
+        return released
 
     # -- helpers -------------------------------------------------------------
-    def _made(self, chain: StoredChain, now: datetime, tasks: list[Task] | None = None) -> StoredChain:
-        """The chain with every link written: those a create that died part way left out (all of `tasks`, a
-        create's own, idempotently), then the mark taken off. A chain made whole is returned as it is, so a
+    def _made(self, chain: StoredChain, now: datetime, status: TaskStatus | None = None) -> StoredChain:
+        """The chain with every link written: those a create that died part way left out, as it would have
+        written them (or in `status`), then the mark taken off. A chain made whole is returned as it is, so a
         link that went missing later is never made again."""
         if not chain.making:
             return chain
-        if tasks is None:
-            written = {task.id for task in self._store.get_many([chain.task_id(lk.name) for lk in chain.spec.links])}
-            unwritten = [lk for lk in chain.spec.links if chain.task_id(lk.name) not in written]
-            tasks = [self._link_task(chain, link, chain.created_at) for link in unwritten]
-        for task in tasks:  # idempotent: a retried request finds the links it already made
-            self._store.create(task, f"chain:{chain.id}")
+        written = {task.id for task in self._store.get_many([chain.task_id(lk.name) for lk in chain.spec.links])}
+        for link in chain.spec.links:
+            if chain.task_id(link.name) not in written:
+                task = self._link_task(chain, link, chain.created_at)
+                task = task if status is None else task.model_copy(update={"status": status})
+                self._store.create(task, f"chain:{chain.id}")
+        return self._unmarked(chain, now)
+
+    def _unmarked(self, chain: StoredChain, now: datetime) -> StoredChain:
+        """The chain with its mark taken off, once every link is written."""
         made = replace(chain, making=False)
         if self._items.put(_chain_item(chain.id), _fields(made), _sweep_index(now), chain.version):
             return replace(made, version=chain.version + 1)
-        return self._load(chain.id)  # made meanwhile by another caller (the sweep, a retried request)
+        return self._load(chain.id)  # changed meanwhile: made by another caller, or re-indexed, still marked
 
     def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
         body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
@@ -305,7 +325,7 @@ class Chains:
     def _reindex(self, chain: StoredChain, view: ChainView, now: datetime) -> None:
         """A chain with a link still under way stays in the sweep partition, whatever its status (a failed branch
         does not stop the others, whose releases the sweep must still make); a chain that cannot move leaves it."""
-        moving = view.status is ChainStatus.RUNNING or _under_way(view.links)
+        moving = chain.making or view.status is ChainStatus.RUNNING or _under_way(view.links)
         index = _sweep_index(now) if moving else None
         self._items.put(_chain_item(chain.id), _fields(chain), index, chain.version)
 

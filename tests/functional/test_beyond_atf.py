@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from atf_core import lifecycle
-from atf_core.chains import Chains, ChainSpec, ChainStatus
+from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Event
 from atf_core.consumer.consumer import fair_share
@@ -329,13 +329,29 @@ class CrashingStore:
         return getattr(self._store, name)
 
 
+class RecordingStore:
+    """The task store, recording the status of each task created through it."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self.created = store, []
+
+    def create(self, task: Any, fingerprint: str) -> Any:
+        self.created.append(task.status)
+        return self._store.create(task, fingerprint)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 def half_made(world: World, spec: ChainSpec, creates: int) -> str:
     """A chain whose create wrote its item and `creates` links, then failed; its id."""
     crashing = Chains(cast(TaskStore, CrashingStore(world.store, creates)), world.items, world.config)  # type: ignore[attr-defined]
+    swept = world.items.partition  # type: ignore[attr-defined]
+    before = set(swept(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1))))
     with pytest.raises(ConnectionError):
         crashing.create(spec, now=world.now)
-    (item,) = [i for i in world.items.partition(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1)))]  # type: ignore[attr-defined]
-    return item.removeprefix("#chain#")
+    (item,) = set(swept(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1)))) - before
+    return str(item).removeprefix("#chain#")
 
 
 def test_a_chain_whose_create_failed_part_way_is_made_whole_by_the_sweep(world: World) -> None:
@@ -387,7 +403,9 @@ def test_a_half_made_chain_cancelled_leaves_no_link_to_run(world: World) -> None
     # Given a chain whose create died before any link was written
     chain_id = half_made(world, chain_spec().model_copy(update={"key": None}), creates=0)
     # When it is cancelled, and the sweep comes to it later
-    cancelled = chains(world).cancel(chain_id)
+    recording = RecordingStore(world.store)
+    cancelled = Chains(cast(TaskStore, recording), world.items, world.config).cancel(chain_id)  # type: ignore[attr-defined]
+    assert recording.created == [TaskStatus.WAITING] * 4, "a link written new could be claimed before its cancel"
     world.advance(10)
     chains(world).sweep(world.now)
     # Then every link was written cancelled: none of them runs
@@ -408,6 +426,44 @@ def test_a_chain_made_whole_is_never_made_again(world: World) -> None:
     chains(world).sweep(world.now)
     # Then nothing writes the root again: only a create that did not finish is completed
     assert world.store.get(root) is None
+
+
+def test_a_half_made_chain_whose_root_failed_stays_in_the_sweep_until_it_is_whole(world: World) -> None:
+    # Given a chain whose create died after its root, and the root then failed for good
+    chain_id = half_made(world, chain_spec().model_copy(update={"key": None}), creates=1)
+    ids = {link.name: link.task_id for link in chains(world).get(chain_id).links}
+    run_once(world, ids["fetch"], "work", "fail")
+    # When its executor advances it (failed: nothing of it can move)
+    chains(world).advance(chain_id)
+    # Then it stays in the sweep while marked, and the sweep still writes the links the create left out
+    world.advance(10)
+    chains(world).sweep(world.now)
+    assert all(world.store.get(ids[name]) is not None for name in ("resize", "notify", "report"))
+
+
+def test_a_chain_the_sweep_cannot_make_does_not_keep_it_from_the_others(world: World) -> None:
+    # Given two half-made chains, the first with a link of a lambda the configuration has since lost
+    broken = half_made(world, chain_spec().model_copy(update={"key": None}), creates=0)
+    only_work = [{"name": "x", "lambda": "work"}, {"name": "y", "lambda": "work", "after": ["x"]}]
+    whole = half_made(world, ChainSpec.model_validate({"links": only_work}), creates=0)
+    lambdas = {name: spec for name, spec in world.config.lambdas.items() if name != "sleepy"}
+    later = Chains(world.store, world.items, world.config.model_copy(update={"lambdas": lambdas}))  # type: ignore[attr-defined]
+    # When the sweep comes to them, it says it failed
+    world.advance(10)
+    with pytest.raises(SweepFailed):
+        later.sweep(world.now)
+    # Then the other chain was made whole all the same
+    assert all(world.store.get(link.task_id) is not None for link in chains(world).get(whole).links)
+    assert broken != whole
+
+
+def test_a_request_repeated_with_its_key_writes_the_links_an_unmarked_chain_lacks(world: World) -> None:
+    # Given a chain whose item carries no mark (as 0.1.0 wrote it) and lacks a link
+    view = chains(world).create(chain_spec(), now=world.now)
+    assert world.items.delete(view.links[3].task_id)  # type: ignore[attr-defined]
+    # When the request is repeated with its key, then the link is written again, as 0.1.0 did
+    chains(world).create(chain_spec(), now=world.now)
+    assert world.store.get(view.links[3].task_id) is not None
 
 
 # -- limits, expiry, fair share -------------------------------------------------
