@@ -54,8 +54,9 @@ HOLD_RESULTS: Rules = (
     {"kind": "blackhole", "service": "dynamodb", "clients": ["dynamodb"], "operations": ["UpdateItem"],
      "targets": ["success"], "flag": "hold-results"},
     # host-a receives nothing while its executor is stopped: its controller took the held task's re-sent message
-    # once and handed it to the stopped executor (whose one thread had asked for work as it began to report), so
-    # the task could not run elsewhere before the SIGCONT and the round tested nothing (seen in 1 of 6 runs).
+    # into its buffer, where only the stopped executor could take it (it once claimed it for that executor, whose
+    # one thread had asked for work as it began to report; it no longer claims for a stopped process), so the
+    # task could not run elsewhere before the SIGCONT and the round tested nothing (seen in 1 of 6 runs).
     # Armed only once a write is held: host-a must receive work before that, to have a result to hold.
     {"kind": "blackhole", "service": "sqs", "operations": ["ReceiveMessage"], "flag": "hold-receives"},
 )  # fmt: skip
