@@ -6,6 +6,7 @@ import argparse
 import errno
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     serve = commands.add_parser("serve", help="start the local stack and serve until interrupted")
     serve.add_argument("--config", type=Path, help=f"stack configuration (JSON) file; without it: {WITHOUT_CONFIG}")
     serve.add_argument("--aws-port", type=int, default=4566, help=AWS_PORT_HELP)
+    serve.add_argument("--sqs-port", type=int, default=0, help="the embedded SQS on 127.0.0.1 (0: a free port)")
     serve.add_argument("--consumers", type=int, default=1, help="consumer processes (groups) polling the table")
     serve.add_argument("--api-port", type=int, default=8080, help="the frontend API on 127.0.0.1 (0: none)")
     serve.add_argument("--console-port", type=int, default=8081, help="the web console on 127.0.0.1 (0: none)")
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "serve":
         config, path = serve_config(args.config)
-        _serve(config, path, args.aws_port, args.consumers, args.api_port or None, args.console_port or None)
+        ports = Ports(args.aws_port, args.sqs_port or None, args.api_port or None, args.console_port or None)
+        _serve(config, path, ports, args.consumers)
     elif args.command == "consumer":
         from atf_local.consumer_process import run_forever
 
@@ -97,36 +100,41 @@ def export_line(endpoint: str, component: str) -> str:
     return "export " + " ".join(f"{k}={v}" for k, v in {**endpoints, **given}.items())
 
 
-def _serve(
-    config: StackConfig,
-    path: Path | None,
-    aws_port: int,
-    consumers: int,
-    api_port: int | None = 8080,
-    console_port: int | None = None,
-) -> None:
+class Ports(NamedTuple):
+    """Where `serve` listens on 127.0.0.1; None: a free port (SQS) or not served (the API, the console)."""
+
+    aws: int
+    sqs: int | None
+    api: int | None
+    console: int | None
+
+    def named(self) -> str:
+        given = {"--aws-port": self.aws, "--sqs-port": self.sqs, "--api-port": self.api, "--console-port": self.console}
+        return ", ".join(f"{option} {port}" for option, port in given.items() if port)
+
+
+def _serve(config: StackConfig, path: Path | None, ports: Ports, consumers: int) -> None:
     freeze_survivors()  # this process serves DynamoDB: no full collection walks its tables
-    stack = LocalStack(config, aws_port=aws_port, consumers=consumers, api_port=api_port, console_port=console_port)
+    stack = LocalStack(config, ports.aws, ports.sqs, consumers, api_port=ports.api, console_port=ports.console)
     stop = StopSignal()
     try:
         stack.start()
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
-        ports = f"--aws-port {aws_port}" + (f", --api-port {api_port}" if api_port else "")
-        taken = f"{os.strerror(error.errno)} on 127.0.0.1 ({ports})"
+        taken = f"{os.strerror(error.errno)} on 127.0.0.1 ({ports.named()})"
         raise SystemExit(f"atf_local serve: {taken}: stop what serves there, or pass another port") from None
     print(f"ATF local stack ready: AWS endpoint {stack.endpoint} (SQS served on {stack.sqs_endpoint}), "
           f"table {config.table_name}", flush=True)  # fmt: skip
     print(f"  configuration: {path or '$' + CONFIG_ENV}, lambdas {', '.join(config.lambdas) or 'none'}", flush=True)
-    if api_port is not None:
+    if ports.api is not None:
         print(f"  API: export ATF_API_URL={stack.api_url}   (see docs/api.md)", flush=True)
     if stack.console_url is not None:
         print(f"  console: {stack.console_url}   (atf top --console-url {stack.console_url})", flush=True)
     worker_config = f" {CONFIG_FILE_ENV}={path}" if path is not None else ""  # inline: the same ATF_CONFIG
     print("  a worker host (atf worker) needs the endpoint, the configuration and its role's credentials:", flush=True)
     exports = f"export{worker_config}; " if worker_config else ""
-    print(f'  {exports}eval "$(python -m atf_local credentials {WORKER} --aws-port {aws_port})"', flush=True)
+    print(f'  {exports}eval "$(python -m atf_local credentials {WORKER} --aws-port {ports.aws})"', flush=True)
     stop.wait()
     stack.stop()
 

@@ -45,6 +45,12 @@ def free_port(avoid: Iterable[int | None] = ()) -> int:
 _GIVEN: set[int] = set()  # the ports free_port() handed out in this process
 
 
+def _refuse_if_taken(port: int) -> None:
+    """Raise OSError (EADDRINUSE) if something already listens on loopback `port`."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
+
+
 def wait_for_port(port: int, timeout_s: float = 30.0, alive: subprocess.Popen[bytes] | None = None) -> None:
     """Until something listens on `port`; an error at once if the process `alive` that should listen exits."""
     deadline = time.monotonic() + timeout_s
@@ -109,6 +115,8 @@ class LocalStack:
         atomic_dynamodb()  # DynamoDB applies a conditional write atomically; plain moto does not
         fast_queries()  # a Query reads its partition, not the whole table, as DynamoDB's does
         fast_dynamodb()  # item answers written as the JSON they are, not walked through botocore's shapes
+        if self.sqs_port:
+            _refuse_if_taken(self.sqs_port)  # a server already there would answer for ours: wait_for_port can't tell
         self.sqs_port = self.sqs_port or free_port(avoid=(self.aws_port, self.api_port, self.console_port))
         environment.apply(self.endpoint, self.config.model_dump_json(), self.sqs_endpoint)
         self._sqs = start_sqs_process(self.sqs_port, dict(os.environ), str(REPO))  # starts while we synthesize

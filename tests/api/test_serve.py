@@ -80,15 +80,17 @@ def test_a_bad_configuration_is_one_line(
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
-    """serve started with ATF_CONFIG_FILE alone (no --config): its output lines and its API's URL."""
+def served(tmp_path: Path) -> Iterator[tuple[list[str], str, int]]:
+    """serve started with ATF_CONFIG_FILE alone (no --config): its output lines, its API's URL and the SQS
+    port it was given."""
     config = _config(tmp_path / "own.json", "resize")
     template_for(StackConfig.from_file(config))  # a first synthesis (tens of seconds) before the wait starts
     api_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
     env.update({**DUMMY_CREDENTIALS, CONFIG_FILE_ENV: str(config), "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
     command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(free_port())]
-    command += ["--api-port", str(api_port), "--console-port", "0"]
+    sqs_port = free_port()
+    command += ["--sqs-port", str(sqs_port), "--api-port", str(api_port), "--console-port", "0"]
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -104,14 +106,15 @@ def served(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
     threading.Thread(target=read, daemon=True).start()
     try:
         assert ready.wait(60), f"serve did not come up: {lines}"
-        yield lines, f"http://127.0.0.1:{api_port}"
+        yield lines, f"http://127.0.0.1:{api_port}", sqs_port
     finally:
         interrupt_stack(process)
 
 
-def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], str], tmp_path: Path) -> None:
-    lines, url = served
+def test_serve_runs_the_file_named_by_atf_config_file(served: tuple[list[str], str, int], tmp_path: Path) -> None:
+    lines, url, sqs_port = served
     path = (tmp_path / "own.json").resolve()
+    assert f"(SQS served on http://127.0.0.1:{sqs_port})" in lines[0]
     assert f"  configuration: {path}, lambdas resize" in lines
     assert f"  export {CONFIG_FILE_ENV}={path}; " in lines[-1] and "credentials worker --aws-port" in lines[-1]
     with AtfClient(url, region="us-east-1", retry=RetryPolicy(attempts=2, base_s=0.05)) as atf:
@@ -138,17 +141,21 @@ def test_a_stack_that_cannot_start_stops_what_it_started() -> None:
     assert stack._sqs is not None and stack._sqs.poll() is not None  # it had started, and it has ended
 
 
-def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["--aws-port", "--sqs-port"])
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, option: str) -> None:
+    """Taken SQS port included: a server already there would have answered for the stack's own."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
+        ports = {"--aws-port": port} if option == "--aws-port" else {"--aws-port": free_port(), "--sqs-port": port}
         env = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, CONFIG_FILE_ENV)}
         env.update({**DUMMY_CREDENTIALS, "PYTHONPATH": f"{REPO}:{REPO / 'local'}"})
-        command = [sys.executable, "-m", "atf_local", "serve", "--aws-port", str(port), "--api-port", "0"]
+        command = [sys.executable, "-m", "atf_local", "serve", "--api-port", "0", "--console-port", "0"]
+        command += [str(part) for pair in ports.items() for part in pair]
         ended = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert ended.returncode == 1 and "Traceback" not in ended.stderr, ended.stderr
+    named = ", ".join(f"{name} {number}" for name, number in ports.items())
     assert ended.stderr.strip().splitlines()[-1] == (
-        f"atf_local serve: Address already in use on 127.0.0.1 (--aws-port {port}): "
-        "stop what serves there, or pass another port"
+        f"atf_local serve: Address already in use on 127.0.0.1 ({named}): stop what serves there, or pass another port"
     )
 
 
