@@ -29,6 +29,7 @@ class Amendment:
     run_at: datetime | None = None
     priority: str | None = None
     payload: dict[str, Any] | None = None
+    when_field: str = "run_at"  # what the request called the run time (delay_seconds): what its errors name
 
     @property
     def empty(self) -> bool:
@@ -42,8 +43,12 @@ def check_priority(config: StackConfig, lambda_name: str, priority: str) -> None
 
 
 def check_run_at(run_at: datetime, now: datetime, field: str = "run_at") -> None:
+    """A run time at most a year ahead, and at most a year back: one decades back is a caller's bug (a zero
+    timestamp, a wrong unit) rather than a wish to run now, and a bulk action's time window starts in 1970."""
     if run_at - now > MAX_SCHEDULE_AHEAD:
         raise InputError(f"{field} is more than a year ahead", field)
+    if now - run_at > MAX_SCHEDULE_AHEAD:
+        raise InputError(f"{field} is more than a year back", field)
 
 
 def dripped(first: datetime, count: int, per_second: float | None) -> list[datetime]:

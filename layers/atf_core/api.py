@@ -246,7 +246,8 @@ class TaskAmendmentRequest(BaseModel):
     payload: Payload | None = Field(default=None, description="Replaces the payload whole.")
 
     def amendment(self, now: datetime) -> Amendment:
-        amendment = Amendment(_when(self.run_at, self.delay_seconds, now), self.priority, self.payload)
+        when_field = "run_at" if self.delay_seconds is None else "delay_seconds"
+        amendment = Amendment(_when(self.run_at, self.delay_seconds, now), self.priority, self.payload, when_field)
         if amendment.empty:
             raise InputError("the body changes nothing: give run_at or delay_seconds, priority or payload", "body")
         return amendment

@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from atf_core import lifecycle
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import Conflict, InputError, NotFound
+from atf_core.errors import Conflict, InputError, NotFound, input_error
 from atf_core.schema import (
     COLLECTION_PATTERN,
     FLOW_KEY_PATTERN,
     NAME_PATTERN,
+    STORED,
     JsonInt,
     Payload,
     ScheduleRequest,
@@ -36,6 +37,7 @@ from atf_core.schema import (
     TaskStatus,
     TimeoutSeconds,
     from_ms,
+    read_back,
     refusal,
     to_ms,
     utcnow,
@@ -67,7 +69,7 @@ class LinkSpec(BaseModel):
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
-    priority: str | None = None
+    priority: str | None = Field(default=None, pattern=NAME_PATTERN)
     max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None
     flow_key: str | None = Field(
@@ -77,6 +79,13 @@ class LinkSpec(BaseModel):
         "fairness, apply (not singleton or debounce, which act when a task is scheduled on its own).",
     )
     after: list[str] = Field(default_factory=list, description="Links that must succeed first.")
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _stored_empty_priority(cls, value: Any, info: ValidationInfo) -> Any:
+        # A link's priority "" was once taken as none (the lambda's default) and stored so: such a chain still
+        # reads. A request's "" is refused by the pattern, as a task's is.
+        return None if value == "" and read_back(info) else value
 
 
 class ChainSpec(BaseModel):
@@ -291,14 +300,14 @@ class Chains:
             ("timeout_seconds", link.timeout_seconds),
             ("flow_key", link.flow_key),
         )
-        body.update({k: v for k, v in optional if v})
+        body.update({k: v for k, v in optional if v is not None})
         try:
             _no_scheduling_time_key_limit(self._config, link)
             task = build_task(self._config, ScheduleRequest.model_validate(body), now)
+        except ValidationError as error:  # a task's check the link's model lacks: still a refusal, not a fault
+            raise _at_link(chain, link, input_error(error)) from None
         except InputError as error:
-            # Named by the link's place, as the request's own checks name a link (`links[2].after`)
-            index = next(i for i, known in enumerate(chain.spec.links) if known.name == link.name)
-            raise type(error)(f"link {link.name!r}: {error.message}", f"links[{index}].{error.field}") from None
+            raise _at_link(chain, link, error) from None
         status = TaskStatus.NEW if not link.after else TaskStatus.WAITING
         return task.model_copy(update={"id": chain.task_id(link.name), "status": status, "chain": chain.id})
 
@@ -317,7 +326,7 @@ class Chains:
         spanning lambdas is an all-lambdas one): another is answered as none, so a scoped caller learns nothing.
         A chain's links never change lambda, so the check needs no condition in later writes."""
         raw = self._items.get(_chain_item(chain_id))
-        spec = ChainSpec.model_validate_json(raw["cspec"]) if raw is not None else None
+        spec = ChainSpec.model_validate_json(raw["cspec"], context=STORED) if raw is not None else None
         if raw is None or spec is None or (lambda_name is not None and _lambdas(spec) != {lambda_name}):
             raise NotFound(f"no chain {chain_id!r}", "id")
         return StoredChain(chain_id, spec, from_ms(raw["created"]), int(raw.get("v", 0)), bool(raw.get(MAKING)))
@@ -374,6 +383,12 @@ def _under_way(links: list[LinkView]) -> bool:
         link.status in UNDER_WAY or (link.status is TaskStatus.WAITING and succeeded.issuperset(link.after))
         for link in links
     )
+
+
+def _at_link(chain: StoredChain, link: LinkSpec, error: InputError) -> InputError:
+    """The error named by the link's place, as the request's own checks name a link (`links[2].after`)."""
+    index = next(i for i, known in enumerate(chain.spec.links) if known.name == link.name)
+    return type(error)(f"link {link.name!r}: {error.message}", f"links[{index}].{error.field}")
 
 
 def _lambdas(spec: ChainSpec) -> frozenset[str]:

@@ -12,12 +12,13 @@ the previous occurrence's task has not finished.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from atf_core.schema import (
     COLLECTION_PATTERN,
@@ -28,6 +29,7 @@ from atf_core.schema import (
     Payload,
     TimeoutSeconds,
     encode_payload,
+    read_back,
     refusal,
 )
 from atf_core.vocabulary import CatchUp, Overlap
@@ -44,6 +46,7 @@ MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed
 COUNTED_AT_MOST = 10_000
 # The shortcuts croniter takes, as the five fields they stand for: a spec holds fields, which the daylight saving
 # rule (ScheduleSpec._repeated) reads.
+RANDOM_FIELD = re.compile(r"[Rr](\(.*\))?")  # croniter's R and R(a-b), not Vixie cron's
 CRON_SHORTCUTS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -93,12 +96,17 @@ class ScheduleSpec(BaseModel):
 
     @field_validator("cron")
     @classmethod
-    def _cron_parses(cls, cron: str | None) -> str | None:
+    def _cron_parses(cls, cron: str | None, info: ValidationInfo) -> str | None:
         if cron is None:
             return None
         cron = CRON_SHORTCUTS.get(cron.strip().lower(), cron)
         if not croniter.is_valid(cron):
             raise ValueError(f"{cron!r} is not a valid cron expression")
+        random = any(RANDOM_FIELD.fullmatch(part) for field in cron.split() for part in field.split(","))
+        if random and not read_back(info):  # one stored before this check still reads
+            # croniter draws such a field anew each time it is read: the occurrences shown, the ones fired and
+            # their task ids would all differ.
+            raise ValueError(f"{cron!r} has a random field (R): name the minute, hour or day it runs at")
         # A year field can run out of occurrences, and a date that never comes
         # (30 February) has none: either would fail each time the schedule fires.
         if len(cron.split()) > 6:

@@ -13,13 +13,26 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from atf_core.tracing import TRACEPARENT_PATTERN
 from atf_core.vocabulary import OnConflict
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+# The deepest a payload or a result may nest objects and arrays. pydantic writes no JSON nested past 253
+# levels, the task's own fields around its payload included: a task stored deeper could be written once
+# and never read back.
+MAX_JSON_DEPTH = 64
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 # The largest result a callback may return, as compact JSON: a task's item holds its payload and result.
 MAX_RESULT_BYTES = 64 * 1024
@@ -160,7 +173,35 @@ def _a_json_object(value: Any) -> Any:
     return value
 
 
-def _fits(payload: dict[str, Any]) -> dict[str, Any]:
+def nested_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `value` nests objects and arrays more than `limit` levels deep ({"a": [1]} is 2). Walked
+    without recursion: a value deep enough to refuse is deep enough to exhaust Python's stack."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, Mapping | list | tuple):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, Mapping) else item))
+    return False
+
+
+# Validation context of a model read back from the table (a chain's or a schedule's spec): a check added since
+# it was accepted must not make it unreadable.
+STORED = {"stored": True}
+
+
+def read_back(info: ValidationInfo) -> bool:
+    """Whether the model being validated was read from the table (validated with context STORED)."""
+    return isinstance(info.context, Mapping) and bool(info.context.get("stored"))
+
+
+def _fits(payload: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    if nested_too_deep(payload) and not read_back(info):
+        raise PydanticCustomError(
+            "payload_depth", "nests objects and arrays over the limit of {limit} levels", {"limit": MAX_JSON_DEPTH}
+        )
     try:
         size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
     except (TypeError, ValueError) as error:  # a datetime, a set, NaN: nothing JSON can carry

@@ -11,7 +11,7 @@ from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
-from atf_core.schema import MAX_SCHEDULE_AHEAD, ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
 
 _KEY_NAMESPACE = uuid.UUID("6f1c2a43-5b0e-4c43-9a57-7f4b1d2e9c10")
@@ -31,8 +31,7 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     if priority not in spec.priorities:
         raise UnknownPriority(f"priority {priority!r} is not one of {spec.priorities}", "priority")
     due = request.due_time(now)
-    if due - now > MAX_SCHEDULE_AHEAD:
-        raise InputError("run_at is more than a year ahead", "run_at" if request.run_at else "delay_seconds")
+    check_run_at(due, now, "run_at" if request.run_at else "delay_seconds")
     if request.expire_at is not None and request.expire_at <= max(due, now):
         raise InputError("expire_at must be after the task's run time (and after now)", "expire_at")
     singleton.applies(config, request)  # on_conflict only where the lambda makes the flow key a singleton
@@ -107,9 +106,12 @@ class Scheduling:
         if amendment.priority is not None:
             check_priority(self._config, task.lambda_, amendment.priority)
         if amendment.run_at is not None:
-            check_run_at(amendment.run_at, now)
+            named = amendment.when_field
+            check_run_at(amendment.run_at, now, named)
             if task.expire_at is not None and amendment.run_at >= task.expire_at:
-                raise InputError(f"run_at is not before the task's expire_at ({task.expire_at.isoformat()})", "run_at")
+                raise InputError(
+                    f"the new run time is not before the task's expire_at ({task.expire_at:%Y-%m-%dT%H:%M:%SZ})", named
+                )
         if lifecycle.amend_of(task.status) is None:
             raise Conflict(f"task {task_id} is {task.status.value}; only a task not yet claimed can be changed", "id")
         outcome = amend(self._store, task, amendment, now)

@@ -188,8 +188,11 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
             except ValidationError as error:
                 # Named as the API names a task of the batch it is sent as (tasks[i], from 0), and by its line
                 problem = input_error(error)
-                field = f"tasks[{len(requests)}]" + (f".{problem.field}" if problem.field else "")
+                within = problem.field not in (None, "body")  # "body": the line as a whole, the API's tasks[i]
+                field = f"tasks[{len(requests)}]" + (f".{problem.field}" if within else "")
                 raise type(problem)(f"{path}:{number}: {problem.message}", field) from None
+    except UnicodeDecodeError as error:  # read a block at a time: the line is not known, the file is at fault
+        raise InputError(f"cannot read {path}: not UTF-8 ({error.reason})", "file") from None
     finally:
         if handle is not sys.stdin:
             handle.close()

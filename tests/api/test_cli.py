@@ -194,6 +194,26 @@ def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
             assert err == f"atf: invalid_input: {message} (file)\n"
 
 
+@pytest.mark.parametrize(
+    ("content", "code", "field", "says"),
+    [
+        (b'\xff\xfe{"lambda": "mail"}\n', "invalid_input", "file", "not UTF-8"),
+        (b'{"lambda": "mail"}\n[1]\n', "wrong_type", "tasks[1]", ":2: "),
+    ],
+    ids=["not UTF-8", "a line not an object"],
+)
+def test_a_file_that_is_not_lines_of_tasks_is_one_line_naming_what_the_api_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, code: str, field: str, says: str
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(content)
+    with pytest.raises(SystemExit) as exited:  # nothing listens there: the file is refused before any call
+        main(["schedule", "--file", str(tasks), "--api-url", "http://127.0.0.1:9", "--json"])
+    refused = json.loads(capsys.readouterr().err)
+    assert exited.value.code == 2 and (refused["code"], refused["field"]) == (code, field)
+    assert says in refused["message"] and str(tasks) in refused["message"]
+
+
 def test_a_collection_gate_takes_the_collection_as_an_option(atf: Any) -> None:
     """The documented form (README, docs/api.md) is --collection, as on every other verb; the older
     positional form still works, and the two cannot disagree."""

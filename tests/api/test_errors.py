@@ -7,10 +7,22 @@ from typing import Any
 
 import pytest
 
-from atf_core.schema import MAX_PAYLOAD_BYTES
+from atf_core.schema import MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES
 
 FAR = (datetime.now(UTC) + timedelta(days=400)).isoformat()
+LONG_AGO = (datetime.now(UTC) - timedelta(days=400)).isoformat()
 GOOD = {"lambda": "work", "payload": {"n": 1}}
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """A payload nesting objects and arrays `levels` deep: {"a": [[...]]}."""
+    value: Any = 1
+    for _ in range(levels - 1):
+        value = [value]
+    return {"a": value}
+
+
+TOO_DEEP = nested(MAX_JSON_DEPTH + 1)
 
 # (name, method, path, body or raw bytes, content type, status, code, field)
 CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
@@ -524,6 +536,135 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
         400,
         "invalid_input",
         "body",
+    ),
+    # A payload deeper than the API writes back (a task stored so could not be read), wherever one is taken
+    (
+        "payload too deep",
+        "POST",
+        "/v1/tasks",
+        {**GOOD, "payload": TOO_DEEP},
+        "application/json",
+        400,
+        "invalid_input",
+        "payload",
+    ),
+    (
+        "batch payload too deep",
+        "POST",
+        "/v1/tasks/batch",
+        {"tasks": [GOOD, GOOD, {**GOOD, "payload": TOO_DEEP}]},
+        "application/json",
+        400,
+        "invalid_input",
+        "tasks[2].payload",
+    ),
+    (
+        "change payload too deep",
+        "POST",
+        f"/v1/tasks/{'0' * 32}/change",
+        {"payload": TOO_DEEP},
+        "application/json",
+        400,
+        "invalid_input",
+        "payload",
+    ),
+    (
+        "schedule payload too deep",
+        "PUT",
+        "/v1/schedules/deep",
+        {"lambda": "chore", "every_seconds": 60, "payload": TOO_DEEP},
+        "application/json",
+        400,
+        "invalid_input",
+        "payload",
+    ),
+    (
+        "link payload too deep",
+        "POST",
+        "/v1/chains",
+        {"links": [{"name": "a", "lambda": "chore", "payload": TOO_DEEP}]},
+        "application/json",
+        400,
+        "invalid_input",
+        "links[0].payload",
+    ),
+    # A link's priority by a task's rules: a malformed one was a 500, an empty one taken as the default
+    (
+        "link priority malformed",
+        "POST",
+        "/v1/chains",
+        {
+            "links": [
+                {"name": "a", "lambda": "work"},
+                {"name": "b", "lambda": "work", "priority": "HIGH", "after": ["a"]},
+            ]
+        },
+        "application/json",
+        400,
+        "invalid_input",
+        "links[1].priority",
+    ),
+    (
+        "link priority empty",
+        "POST",
+        "/v1/chains",
+        {"links": [{"name": "a", "lambda": "work", "priority": ""}]},
+        "application/json",
+        400,
+        "invalid_input",
+        "links[0].priority",
+    ),
+    # A run time more than a year back, as one more than a year ahead: bulk windows start in 1970
+    (
+        "run time long ago",
+        "POST",
+        "/v1/tasks",
+        {**GOOD, "run_at": LONG_AGO},
+        "application/json",
+        400,
+        "invalid_input",
+        "run_at",
+    ),
+    (
+        "run time in 1969",
+        "POST",
+        "/v1/tasks/batch",
+        {"tasks": [GOOD, {**GOOD, "run_at": "1969-06-01T00:00:00Z"}]},
+        "application/json",
+        400,
+        "invalid_input",
+        "tasks[1].run_at",
+    ),
+    (
+        "reschedule to long ago",
+        "POST",
+        "/v1/tasks/bulk/reschedule",
+        {"all": True, "run_at": LONG_AGO},
+        "application/json",
+        400,
+        "invalid_input",
+        "run_at",
+    ),
+    # croniter's random field is drawn anew at each read: the occurrences shown and fired would differ
+    (
+        "cron random",
+        "PUT",
+        "/v1/schedules/rand",
+        {"lambda": "chore", "cron": "R R * * *"},
+        "application/json",
+        400,
+        "invalid_input",
+        "cron",
+    ),
+    (
+        "cron random range",
+        "PUT",
+        "/v1/schedules/rand",
+        {"lambda": "chore", "cron": "0 R(1-5) * * *"},
+        "application/json",
+        400,
+        "invalid_input",
+        "cron",
     ),
     ("schedules bad lambda", "GET", "/v1/schedules?lambda=No%20Such", None, None, 400, "invalid_input", "lambda"),
     ("chain unknown", "GET", "/v1/chains/" + "0" * 32, None, None, 404, "not_found", "id"),

@@ -15,6 +15,7 @@ from atf_core.errors import AtfError, InputError, WrongType
 from atf_local.stack import LocalStack
 from atf_sdk.cli import main
 from atf_sdk.client import AtfClient
+from tests.api.test_errors import TOO_DEEP
 
 NOT_OBJECTS = [[], "", 0, [1], "x", False]
 EVERY_SECOND = {"lambda": "chore", "every_seconds": 60}
@@ -231,6 +232,20 @@ SAME_AS_THE_API: list[tuple[str, Call, str, str, Any]] = [
         {"lambda": "chore", "cron": "61 * * * *"},
     ),
     ("chain without links", lambda a: a.create_chain({"links": []}), "POST", "/v1/chains", {"links": []}),
+    (
+        "payload too deep",
+        lambda a: a.schedule("work", TOO_DEEP),
+        "POST",
+        TASKS,
+        {"lambda": "work", "payload": TOO_DEEP},
+    ),
+    (
+        "run time long ago",
+        lambda a: a.schedule("work", run_at=datetime(1969, 6, 1, tzinfo=UTC)),
+        "POST",
+        TASKS,
+        {"lambda": "work", "run_at": "1969-06-01T00:00:00Z"},
+    ),
     ("chain cycle", lambda a: a.create_chain(CYCLE), "POST", "/v1/chains", CYCLE),
 ]
 

@@ -299,11 +299,24 @@ def test_bad_input_to_change_a_task_is_refused_naming_the_field(
     assert client.get(task.id).payload == {"v": 1} and client.get(task.id).next_at == task.run_at
 
 
-def test_a_change_past_the_tasks_expiry_is_refused(client: AtfClient) -> None:
+def test_a_change_past_the_tasks_expiry_is_refused_naming_what_the_request_sent(client: AtfClient) -> None:
     task = client.schedule("work", run_at=_at(1), expire_at=_at(5))
     with pytest.raises(InputError) as refused:
         client.change(task.id, run_at=_at(6))
     assert refused.value.field == "run_at"
+    with pytest.raises(InputError) as refused:
+        client.change(task.id, delay_seconds=6 * 60)
+    assert refused.value.field == "delay_seconds" and "expire_at" in refused.value.message
+    assert client.get(task.id).next_at == task.run_at
+
+
+def test_a_change_to_more_than_a_year_back_is_refused(client: AtfClient) -> None:
+    task = client.schedule("work", run_at=_at(10))
+    for long_ago in (_at(-367 * 24 * 60), datetime(1, 1, 1, tzinfo=UTC)):
+        with pytest.raises(InputError) as refused:
+            client.change(task.id, run_at=long_ago)
+        assert refused.value.field == "run_at" and "more than a year back" in refused.value.message
+    assert client.get(task.id).next_at == task.run_at
 
 
 def test_a_bulk_change_leaves_a_task_it_would_move_past_its_expiry(client: AtfClient) -> None:

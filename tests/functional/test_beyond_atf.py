@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from pydantic import ValidationError
 
 from atf_core import lifecycle
 from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
@@ -15,14 +17,15 @@ from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Event
 from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
+from atf_core.definitions import Attr
 from atf_core.errors import Conflict, InputError
 from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
-from atf_core.schema import TaskError, TaskStatus, to_ms
+from atf_core.schema import MAX_JSON_DEPTH, TaskError, TaskStatus, to_ms
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.counters import Counters
-from atf_core.store.items import CHAINS_PARTITION, ItemStore
+from atf_core.store.items import CHAINS_PARTITION, SPEC_FIELD, ItemStore, schedule_id
 from atf_core.tasks import Scheduling
 from atf_core.vocabulary import CatchUp, Overlap
 from tests.functional.test_consumer import World
@@ -36,6 +39,7 @@ def world(aws: Any, config: StackConfig) -> World:
     lambdas["sleepy"] = LambdaSpec(priorities=["normal"], default_priority="normal", max_attempts=2)  # dead letters on
     world = World(aws, config.model_copy(update={"lambdas": lambdas}))
     world.items = ItemStore(aws.dynamodb, config.table_name)  # type: ignore[attr-defined]
+    world.dynamodb = aws.dynamodb  # type: ignore[attr-defined]
     world.counters = Counters(aws.dynamodb, config.table_name)  # type: ignore[attr-defined]
     world.now = T
     return world
@@ -464,6 +468,51 @@ def test_a_request_repeated_with_its_key_writes_the_links_an_unmarked_chain_lack
     # When the request is repeated with its key, then the link is written again, as 0.1.0 did
     chains(world).create(chain_spec(), now=world.now)
     assert world.store.get(view.links[3].task_id) is not None
+
+
+def _rewrite(world: World, item_id: str, field: str, text: str) -> None:
+    """Put a stored spec as an earlier version wrote it, past checks added since."""
+    world.dynamodb.update_item(  # type: ignore[attr-defined]
+        TableName=world.config.table_name,
+        Key={Attr.ID: {"S": item_id}},
+        UpdateExpression="SET #f = :t",
+        ExpressionAttributeNames={"#f": field},
+        ExpressionAttributeValues={":t": {"S": text}},
+    )
+
+
+def _too_deep() -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(MAX_JSON_DEPTH):
+        value = [value]
+    return {"a": value}
+
+
+def test_a_chain_stored_before_a_check_was_added_still_reads_and_advances(world: World) -> None:
+    # Given a chain stored with what a request may no longer carry: a link's priority "" and a deep payload
+    view = chains(world).create(chain_spec(), now=world.now)
+    raw = json.loads(world.items.get(f"#chain#{view.id}")["cspec"])  # type: ignore[attr-defined]
+    raw["links"][1].update(priority="", payload=_too_deep())
+    _rewrite(world, f"#chain#{view.id}", "cspec", json.dumps(raw))
+    with pytest.raises(ValidationError):  # as a request, refused
+        ChainSpec.model_validate(raw)
+    # When it is read and swept, then it reads, and its links are where they were
+    assert [link.name for link in chains(world).get(view.id).links] == ["fetch", "resize", "notify", "report"]
+    world.advance(10)
+    chains(world).sweep(world.now)
+    assert chains(world).get(view.id).status == ChainStatus.RUNNING
+
+
+def test_a_schedule_stored_before_a_check_was_added_still_reads(world: World) -> None:
+    # Given a schedule stored with croniter's random field and a deep payload, refused as requests now
+    schedules(world).put("old", ScheduleSpec.model_validate({"lambda": "work", "cron": "0 4 * * *"}), now=T)
+    old = {"lambda": "work", "cron": "R 4 * * *", "payload": _too_deep()}
+    _rewrite(world, schedule_id("old"), SPEC_FIELD, json.dumps(old))
+    with pytest.raises(ValidationError):
+        ScheduleSpec.model_validate(old)
+    # When it is read and listed, then it is, as stored
+    assert schedules(world).get("old").spec.cron == "R 4 * * *"
+    assert [schedule.name for schedule in schedules(world).all()] == ["old"]
 
 
 # -- limits, expiry, fair share -------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from atf_core.schema import MAX_JSON_DEPTH
 from atf_sdk.worker.registry import Retry
 from atf_sdk.worker.results import ResultNotJson, result_json
 
@@ -51,3 +52,13 @@ def test_a_result_with_a_key_json_would_turn_into_a_string_is_not_json(value: An
 def test_a_result_with_string_keys_is_kept_as_returned() -> None:
     value = {"a": [{"b": {"c": 1}}, (1, 2)], "é": None}
     assert json.loads(result_json(value) or "") == {"a": [{"b": {"c": 1}}, [1, 2]], "é": None}
+
+
+def test_a_result_nested_past_the_limit_is_not_json() -> None:
+    """The API could not write such a task back: its every read would fail."""
+    deep: Any = 1
+    for _ in range(MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(ResultNotJson, match=f"limit of {MAX_JSON_DEPTH} levels"):
+        result_json(deep)
+    assert result_json(deep[0]) == json.dumps(deep[0], separators=(",", ":"))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from atf_core.calls import calls
 from atf_core.definitions import Attr
 from atf_core.recurrence import Schedule, ScheduleSpec
-from atf_core.schema import from_ms, maybe_from_ms, to_ms
+from atf_core.schema import STORED, from_ms, maybe_from_ms, to_ms
 from atf_core.store import codec
 from atf_core.store.index import IndexStore
 from atf_core.store.table import Table
@@ -129,7 +129,7 @@ def schedule_fields(schedule: Schedule) -> tuple[dict[str, Any], tuple[str, int]
 def schedule_from(raw: dict[str, Any]) -> Schedule:
     return Schedule(
         name=raw["sname"],
-        spec=ScheduleSpec.model_validate(json.loads(raw[SPEC_FIELD])),
+        spec=ScheduleSpec.model_validate(json.loads(raw[SPEC_FIELD]), context=STORED),
         paused=bool(raw.get("paused")),
         created_at=from_ms(raw["created"]),
         last_occurrence=maybe_from_ms(raw.get("last")),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from atf_core.schema import MAX_RESULT_BYTES
+from atf_core.schema import MAX_JSON_DEPTH, MAX_RESULT_BYTES, nested_too_deep
 
 
 class ResultNotJson(Exception):
@@ -24,6 +24,8 @@ def result_json(value: Any) -> str | None:
     """The value as compact JSON to store (None: the callback returned nothing)."""
     if value is None:
         return None
+    if nested_too_deep(value):  # before _check_keys, which recurses
+        raise ResultNotJson(f"the callback's result nests objects and arrays over the limit of {MAX_JSON_DEPTH} levels")
     try:
         _check_keys(value)
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
