@@ -21,6 +21,7 @@ from atf_core.store import index
 from atf_core.store.base import DueEntry, ReadPast
 from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
+from atf_core.tasks import Scheduling
 from atf_sdk.worker.buffers import Buffered
 from atf_sdk.worker.controller import Controller, ControllerSettings
 from tests.conftest import work_controller
@@ -251,6 +252,34 @@ def test_a_throttled_keyed_task_waits_without_using_an_attempt(
     # the message it came in is stale now: a late claim of it is refused by the entry fence
     assert controller.claim("work", held, "h:1") is None
     assert world.status(waiting) is TaskStatus.NEW
+
+
+@pytest.mark.parametrize("change", ["a later run time", "another priority"])
+def test_a_throttled_keyed_task_an_operator_changed_keeps_the_change(
+    aws: Any, config: StackConfig, drained: list[Controller], change: str
+) -> None:
+    # Given a task its key holds back, in a buffer half full, and an operator's change since its message was sent
+    keyed = keyed_config(config, max_running=1)
+    world = World(aws, keyed)
+    world.now = datetime.now(UTC)
+    controller = controller_for(aws, keyed, drained, capacity=2)
+    running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    assert controller.claim("work", buffered(keyed, messages[running.id]), "h:1")
+    controller._buffers["work"].hold(buffered(keyed, TaskMessage("other", 0, 0, "default"), 2), 60)
+    later = world.now + timedelta(hours=1)
+    amendment = Amendment(run_at=later) if change == "a later run time" else Amendment(priority="high")
+    changed = Scheduling(world.store, keyed, clock=lambda: world.now).amend(waiting.id, amendment)
+    entry = {k: raw_item(world.store, waiting.id)[k] for k in (Attr.INDEX_PK, Attr.INDEX_SK)}
+    # When the old message is refused by the key's limit
+    assert controller.claim("work", buffered(keyed, messages[waiting.id], 1), "h:1") is None
+    # Then the deferral does not write over the change: the task and its index entry stay where the change put
+    # them (it had put the run time back to a second from now, or left the entry in the old priority's index)
+    after = world.store.get(waiting.id)
+    assert after is not None and (after.next_at, after.priority) == (changed.next_at, changed.priority)
+    assert {k: raw_item(world.store, waiting.id)[k] for k in (Attr.INDEX_PK, Attr.INDEX_SK)} == entry
+    assert after.status is TaskStatus.NEW and after.attempt == 0
 
 
 def test_with_room_in_the_buffer_a_throttled_keyed_task_waits_there(

@@ -292,11 +292,14 @@ class Controller:
         """A flow key's limit holds its task back: while the buffer has room, it waits there; past half of
         it, the task goes back to the index KEY_DEFER_S later and its message is deleted, so one key's
         backlog cannot fill the buffer and keep other keys' tasks from being received. True if deferred.
-        The write is fenced by the message's attempt; no attempt is used."""
+        The write is fenced as the claim is, by the message's attempt, index entry and priority: a task an
+        operator (or a debounce merge) has moved since the message was sent keeps its new time and priority.
+        No attempt is used."""
         buffer = self._buffers[lambda_name]
         if buffer.room() > buffer.capacity // 2:
             return False
-        change = Change(now=now, attempt=item.message.attempt, next_at=now + timedelta(seconds=KEY_DEFER_S))
+        later = now + timedelta(seconds=KEY_DEFER_S)
+        change = Change(now=now, attempt=item.message.attempt, entry_ms=item.message.due_ms, next_at=later)
         outcome = self._store.transition(ref, lifecycle.AMEND, change)
         if not outcome.applied and outcome.task is not None and outcome.task.status is TaskStatus.RETRIABLE_FAILURE:
             outcome = self._store.transition(ref, lifecycle.AMEND_RETRY, change)
