@@ -91,23 +91,41 @@ class Limiter:
         return bool(self.scopes(lambda_name, "") or spec.collection_limits or spec.key_limits)
 
     def acquire(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant | Refusal:
-        """A grant to start this task now, or a refusal: wait and ask again, or (a key's rate limit) drop it."""
-        taken: list[str] = []
+        """A grant to start this task now, or a refusal: wait and ask again, or (a key's rate limit) drop it.
+        A refusal gives back what the scopes before the refusing one gave: a slot, and a start of their rate
+        (a hot key's task asking again every LIMITED_RETRY_S would otherwise spend the lambda's starts)."""
+        slots: list[str] = []
+        starts: list[tuple[str, int]] = []
         for scope, limits in self.scopes(lambda_name, collection, flow_key):
-            keyed = isinstance(limits, KeyLimits)
-            if limits.max_running and not self._take_slot(scope, task_id, limits.max_running):
-                self._give_back(taken, task_id)
-                hold = KeyHold.MAX_RUNNING if keyed else None
-                return Refusal(f"{_named(scope)} runs {limits.max_running} at most", key_hold=hold)
-            if limits.max_running:
-                taken.append(scope)
-            if limits.max_starts_per_second and not self._take_token(scope, limits.max_starts_per_second):
-                self._give_back(taken, task_id)
+            refusal = self._take(scope, limits, task_id, slots, starts)
+            if refusal is not None:
+                self._give_back(slots, task_id)
+                for counted in starts:
+                    self._counters.give_back_start(*counted)
+                return refusal
+        return Grant(task_id, tuple(slots))
+
+    def _take(
+        self, scope: str, limits: Limits, task_id: str, slots: list[str], starts: list[tuple[str, int]]
+    ) -> Refusal | None:
+        """One scope's slot and start, added to `slots` and `starts` as taken; or its refusal."""
+        keyed = isinstance(limits, KeyLimits)
+        if limits.max_running:
+            if not self._take_slot(scope, task_id, limits.max_running):
+                return Refusal(
+                    f"{_named(scope)} runs {limits.max_running} at most",
+                    key_hold=KeyHold.MAX_RUNNING if keyed else None,
+                )
+            slots.append(scope)
+        if limits.max_starts_per_second:
+            window = self._take_token(scope, limits.max_starts_per_second)
+            if window is None:
                 drop = isinstance(limits, KeyLimits) and limits.over_rate is OverRate.RATE_LIMIT
                 hold = (KeyHold.RATE_LIMIT if drop else KeyHold.THROTTLE) if keyed else None
                 reason = f"over the rate of {_named(scope)} ({limits.max_starts_per_second:g} starts/s)"
                 return Refusal(reason, drop, hold)
-        return Grant(task_id, tuple(taken))
+            starts.append((scope, window))
+        return None
 
     def grant_for(self, lambda_name: str, collection: str, task_id: str, flow_key: str | None = None) -> Grant:
         """The slots a running task holds, as its executor sees them."""
@@ -123,11 +141,12 @@ class Limiter:
             self._counters.renew_slot(scope, grant.task_id, lease_ms, _expires(lease_ms))
 
     # -- starts per second -----------------------------------------------------
-    def _take_token(self, scope: str, per_second: float) -> bool:
+    def _take_token(self, scope: str, per_second: float) -> int | None:
+        """Count a start in the scope's current window; the window's start (epoch s), or None if it is full."""
         window = max(1, math.ceil(1 / per_second))  # slow rates count over a longer window
         allowed = max(1, math.floor(per_second * window))
         start = int(self._clock()) // window * window
-        return self._counters.take_start(scope, start, allowed, expires=start + window + IDLE_KEEP_S)
+        return start if self._counters.take_start(scope, start, allowed, expires=start + window + IDLE_KEEP_S) else None
 
     # -- running at once ---------------------------------------------------------
     def _take_slot(self, scope: str, task_id: str, max_running: int) -> bool:

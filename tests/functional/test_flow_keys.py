@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from atf_core.amend import Amendment, amend
-from atf_core.config import KeyLimits, LambdaSpec, OverRate, StackConfig
+from atf_core.config import KeyLimits, LambdaSpec, Limits, OverRate, StackConfig
 from atf_core.consumer.consumer import fair_share
 from atf_core.consumer.read_past import FULL_EVERY_MS, SLACK_MS
 from atf_core.definitions import Attr
-from atf_core.limits import IDLE_KEEP_S, Grant, Limiter, Refusal, key_scope
+from atf_core.limits import IDLE_KEEP_S, Grant, KeyHold, Limiter, Refusal, key_scope
 from atf_core.queues import TaskMessage
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import index
@@ -196,6 +196,25 @@ def test_a_refused_rate_gives_back_the_keys_running_slot(aws: Any, config: Stack
     assert isinstance(limits.acquire("work", "default", "a1", "A"), Grant)
     assert isinstance(limits.acquire("work", "default", "a2", "A"), Refusal)
     assert set(Counters(aws.dynamodb, config.table_name).slots(key_scope("work", "A"))) == {"a1"}
+
+
+def test_a_task_its_key_refuses_spends_none_of_the_lambdas_starts(aws: Any, config: StackConfig) -> None:
+    # Given a lambda of 5 starts a second whose keys run one task at a time, and key A's task running
+    clock = {"t": 1_000.0}
+    keyed = keyed_config(config, max_running=1)
+    lambdas = dict(keyed.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"limits": Limits(max_starts_per_second=5)})
+    limits = Limiter(Counters(aws.dynamodb, config.table_name), keyed.model_copy(update={"lambdas": lambdas}),
+                     clock=lambda: clock["t"])  # fmt: skip
+    assert isinstance(limits.acquire("work", "default", "a1", "A"), Grant)
+    # When A's next task asks again and again within that second, refused by its key each time
+    for _ in range(8):
+        refused = limits.acquire("work", "default", "a2", "A")
+        assert isinstance(refused, Refusal) and refused.key_hold is KeyHold.MAX_RUNNING
+        clock["t"] += 0.1
+    # Then the lambda's other four starts of that second are still there for the other keys, and no more
+    others = [limits.acquire("work", "default", f"b{n}", f"B{n}") for n in range(5)]
+    assert [isinstance(answer, Grant) for answer in others] == [True] * 4 + [False]
 
 
 # -- the controller ----------------------------------------------------------------------

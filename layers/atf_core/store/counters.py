@@ -1,7 +1,8 @@
 """The limiter's counters in the task table: starts per time window, and the running slots of a scope.
 
-A window is an item per (scope, window start) whose count only grows, up to
-the allowed starts, and expires an hour after the window. A scope's running
+A window is an item per (scope, window start) whose count grows up to the
+allowed starts (and shrinks again only for a start another scope then refused),
+and expires an hour after the window. A scope's running
 slots are one item holding a map of task id -> lease end (epoch ms); a
 start adds its task while the map is smaller than the cap. Every take and
 renewal of a slot pushes the item's TTL past its lease, so the item of a scope
@@ -34,6 +35,16 @@ class Counters:
             {"#ttl": Attr.EXPIRES},
             {":one": {"N": "1"}, ":limit": {"N": str(allowed)}, ":ttl": {"N": str(expires)}},
         ).applied
+
+    @calls("dynamodb:UpdateItem")
+    def give_back_start(self, scope: str, window_start: int) -> None:
+        """Uncount a start counted in the window beginning at `window_start`: the task did not start."""
+        self._table.update(
+            f"#rate#{scope}#{window_start}",
+            "ADD n :less",
+            "n > :none",
+            values={":less": {"N": "-1"}, ":none": {"N": "0"}},
+        )
 
     @calls("dynamodb:UpdateItem")
     def open_slots(self, scope: str) -> None:
