@@ -146,8 +146,12 @@ class Schedules:
         return report
 
     def _fire(self, schedule: Schedule, now: datetime, up_to: datetime, report: FireReport) -> None:
+        if schedule.paused:  # paused after the index listed it (or the index lags): nothing of it runs
+            return
         spec = schedule.spec
-        after = schedule.last_occurrence or schedule.created_at
+        # A schedule replaced (put again) restarts its cadence from the put: the occurrences of its new spec
+        # before then were never its own, whenever the last one of the old spec was.
+        after = max(schedule.last_occurrence or schedule.created_at, schedule.created_at)
         due = spec.due(after, up_to, schedule.created_at)
         chosen = choose(spec, due.latest, now)
         task_id, created, skipped = schedule.last_task_id, 0, due.count - len(chosen)
@@ -159,6 +163,14 @@ class Schedules:
             try:
                 task_id = self._create(schedule, occurrence, now)
             except FlowKeyBusy:  # its singleton flow key is held by another task: skipped, as an overlap is
+                skipped += 1
+                continue
+            except Conflict as error:
+                if error.field != "key":
+                    raise
+                # The occurrence has a task already, made by this name's schedule before a put or a delete
+                # changed what it makes: that task stands for it. Raised on, every poll would stop here.
+                log.warning("schedule %s: the occurrence %s has a task of an earlier spec", schedule.name, occurrence)
                 skipped += 1
                 continue
             created += 1

@@ -173,7 +173,7 @@ class ScheduleSpec(BaseModel):
         assert self.cron is not None
         backwards = croniter(self.cron, moment.astimezone(ZoneInfo(self.timezone)))
         for _ in range(steps):
-            earlier = backwards.get_prev(datetime)
+            earlier = backwards.get_prev(datetime).astimezone(UTC)  # compared as instants (see next_after)
             if earlier <= after or earlier >= moment:  # the latter: a croniter that cannot step back from here
                 return after
             moment = earlier
@@ -197,7 +197,9 @@ class ScheduleSpec(BaseModel):
         following: datetime = steps.get_next(datetime)
         while self._repeated(following, zone):
             following = steps.get_next(datetime)
-        return following
+        # In UTC: Python compares two times of one zone by their wall clocks, fold ignored, and an occurrence
+        # in the hour the clocks go back over would compare as before the same wall time's first pass.
+        return following.astimezone(UTC)
 
     def _repeated(self, moment: datetime, zone: ZoneInfo) -> bool:
         """Whether this is the second pass of a wall-clock time the clocks went back over, for an expression at a

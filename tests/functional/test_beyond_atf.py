@@ -182,6 +182,51 @@ def test_catch_up_all_runs_its_occurrences_with_overlap_skip_unless_an_earlier_t
     assert schedules(world).get("all").fired == 3
 
 
+def every_minute(**fields: Any) -> ScheduleSpec:
+    return ScheduleSpec.model_validate({"lambda": "work", "cron": "* * * * *", "overlap": "allow", **fields})
+
+
+def test_a_replaced_schedule_makes_no_task_for_occurrences_before_it_was_replaced(world: World) -> None:
+    # Given an hourly schedule that fired at 12:00, replaced at 12:30 by one every five minutes catching up all
+    schedules(world).put("job", every_minute(cron="0 * * * *"), now=T - timedelta(minutes=1))
+    assert schedules(world).fire_due(T).created == 1
+    schedules(world).put("job", every_minute(cron="*/5 * * * *", catch_up="all"), now=T + timedelta(minutes=30))
+    # When it fires at 12:35
+    report = schedules(world).fire_due(T + timedelta(minutes=35))
+    # Then only 12:35 runs: 12:05 to 12:30 were occurrences of a spec it did not have then
+    assert (report.created, report.skipped) == (1, 0)
+    assert world.store.get(schedules(world).get("job").last_task_id or "").scheduled_at == T + timedelta(minutes=35)  # type: ignore[union-attr]
+
+
+def test_a_schedule_paused_after_the_index_listed_it_does_not_fire(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule paused a second before its occurrence, which the index still lists (it lags, or the
+    # consumer's query ran just before the pause)
+    schedules(world).put("job", every_minute(), now=T)
+    schedules(world).set_paused("job", True, now=T + timedelta(seconds=59))
+    monkeypatch.setattr(world.items, "partition", lambda *_: iter([schedule_id("job")]))  # type: ignore[attr-defined]
+    # When the consumer fires what the index listed, then nothing of it runs, and it stays paused
+    assert schedules(world).fire_due(T + timedelta(minutes=1)).created == 0
+    stored = schedules(world).get("job")
+    assert stored.paused and stored.fired == 0 and stored.last_task_id is None
+
+
+def test_an_occurrence_a_deleted_schedule_made_ahead_does_not_hold_up_its_successor(world: World) -> None:
+    # Given a schedule that made 12:00's task ahead, then deleted and made again with another payload before 12:00
+    schedules(world).put("job", every_minute(catch_up="all", payload={"v": "A"}), now=T - timedelta(seconds=30))
+    assert schedules(world).fire_due(T - timedelta(milliseconds=500), lookahead_s=1).created == 1
+    schedules(world).delete("job")
+    schedules(world).put("job", every_minute(catch_up="all", payload={"v": "B"}), now=T - timedelta(milliseconds=400))
+    # When it fires 12:00 (which has its predecessor's task), then 12:01
+    at_noon = schedules(world).fire_due(T + timedelta(milliseconds=100), lookahead_s=1)
+    a_minute_on = schedules(world).fire_due(T + timedelta(minutes=1, milliseconds=100), lookahead_s=1)
+    # Then 12:00 is skipped (its task is the one made before), and 12:01 runs at its time with the new payload
+    assert (at_noon.created, at_noon.skipped, a_minute_on.created, a_minute_on.skipped) == (0, 1, 1, 0)
+    task = world.store.get(schedules(world).get("job").last_task_id or "")
+    assert task is not None and task.scheduled_at == T + timedelta(minutes=1) and task.payload == {"v": "B"}
+
+
 def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> None:
     spec = ScheduleSpec.model_validate({"lambda": "work", "cron": "0 9 * * 1-5", "timezone": "Europe/Paris"})
     schedules(world).put("weekday", spec, now=T)

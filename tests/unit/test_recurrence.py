@@ -57,7 +57,7 @@ def test_a_cron_gap_longer_than_the_count_keeps_its_latest_occurrences() -> None
         ("30 2 * * * */20", "Europe/Paris"),
     ],
 )
-@pytest.mark.parametrize("catch_up_limit", [1, 7, 1000])
+@pytest.mark.parametrize("catch_up_limit", [1, 2, 3, 7, 1000])
 def test_the_latest_found_backwards_are_the_ones_walked_forwards(cron: str, zone: str, catch_up_limit: int) -> None:
     # Given a span that crosses both daylight-saving changes of 2027, in pieces that start and end anywhere
     schedule = spec(cron=cron, timezone=zone, catch_up="all", catch_up_limit=catch_up_limit)
@@ -65,6 +65,8 @@ def test_the_latest_found_backwards_are_the_ones_walked_forwards(cron: str, zone
         (datetime(2027, 3, 13, 23, 59, 59, 500000, tzinfo=UTC), datetime(2027, 3, 28, 4, tzinfo=UTC)),
         (datetime(2027, 10, 30, 12, tzinfo=UTC), datetime(2027, 11, 8, 1, 30, 0, 250000, tzinfo=UTC)),
         (datetime(2027, 10, 31, 0, 30, tzinfo=UTC), datetime(2027, 10, 31, 1, 30, tzinfo=UTC)),
+        # the latest found backwards start inside the repeated hour, the earlier ones are counted up to there
+        (datetime(2027, 10, 31, 0, 10, tzinfo=UTC), datetime(2027, 10, 31, 2, 9, tzinfo=UTC)),
     ):
         every = walked(schedule, after, up_to)
         # When the span is looked at as a gap
