@@ -239,13 +239,6 @@ SAME_AS_THE_API: list[tuple[str, Call, str, str, Any]] = [
         TASKS,
         {"lambda": "work", "payload": TOO_DEEP},
     ),
-    (
-        "run time long ago",
-        lambda a: a.schedule("work", run_at=datetime(1969, 6, 1, tzinfo=UTC)),
-        "POST",
-        TASKS,
-        {"lambda": "work", "run_at": "1969-06-01T00:00:00Z"},
-    ),
     ("chain cycle", lambda a: a.create_chain(CYCLE), "POST", "/v1/chains", CYCLE),
 ]
 

@@ -211,6 +211,12 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
     (ItemStore, "delete"): [(_item, lambda w, _: w.items.delete("#i")), (_nothing, lambda w, _: w.items.delete("#i"))],
     (ItemStore, "partition"): [(_nothing, lambda w, _: w.items.partition("cron", to_ms(T0)))],
     (Counters, "take_start"): [(_nothing, lambda w, _: w.counters.take_start("work", 100, allowed=1, expires=4000))],
+    (Counters, "give_back_start"): [
+        (
+            lambda w: w.counters.take_start("work", 100, allowed=1, expires=4000),
+            lambda w, _: w.counters.give_back_start("work", 100),
+        ),
+    ],
     (Counters, "open_slots"): [(_nothing, lambda w, _: w.counters.open_slots("work"))],
     (Counters, "take_slot"): [(_slots, lambda w, _: w.counters.take_slot("work", "t", 5, max_running=1, expires=9))],
     (Counters, "renew_slot"): [(_nothing, lambda w, _: w.counters.renew_slot("work", "t", 6, 9))],
