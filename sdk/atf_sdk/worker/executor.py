@@ -241,6 +241,14 @@ class TaskRunner:
         except Exception as error:  # noqa: BLE001 - any other exception is a retriable failure
             log.warning("task %s attempt %d raised:\n%s", task.id, task.attempt, traceback.format_exc())
             self._retry(task, error, None)
+        except BaseException as error:
+            # sys.exit() in a callback, or a CancelledError from its own awaits: a retriable failure too. Let
+            # through, it ended this thread with the task still heartbeated: `processing` for as long as the
+            # process lived, never run again. Only Ctrl-C goes on, once the attempt is recorded.
+            log.warning("task %s attempt %d raised:\n%s", task.id, task.attempt, traceback.format_exc())
+            self._retry(task, error, None)
+            if isinstance(error, KeyboardInterrupt):
+                raise
         else:
             self._finish(task, lifecycle.SUCCEED, None, result=result)
 
@@ -249,7 +257,7 @@ class TaskRunner:
         leased (heartbeated) until the write lands: if it cannot, the lease watchdog ends the process in time."""
         self._retry(task, TaskTimeout(limit_s), None, leased=True)
 
-    def _retry(self, task: Task, error: Exception, after: float | None, leased: bool = False) -> None:
+    def _retry(self, task: Task, error: BaseException, after: float | None, leased: bool = False) -> None:
         if task.attempt >= task.max_attempts:
             self._finish(task, self._fatal, error, leased=leased)
             return
@@ -265,7 +273,7 @@ class TaskRunner:
         self,
         task: Task,
         transition: lifecycle.Transition,
-        error: Exception | None,
+        error: BaseException | None,
         delay: float = 0.0,
         leased: bool = False,
         result: str | None = None,
@@ -323,6 +331,6 @@ def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task], None]:
     return after
 
 
-def _error_of(error: Exception, attempt: int, now: datetime, host: str) -> TaskError:
+def _error_of(error: BaseException, attempt: int, now: datetime, host: str) -> TaskError:
     message = str(error) or type(error).__name__
     return TaskError(type=type(error).__name__, message=message, attempt=attempt, at=now, host=host)
