@@ -237,7 +237,9 @@ class Chains:
             raise NotFound(f"chain {chain_id} has no link {link_name!r}", "link")
         if link.status is not TaskStatus.DEAD_LETTER:
             raise Conflict(f"link {link_name!r} is {link.status.value}; only a dead letter can be retried", "link")
-        ref = self._ref(chain, link_name)
+        stored = self._store.get(chain.task_id(link_name))
+        # The link as it is now: its priority may have been changed since the chain was made
+        ref = TaskRef.of(stored) if stored is not None else self._ref(chain, link_name)
         now = self._clock()
         attempts = budget or self._config.lambdas[ref.lambda_name].max_attempts
         change = Change(now=now, next_at=now, max_attempts=attempts, reason="retried in its chain")

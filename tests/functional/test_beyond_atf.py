@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from atf_core import lifecycle
+from atf_core.amend import Amendment, amend
 from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Event
@@ -513,6 +514,54 @@ def test_a_request_repeated_with_its_key_writes_the_links_an_unmarked_chain_lack
     # When the request is repeated with its key, then the link is written again, as 0.1.0 did
     chains(world).create(chain_spec(), now=world.now)
     assert world.store.get(view.links[3].task_id) is not None
+
+
+def _claim_from(world: World, priority: str) -> Any:
+    """Poll, take the one message of the priority's queue and claim it as a controller would: the task."""
+    world.consumer.poll()
+    [message] = world.drain(priority)
+    ref = TaskRef(message.task_id, "work", priority, message.flow_key)
+    change = Change(now=world.now, attempt=message.attempt, entry_ms=message.due_ms, host="h:1")
+    outcome = world.store.transition(ref, lifecycle.CLAIM, change)
+    assert outcome.applied, "the claim of the message sent was refused"
+    return outcome.task
+
+
+def test_a_link_whose_priority_was_changed_is_retried_at_that_priority(world: World) -> None:
+    # Given a chain whose second link an operator moved to high once it was released, and which then failed
+    spec = ChainSpec.model_validate({"links": [{"name": "a", "lambda": "work"}, {"name": "b", "lambda": "work",
+                                                                           "after": ["a"]}]})  # fmt: skip
+    view = chains(world).create(spec, now=world.now)
+    first = _claim_from(world, "normal")
+    assert world.store.transition(TaskRef.of(first), lifecycle.SUCCEED, Change(now=world.now, attempt=1)).applied
+    assert chains(world).advance(view.id, world.now) == 1
+    b = view.links[1].task_id
+    Scheduling(world.store, world.config, clock=lambda: world.now).amend(b, Amendment(priority="high"))
+    world.advance(1)
+    failed = _claim_from(world, "high")
+    error = TaskError(type="E", message="broken", attempt=1, at=world.now, host="h:1")
+    change = Change(now=world.now, attempt=1, next_at=world.now, error=error)
+    assert world.store.transition(TaskRef.of(failed), lifecycle.FAIL_TO_DEAD_LETTER, change).applied
+    # When it is retried in its chain
+    chains(world).retry(view.id, "b")
+    # Then it is sent on its own priority's queue, and its claim is taken (the chain's spec says normal)
+    world.advance(1)
+    assert _claim_from(world, "high").id == b
+
+
+def test_a_change_made_from_a_stale_read_cannot_leave_a_task_under_the_old_priority(world: World) -> None:
+    # Given a task read by one operator, then moved to high by another
+    scheduling = Scheduling(world.store, world.config, clock=lambda: world.now)
+    task = world.schedule(delay_seconds=30)
+    stale = world.store.get(task.id)
+    assert stale is not None
+    scheduling.amend(task.id, Amendment(priority="high"))
+    # When the first operator's change of payload lands, made from the read before the move
+    outcome = amend(world.store, stale, Amendment(payload={"n": 2}), world.now)
+    # Then it is refused, and the task is still due on the high queue, where its claim is taken
+    assert not outcome.applied
+    world.advance(40)
+    assert _claim_from(world, "high").id == task.id
 
 
 def _rewrite(world: World, item_id: str, field: str, text: str) -> None:

@@ -136,6 +136,11 @@ class TransitionUpdate:
             self._values[":entry"] = {"N": str(self._c.entry_ms)}
             self._values[":recorded"] = {"S": TaskStatus.ENQUEUED.value}
             clauses += ["(#s = :recorded OR #sk <= :entry)", self._of_its_priority()]
+        if self._t.moves_to is not None and self._c.priority is None and "#p" not in self._names:
+            # The entry goes to the partition of the priority the caller read: if the task's has changed since
+            # (an operator's change, landed between another's read and write), that entry would send it to a
+            # queue whose every claim of it is refused, for ever. Refused here instead.
+            clauses.append(self._of_its_priority())
         clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr
