@@ -12,8 +12,9 @@ from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, Event
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus
+from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store.base import Change, TaskRef
+from atf_core.store.codec import index_partition
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from tests.functional.helpers import T0
@@ -348,6 +349,61 @@ def test_a_consumer_whose_clock_runs_ahead_still_waits_a_full_lease(world: World
     assert ahead.poll().total(Event.REQUEUED) == 0
     world.advance(2)
     assert ahead.poll().total(Event.REQUEUED) == 1
+
+
+class StaleView:
+    """The store as a consumer may see it: its eventually consistent reads and its index (a GSI) as they
+    stood at `freeze()`, while writes go through."""
+
+    def __init__(self, store: DynamoTaskStore, partitions: list[str], up_to: datetime) -> None:
+        self._store, self._partitions, self._up_to = store, partitions, up_to
+        self._tasks: list[Task] | None = None
+        self._entries: dict[str, list[Any]] = {}
+
+    def freeze(self, task_ids: list[str]) -> None:
+        self._tasks = self._store.get_many(task_ids)
+        self._entries = {p: list(self._store.due(p, self._up_to)) for p in self._partitions}
+
+    def get_many(self, ids: Any, consistent: bool = True) -> list[Task]:
+        if self._tasks is None or consistent:
+            return self._store.get_many(ids, consistent)
+        return [task for task in self._tasks if task.id in set(ids)]
+
+    def due(self, partition: str, up_to: datetime, *args: Any, **kwargs: Any) -> Any:
+        if self._tasks is None:
+            return self._store.due(partition, up_to, *args, **kwargs)
+        return iter([e for e in self._entries.get(partition, []) if e.next_ms <= to_ms(up_to)])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_claimed_task_whose_first_heartbeat_landed_is_not_enqueued_again_from_a_stale_view(world: World) -> None:
+    # Given a task claimed at once, watched by a second consumer (its clock ahead) from its claim on
+    task = world.schedule()
+    world.consumer.poll()
+    [message] = world.drain()
+    ref, claimed_at = TaskRef.of(task), world.now
+    claim = Change(now=claimed_at, attempt=message.attempt, entry_ms=message.due_ms, host="a:1")
+    assert world.store.transition(ref, lifecycle.CLAIM, claim).applied
+    timeouts = world.config.timeouts
+    partitions = [index_partition(a, "work", "normal", shard) for shard in range(8) for a in ("s", "n")]
+    view = StaleView(world.store, partitions, claimed_at + timedelta(hours=1))
+    ahead = timedelta(seconds=timeouts.lease_floor)
+    watching = Consumer(view, world.sqs, world.config, clock=lambda: world.now + ahead, io_threads=1)  # type: ignore[arg-type]
+    world.advance(0.1)
+    assert watching.poll().total(Event.REQUEUED) == 0
+    # When its read of the task and its index lag behind the executor's first heartbeat, landed in its lease
+    world.advance(timeouts.claim - 0.2)
+    view.freeze([task.id])  # still claimed, as of just before the beat
+    beat = Change(now=world.now, attempt=1, next_at=world.now + timedelta(seconds=timeouts.heartbeat))
+    assert world.store.transition(ref, lifecycle.HEARTBEAT, beat).applied
+    world.advance(1)
+    # Then the consumer's decision from that view is refused: the task is processing, not claimed
+    assert watching.poll().total(Event.REQUEUED) == 0
+    after = world.store.get(task.id)
+    assert after is not None and (after.status, after.attempt) == (TaskStatus.PROCESSING, 1)
+    assert world.drain() == []
 
 
 def test_a_task_that_keeps_killing_its_worker_ends_after_max_attempts(world: World) -> None:

@@ -305,7 +305,10 @@ class Consumer:
         """Send a stuck task again, or end it; either write is fenced by the attempt and by the stamp that
         stayed unchanged, so it fails if the task was seen alive meanwhile."""
         queue = (look.entry.lambda_name, look.entry.priority)
-        change = Change(now=look.now, attempt=action.attempt, observed=action.observed, error=action.error)
+        seen = look.task.status if look.task is not None else None
+        change = Change(
+            now=look.now, attempt=action.attempt, observed=action.observed, error=action.error, seen_status=seen
+        )
         if isinstance(action, Exhaust):
             ending = replace(change, reason=action.reason, next_at=look.now)
             if self._store.transition(look.ref, action.transition, ending).applied:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from atf_core.lifecycle import Transition
-from atf_core.schema import Gate, Task, TaskError
+from atf_core.schema import Gate, Task, TaskError, TaskStatus
 
 # A fairness flow: a collection and a flow key (None for tasks without one).
 Flow = tuple[str, str | None]
@@ -80,6 +80,9 @@ class Change:
     expired_by: datetime | None = None  # EXPIRE: only if expire_at has passed by then
     max_attempts: int | None = None  # REDRIVE: a fresh budget of attempts on top of those used
     observed: dict[str, int] = field(default_factory=dict)
+    # A stuck task's re-enqueue or end: the status it was seen in. A first heartbeat moves a claimed task to
+    # processing and leaves its claim stamp as it was: the stamp alone would not show it alive.
+    seen_status: TaskStatus | None = None
     # CLAIM of a task the consumer sent without writing: the index timestamp it was sent for.
     # An entry that has moved later since (a retry's backoff) is not due: the claim fails.
     entry_ms: int | None = None

@@ -141,6 +141,9 @@ class TransitionUpdate:
             # (an operator's change, landed between another's read and write), that entry would send it to a
             # queue whose every claim of it is refused, for ever. Refused here instead.
             clauses.append(self._of_its_priority())
+        if self._c.seen_status is not None:
+            self._values[":seen"] = {"S": self._c.seen_status.value}
+            clauses.append("#s = :seen")
         clauses += self._expiry_clauses()
         for attr, observed in sorted(self._c.observed.items()):
             self._names[f"#o_{attr}"] = attr
