@@ -177,7 +177,11 @@ class TaskRunner:
         self._clock = clock
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
-        self.after_finish: Callable[[Task], None] = lambda task: None
+        # What follows an attempt's end (its limit slots back, its chain advanced); told whether the task had
+        # moved on without it (its result refused: a later attempt holds the task, and its slots).
+        self.after_finish: Callable[[Task, bool], None] = lambda task, moved_on: None
+        self._moved_on: set[tuple[str, int]] = set()  # (task id, attempt) whose result was refused
+        self._moved_on_lock = threading.Lock()
         # A chain's link is given its parents' results: (chain id, task id) -> results by link name.
         self.parent_results: Callable[[str, str], dict[str, Any]] = lambda chain, task_id: {}
         # An attempt over its time limit is stopped by the watcher, once its executor runs it (executor_main);
@@ -224,8 +228,11 @@ class TaskRunner:
             self.metrics.observe(Metric.EXECUTION_MS, elapsed_ms, "Milliseconds", queue(task.lambda_, task.priority))
 
     def _after(self, task: Task) -> None:
+        with self._moved_on_lock:
+            moved_on = (task.id, task.attempt) in self._moved_on
+            self._moved_on.discard((task.id, task.attempt))
         try:
-            self.after_finish(task)
+            self.after_finish(task, moved_on)
         except Exception:
             log.warning("after-finish work for %s failed", task.id, exc_info=True)
 
@@ -306,6 +313,8 @@ class TaskRunner:
                 log.warning(
                     "result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt
                 )
+                with self._moved_on_lock:
+                    self._moved_on.add((task.id, task.attempt))
                 return
             for metric in OUTCOME_METRICS.get(transition.name, ()):
                 self.metrics.count(metric, 1, queue(task.lambda_, task.priority))
@@ -318,12 +327,13 @@ class _TakenOver(Exception):
     """The attempt's callback returned after the time-limit watcher took the attempt over."""
 
 
-def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task], None]:
-    """Give back the task's running slots, and let its chain carry on if it was a link."""
+def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task, bool], None]:
+    """Give back the task's running slots, and let its chain carry on if it was a link. A task that moved on
+    (its lease lapsed, and it runs again) keeps its slots: held by task id, they are its later attempt's."""
 
-    def after(task: Task) -> None:
+    def after(task: Task, moved_on: bool) -> None:
         grant = limiter.grant_for(task.lambda_, task.collection, task.id, task.flow_key)
-        if grant.slots:
+        if grant.slots and not moved_on:
             limiter.release(grant)
         if task.chain is not None:
             chains.advance(task.chain)
