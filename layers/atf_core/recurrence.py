@@ -44,9 +44,9 @@ MISSED_AFTER = timedelta(seconds=60)  # an occurrence later than this is "missed
 # A cron's occurrences before the ones a gap may run are counted one by one (~25 us each), so a long gap in a
 # frequent expression counts this many at most: its skipped count is then a lower bound.
 COUNTED_AT_MOST = 10_000
+RANDOM_FIELD = re.compile(r"[Rr](\(.*\))?")  # croniter's R and R(a-b), not Vixie cron's
 # The shortcuts croniter takes, as the five fields they stand for: a spec holds fields, which the daylight saving
 # rule (ScheduleSpec._repeated) reads.
-RANDOM_FIELD = re.compile(r"[Rr](\(.*\))?")  # croniter's R and R(a-b), not Vixie cron's
 CRON_SHORTCUTS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
