@@ -232,14 +232,15 @@ class Chains:
     ) -> ChainView:
         """Send a failed (dead-letter) link back to run, with a fresh attempt budget."""
         chain = self._load(chain_id, lambda_name)
-        link = next((lk for lk in self._view(chain).links if lk.name == link_name), None)
-        if link is None:
+        if all(link.name != link_name for link in chain.spec.links):
             raise NotFound(f"chain {chain_id} has no link {link_name!r}", "link")
-        if link.status is not TaskStatus.DEAD_LETTER:
-            raise Conflict(f"link {link_name!r} is {link.status.value}; only a dead letter can be retried", "link")
+        # The link's task as it is now (its priority may have been changed since the chain was made); none yet
+        # is a link still waiting to be written
         stored = self._store.get(chain.task_id(link_name))
-        # The link as it is now: its priority may have been changed since the chain was made
-        ref = TaskRef.of(stored) if stored is not None else self._ref(chain, link_name)
+        if stored is None or stored.status is not TaskStatus.DEAD_LETTER:
+            status = stored.status.value if stored is not None else TaskStatus.WAITING.value
+            raise Conflict(f"link {link_name!r} is {status}; only a dead letter can be retried", "link")
+        ref = TaskRef.of(stored)
         now = self._clock()
         attempts = budget or self._config.lambdas[ref.lambda_name].max_attempts
         change = Change(now=now, next_at=now, max_attempts=attempts, reason="retried in its chain")

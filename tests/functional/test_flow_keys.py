@@ -250,9 +250,12 @@ def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(
     assert dropped.reason == "over the rate of flow key 'A' of work (1 starts/s)"
 
 
-def test_a_throttled_keyed_task_waits_without_using_an_attempt(
+def held_back_in_a_half_full_buffer(
     aws: Any, config: StackConfig, drained: list[Controller]
-) -> None:
+) -> tuple[StackConfig, World, Controller, Task, dict[str, TaskMessage]]:
+    """Key A runs one task at a time and runs one; its second task waits, and the host's buffer of 2 is half
+    full: a task its key holds back goes back to the index rather than take more room. The configuration,
+    the world, the controller, the waiting task and the messages sent, by task id."""
     keyed = keyed_config(config, max_running=1)
     world = World(aws, keyed)
     world.now = datetime.now(UTC)
@@ -263,6 +266,13 @@ def test_a_throttled_keyed_task_waits_without_using_an_attempt(
     assert controller.claim("work", buffered(keyed, messages[running.id]), "h:1")
     # a buffer half full: a task its key holds back goes back to the index rather than take more room
     controller._buffers["work"].hold(buffered(keyed, TaskMessage("other", 0, 0, "default"), 2), 60)
+    return keyed, world, controller, waiting, messages
+
+
+def test_a_throttled_keyed_task_waits_without_using_an_attempt(
+    aws: Any, config: StackConfig, drained: list[Controller]
+) -> None:
+    keyed, world, controller, waiting, messages = held_back_in_a_half_full_buffer(aws, config, drained)
     held = buffered(keyed, messages[waiting.id], 1)
     assert controller.claim("work", held, "h:1") is None
     after = world.store.get(waiting.id)
@@ -278,15 +288,7 @@ def test_a_throttled_keyed_task_an_operator_changed_keeps_the_change(
     aws: Any, config: StackConfig, drained: list[Controller], change: str
 ) -> None:
     # Given a task its key holds back, in a buffer half full, and an operator's change since its message was sent
-    keyed = keyed_config(config, max_running=1)
-    world = World(aws, keyed)
-    world.now = datetime.now(UTC)
-    controller = controller_for(aws, keyed, drained, capacity=2)
-    running, waiting = world.schedule(flow_key="A"), world.schedule(flow_key="A")
-    world.consumer.poll()
-    messages = {m.task_id: m for m in world.drain()}
-    assert controller.claim("work", buffered(keyed, messages[running.id]), "h:1")
-    controller._buffers["work"].hold(buffered(keyed, TaskMessage("other", 0, 0, "default"), 2), 60)
+    keyed, world, controller, waiting, messages = held_back_in_a_half_full_buffer(aws, config, drained)
     later = world.now + timedelta(hours=1)
     amendment = Amendment(run_at=later) if change == "a later run time" else Amendment(priority="high")
     changed = Scheduling(world.store, keyed, clock=lambda: world.now).amend(waiting.id, amendment)
