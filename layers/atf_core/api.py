@@ -13,6 +13,7 @@ import json
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from atf_core.amend import Amendment
 from atf_core.bulk import TaskFilter, task_filter
@@ -244,6 +245,17 @@ class TaskAmendmentRequest(BaseModel):
     delay_seconds: JsonNumber | None = DELAY
     priority: str | None = Field(default=None, pattern=NAME_PATTERN, description="One of the lambda's priorities.")
     payload: Payload | None = Field(default=None, description="Replaces the payload whole.")
+
+    @field_validator("run_at", "delay_seconds", "priority", "payload", mode="before")
+    @classmethod
+    def _not_null(cls, value: object, info: ValidationInfo) -> object:
+        # A null would read as "leave it", yet a caller sending "payload": null or "priority": null more
+        # likely means "clear it" or "back to the default": neither exists, so it is refused, not ignored.
+        if value is None:
+            raise PydanticCustomError(
+                "null_change", "null changes nothing: leave {field} out to keep it as it is", {"field": info.field_name}
+            )
+        return value
 
     def amendment(self, now: datetime) -> Amendment:
         when_field = "run_at" if self.delay_seconds is None else "delay_seconds"

@@ -287,16 +287,20 @@ def test_a_claim_between_the_read_and_the_write_refuses_the_change(client: AtfCl
         ({"priority": "urgent"}, "priority", "unknown_priority"),
         ({"delay_seconds": -1}, "delay_seconds", "invalid_input"),
         ({"payload": [1]}, "payload", "wrong_type"),
+        ({"payload": None}, "payload", "invalid_input"),
+        ({"priority": None, "delay_seconds": 5}, "priority", "invalid_input"),
+        ({"run_at": None, "payload": {"v": 2}}, "run_at", "invalid_input"),
     ],
 )
 def test_bad_input_to_change_a_task_is_refused_naming_the_field(
     client: AtfClient, raw: Raw, body: dict[str, Any], field: str, code: str
 ) -> None:
     task = client.schedule("work", {"v": 1}, run_at=_at(10))
+    before = client.get(task.id)
     reply = raw("POST", f"/v1/tasks/{task.id}/change", body)
-    assert (reply.status, reply.body["field"]) == (400, field), reply.body
-    assert client.get(task.id).model_dump() == client.get(task.id).model_dump()
-    assert client.get(task.id).payload == {"v": 1} and client.get(task.id).next_at == task.run_at
+    assert (reply.status, reply.body["field"], reply.body["code"]) == (400, field, code), reply.body
+    assert client.get(task.id) == before
+    assert before.payload == {"v": 1} and before.next_at == task.run_at
 
 
 def test_a_change_past_the_tasks_expiry_is_refused_naming_what_the_request_sent(client: AtfClient) -> None:
