@@ -49,14 +49,15 @@ def _build(config_json: str | None, config_file: str | None, endpoint: str | Non
     clients = make_clients(endpoint, iam=True)
     store = DynamoTaskStore(clients.dynamodb, config)
     items = ItemStore(clients.dynamodb, config.table_name)
+    chains = Chains(store, items, config, process_clock)
     return Services(
         config,
         Scheduling(store, config, process_clock),
         Gating(store, config),
         Stats(IndexStore(clients.dynamodb, config.table_name), items, config),
-        DeadLetters(store, config, process_clock),
+        DeadLetters(store, config, process_clock, rejoin_chain=chains.rejoin),
         Schedules(store, items, config, process_clock),
-        Chains(store, items, config, process_clock),
+        chains,
         BulkChanges(store, config, process_clock),
         ItemAccess(clients.iam),
     )

@@ -49,6 +49,7 @@ from atf_core.tasks import build_task, task_id_for
 log = logging.getLogger("atf.chains")
 LINK_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 SWEEP_EVERY = timedelta(seconds=5)
+REJOIN_ATTEMPTS = 3
 MAX_CHAIN_SPEC_BYTES = 160 * 1024
 MAKING = "making"  # the chain item's mark while its create has not written every link
 FAILED = {TaskStatus.DEAD_LETTER, TaskStatus.FATAL_FAILURE, TaskStatus.EXPIRED, TaskStatus.DROPPED}
@@ -248,6 +249,18 @@ class Chains:
         view = self._view(chain)
         self._reindex(chain, view, now)
         return view
+
+    def rejoin(self, chain_id: str) -> None:
+        """Back in the sweep: one of its links was sent back to run from outside the chain (a dead letter
+        redriven). The sweep's next look takes it out again if nothing in it is under way."""
+        for _ in range(REJOIN_ATTEMPTS):  # each a fresh read: another writer (an advance) changed it meanwhile
+            try:
+                chain = self._load(chain_id)
+            except NotFound:  # its item gone (expired): nothing left to sweep
+                return
+            if self._items.put(_chain_item(chain.id), _fields(chain), _sweep_index(self._clock()), chain.version):
+                return
+        log.warning("chain %s changed %d times while rejoining the sweep", chain_id, REJOIN_ATTEMPTS)
 
     def parent_results(self, chain_id: str, task_id: str) -> dict[str, Any]:
         """What the parents of a chain's link returned, by link name (a link runs once they all succeeded)."""

@@ -9,7 +9,7 @@ stampede, or discards it (the tasks end as fatal_failure).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
@@ -28,6 +28,8 @@ from atf_core.store.codec import index_partition
 EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
+# Told the chain of each chain link redriven (Chains.rejoin), so the chain is swept again while the link runs.
+ChainHook = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,13 @@ class BulkResult:
 
 
 class DeadLetters:
-    def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
+    def __init__(
+        self, store: TaskStore, config: StackConfig, clock: Clock = utcnow, rejoin_chain: ChainHook | None = None
+    ) -> None:
         self._store = store
         self._config = config
         self._clock = clock
+        self._rejoin_chain = rejoin_chain
 
     def matching(self, selection: DeadLetterFilter) -> list[DeadLetter]:
         """The oldest `limit` dead letters of the selection, oldest first.
@@ -112,10 +117,18 @@ class DeadLetters:
         return dead.flow_key is not None and limits is not None and limits.singleton
 
     def _redrive(self, dead: DeadLetter, change: Change) -> bool:
-        """Back to new; a singleton key's dead letter takes its key again (FlowKeyBusy where another holds it)."""
+        """Back to new; a singleton key's dead letter takes its key again (FlowKeyBusy where another holds it).
+        A chain's link redriven puts its chain back in the sweep: a failed chain had left it, and a release of
+        the link's children lost with a dying executor would then never come."""
         if self._singleton(dead):
-            return singleton.redrive(self._store, _ref(dead), change)
-        return self._store.transition(_ref(dead), lifecycle.REDRIVE, change).applied
+            applied = singleton.redrive(self._store, _ref(dead), change)
+            task = self._store.get(dead.id) if applied and self._rejoin_chain else None
+        else:
+            outcome = self._store.transition(_ref(dead), lifecycle.REDRIVE, change)
+            applied, task = outcome.applied, outcome.task
+        if applied and task is not None and task.chain and self._rejoin_chain:
+            self._rejoin_chain(task.chain)
+        return applied
 
     def _would_find_busy(self, dead: DeadLetter, keys_taken: set[str]) -> bool:
         """A dry run's prediction of FlowKeyBusy: another unsettled task holds the key now, or an earlier

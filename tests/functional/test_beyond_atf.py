@@ -327,6 +327,31 @@ def test_the_sweep_still_releases_a_branch_of_a_chain_another_branch_failed(worl
     assert f"#chain#{view.id}" not in list(swept), "nothing of it can move now: it left the sweep"
 
 
+def test_a_link_redriven_from_the_dead_letters_puts_its_failed_chain_back_in_the_sweep(world: World) -> None:
+    # Given a chain whose notify failed for good after fetch and resize succeeded: report waits on notify, the
+    # chain failed, and nothing of it can move, so it left the sweep
+    view = chains(world).create(chain_spec().model_copy(update={"key": None}), now=world.now)
+    ids = {link.name: link.task_id for link in view.links}
+    run_once(world, ids["fetch"], "work", "succeed")
+    chains(world).advance(view.id)
+    run_once(world, ids["resize"], "work", "succeed")
+    run_once(world, ids["notify"], "sleepy", "fail")
+    world.advance(10)
+    assert chains(world).sweep(world.now) == 0 and chains(world).get(view.id).status is ChainStatus.FAILED
+    swept = world.items.partition(CHAINS_PARTITION, to_ms(world.now + timedelta(minutes=1)))  # type: ignore[attr-defined]
+    assert f"#chain#{view.id}" not in list(swept)
+    # When an operator redrives notify from the dead letters (not through the chain), and it succeeds on a host
+    # that dies before releasing report
+    letters = DeadLetters(world.store, world.config, rejoin_chain=chains(world).rejoin)
+    assert letters.redrive(DeadLetterFilter("sleepy"), dry_run=False).changed == 1
+    run_once(world, ids["notify"], "sleepy", "succeed")
+    world.advance(10)
+    # Then the consumer's sweep releases report, and the chain runs to its end
+    assert chains(world).sweep(world.now) == 1
+    run_once(world, ids["report"], "work", "succeed")
+    assert chains(world).get(view.id).status is ChainStatus.SUCCEEDED
+
+
 def test_a_cancelled_link_makes_the_chain_cancelled_only_once_no_other_can_run(world: World) -> None:
     # Given a chain whose a succeeded, b and c released
     view = chains(world).create(fork(), now=world.now)

@@ -18,11 +18,13 @@ from atf_core.amend import Amendment
 from atf_core.api import BulkReprioritiseRequest, BulkRescheduleRequest, TaskSelection
 from atf_core.aws import AwsClients
 from atf_core.bulk import WAITING, BulkChange, BulkChanges
+from atf_core.chains import Chains
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.stats import KEYS_SHOWN
+from atf_core.store.items import ItemStore
 from atf_core.store.scan import TaskScan
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
@@ -78,7 +80,8 @@ class ConsoleData:
         self._scan = TaskScan(clients.dynamodb, config.table_name)
         self.store = DynamoTaskStore(clients.dynamodb, config)
         self._gating = Gating(self.store, config)
-        self._dead_letters = DeadLetters(self.store, config)
+        chains = Chains(self.store, ItemStore(clients.dynamodb, config.table_name), config)
+        self._dead_letters = DeadLetters(self.store, config, rejoin_chain=chains.rejoin)
         self._bulk = BulkChanges(self.store, config)
         self._scheduling = Scheduling(self.store, config)
 
