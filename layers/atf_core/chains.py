@@ -204,15 +204,15 @@ class Chains:
         return self._advance(self._load(chain_id), now or self._clock())
 
     def _advance(self, chain: StoredChain, now: datetime) -> int:
-        view = self._view(chain)
+        tasks = self._tasks(chain)
+        view = self._view(chain, tasks)
         done = {link.name for link in view.links if link.status is TaskStatus.SUCCESS}
         released = 0
         for link in view.links:
-            if link.status is TaskStatus.WAITING and all(p in done for p in link.after):
+            task = tasks.get(link.task_id)  # none: a link a half-made chain has yet to write (the sweep will)
+            if task is not None and link.status is TaskStatus.WAITING and all(p in done for p in link.after):
                 change = Change(now=now, next_at=now)
-                released += int(
-                    self._store.transition(self._ref(chain, link.name), lifecycle.RELEASE_LINK, change).applied
-                )
+                released += int(self._store.transition(TaskRef.of(task), lifecycle.RELEASE_LINK, change).applied)
         self._reindex(chain, view if not released else self._view(chain), now)
         return released
 
@@ -222,10 +222,10 @@ class Chains:
         # The links a create left out are written waiting, out of the index: written as the create would, a
         # root could be sent and claimed before this cancels it
         chain = self._made(self._load(chain_id, lambda_name), now, status=TaskStatus.WAITING)
-        for link in self._view(chain).links:
-            if lifecycle.CANCEL.allows(link.status):
+        for task in self._tasks(chain).values():
+            if lifecycle.CANCEL.allows(task.status):
                 change = Change(now=now, reason=f"chain {chain_id} cancelled")
-                self._store.transition(self._ref(chain, link.name), lifecycle.CANCEL, change)
+                self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change)
         return self._view(chain)
 
     def retry(
@@ -327,15 +327,15 @@ class Chains:
         status = TaskStatus.NEW if not link.after else TaskStatus.WAITING
         return task.model_copy(update={"id": chain.task_id(link.name), "status": status, "chain": chain.id})
 
-    def _view(self, chain: StoredChain) -> ChainView:
-        tasks = {t.id: t for t in self._store.get_many([chain.task_id(link.name) for link in chain.spec.links])}
+    def _tasks(self, chain: StoredChain) -> dict[str, Task]:
+        """The links' tasks by id, as stored: a write addresses a link by its task (its priority the one it was
+        made with, under the configuration of then; its flow key's shard), never by its spec."""
+        return {t.id: t for t in self._store.get_many([chain.task_id(link.name) for link in chain.spec.links])}
+
+    def _view(self, chain: StoredChain, tasks: dict[str, Task] | None = None) -> ChainView:
+        tasks = self._tasks(chain) if tasks is None else tasks
         links = [_link_view(chain, link, tasks.get(chain.task_id(link.name))) for link in chain.spec.links]
         return ChainView(id=chain.id, status=_status(links), created_at=chain.created_at, links=links)
-
-    def _ref(self, chain: StoredChain, link_name: str) -> TaskRef:
-        link = next(lk for lk in chain.spec.links if lk.name == link_name)
-        priority = link.priority or self._config.lambdas[link.lambda_].default_priority
-        return TaskRef(chain.task_id(link_name), link.lambda_, priority)
 
     def _load(self, chain_id: str, lambda_name: str | None = None) -> StoredChain:
         """The stored chain; with `lambda_name`, a chain is that lambda's when every link runs it (a chain

@@ -20,11 +20,13 @@ from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters
 from atf_core.definitions import Attr
 from atf_core.errors import Conflict, InputError
+from atf_core.lifecycle import Assoc
 from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import MAX_JSON_DEPTH, TaskError, TaskStatus, to_ms
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
+from atf_core.store.codec import index_partition, shard_of
 from atf_core.store.counters import Counters
 from atf_core.store.items import CHAINS_PARTITION, SPEC_FIELD, ItemStore, schedule_id
 from atf_core.tasks import Scheduling
@@ -350,6 +352,33 @@ def test_a_link_redriven_from_the_dead_letters_puts_its_failed_chain_back_in_the
     assert chains(world).sweep(world.now) == 1
     run_once(world, ids["report"], "work", "succeed")
     assert chains(world).get(view.id).status is ChainStatus.SUCCEEDED
+
+
+def index_key(world: World, task_id: str) -> str:
+    item = world.dynamodb.get_item(TableName=world.config.table_name, Key={Attr.ID: {"S": task_id}})  # type: ignore[attr-defined]
+    return str(item["Item"][Attr.INDEX_PK]["S"])
+
+
+def test_a_release_addresses_the_link_as_stored_under_the_configuration_it_was_made_with(world: World) -> None:
+    # Given a chain whose second link has a flow key whose shard is not its task id's, made while work's default
+    # priority was normal
+    links = [{"name": "a", "lambda": "work"}, {"name": "b", "lambda": "work", "after": ["a"], "flow_key": "k-7"}]
+    shards = world.config.shards_of("work")
+    while True:  # a chain's id is drawn at random: half of them would tell nothing
+        view = chains(world).create(ChainSpec.model_validate({"links": links}), now=world.now)
+        ids = {link.name: link.task_id for link in view.links}
+        if shard_of(ids["b"], shards) != shard_of(ids["b"], shards, "k-7"):
+            break
+    run_once(world, ids["a"], "work", "succeed")
+    # When the stack is redeployed with low as work's default, and a's executor releases b under it
+    work = world.config.lambdas["work"].model_copy(update={"default_priority": "low"})
+    redeployed = world.config.model_copy(update={"lambdas": {**world.config.lambdas, "work": work}})
+    assert Chains(world.store, world.items, redeployed).advance(view.id) == 1  # type: ignore[attr-defined]
+    # Then b is released at the priority it was made with, into its flow key's shard, as any keyed task
+    released = world.store.get(ids["b"])
+    assert released is not None and (released.status, released.priority) == (TaskStatus.NEW, "normal")
+    shard = shard_of(ids["b"], shards, "k-7")
+    assert index_key(world, ids["b"]) == index_partition(Assoc.NEW, "work", "normal", shard)
 
 
 def test_a_cancelled_link_makes_the_chain_cancelled_only_once_no_other_can_run(world: World) -> None:
