@@ -23,13 +23,15 @@ from enum import StrEnum
 from typing import Any
 
 from atf_core.config import KeyLimits, Limits, OverRate, StackConfig
-from atf_core.store.counters import Counters
+from atf_core.store.counters import Counters, SlotTake
 from atf_core.telemetry import Metric
 
 
 @dataclass(frozen=True)
 class Grant:
-    """What a start holds: the running slots to give back when the task ends."""
+    """What a start took: the running slots to give back when the task ends, or when its claim is then
+    refused. A slot the task held already (its message came twice) is not among them: it is the running
+    attempt's, and giving it back would let the limit admit one more."""
 
     task_id: str
     slots: tuple[str, ...]
@@ -111,12 +113,14 @@ class Limiter:
         """One scope's slot and start, added to `slots` and `starts` as taken; or its refusal."""
         keyed = isinstance(limits, KeyLimits)
         if limits.max_running:
-            if not self._take_slot(scope, task_id, limits.max_running):
+            took = self._take_slot(scope, task_id, limits.max_running)
+            if took is SlotTake.FULL:
                 return Refusal(
                     f"{_named(scope)} runs {limits.max_running} at most",
                     key_hold=KeyHold.MAX_RUNNING if keyed else None,
                 )
-            slots.append(scope)
+            if took is SlotTake.TAKEN:
+                slots.append(scope)
         if limits.max_starts_per_second:
             window = self._take_token(scope, limits.max_starts_per_second)
             if window is None:
@@ -149,15 +153,14 @@ class Limiter:
         return start if self._counters.take_start(scope, start, allowed, expires=start + window + IDLE_KEEP_S) else None
 
     # -- running at once ---------------------------------------------------------
-    def _take_slot(self, scope: str, task_id: str, max_running: int) -> bool:
+    def _take_slot(self, scope: str, task_id: str, max_running: int) -> SlotTake:
         self._counters.open_slots(scope)
         for _ in range(2):
             lease_ms = self._lease_until_ms()
-            if self._counters.take_slot(scope, task_id, lease_ms, max_running, _expires(lease_ms)):
-                return True
-            if not self._reclaim_expired(scope):
-                return False
-        return False
+            took = self._counters.take_slot(scope, task_id, lease_ms, max_running, _expires(lease_ms))
+            if took is not SlotTake.FULL or not self._reclaim_expired(scope):
+                return took
+        return SlotTake.FULL
 
     def _reclaim_expired(self, scope: str) -> bool:
         """Drop slots whose lease ran out (their workers died); True if any was freed."""

@@ -140,6 +140,11 @@ def _slots(w: World) -> None:
     w.counters.open_slots("work")
 
 
+def _slot_held(w: World) -> None:
+    _slots(w)
+    w.counters.take_slot("work", "t", 5, max_running=1, expires=9)
+
+
 def _item(w: World) -> None:
     w.items.put("#i", {"f": 1}, None, None)
 
@@ -218,7 +223,10 @@ SCENARIOS: dict[tuple[type, str], list[Scenario]] = {
         ),
     ],
     (Counters, "open_slots"): [(_nothing, lambda w, _: w.counters.open_slots("work"))],
-    (Counters, "take_slot"): [(_slots, lambda w, _: w.counters.take_slot("work", "t", 5, max_running=1, expires=9))],
+    (Counters, "take_slot"): [
+        (_slots, lambda w, _: w.counters.take_slot("work", "t", 5, max_running=1, expires=9)),
+        (_slot_held, lambda w, _: w.counters.take_slot("work", "t", 6, max_running=1, expires=9)),  # renewed
+    ],
     (Counters, "renew_slot"): [(_nothing, lambda w, _: w.counters.renew_slot("work", "t", 6, 9))],
     (Counters, "slots"): [(_nothing, lambda w, _: w.counters.slots("work"))],
     (Counters, "free_slot"): [

@@ -11,6 +11,7 @@ nobody uses (a flow key gone quiet) leaves the table by itself.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from atf_core.calls import calls
@@ -19,6 +20,14 @@ from atf_core.store.table import Table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class SlotTake(StrEnum):
+    """What asking for a running slot found."""
+
+    TAKEN = "taken"  # the task holds a slot it did not hold before
+    HELD = "held"  # it held one already (its lease now renewed): a duplicate message, a re-claim of a lost attempt
+    FULL = "full"  # the scope runs its cap of other tasks
 
 
 class Counters:
@@ -52,16 +61,22 @@ class Counters:
         self._table.update(_slots(scope), "SET r = if_not_exists(r, :empty)", values={":empty": {"M": {}}})
 
     @calls("dynamodb:UpdateItem")
-    def take_slot(self, scope: str, task_id: str, lease_ms: int, max_running: int, expires: int) -> bool:
-        """Hold a slot for the task until `lease_ms`, if fewer than `max_running` are held (or it holds one);
-        the item lives until `expires` (epoch s) at least."""
-        return self._table.update(
+    def take_slot(self, scope: str, task_id: str, lease_ms: int, max_running: int, expires: int) -> SlotTake:
+        """Hold a slot for the task until `lease_ms`, if fewer than `max_running` are held, or renew the one it
+        holds; the item lives until `expires` (epoch s) at least. Which of the two it was matters to whoever
+        gives slots back when the start does not happen: only a slot this take added is theirs to give."""
+        taken = self._table.update(
             _slots(scope),
             "SET r.#t = :exp, #ttl = :ttl",
-            "size(r) < :max OR attribute_exists(r.#t)",
+            "size(r) < :max AND attribute_not_exists(r.#t)",
             {"#t": task_id, "#ttl": Attr.EXPIRES},
             {":exp": {"N": str(lease_ms)}, ":max": {"N": str(max_running)}, ":ttl": {"N": str(expires)}},
-        ).applied
+            old_on_refusal=True,
+        )
+        if taken.applied:
+            return SlotTake.TAKEN
+        held = task_id in (taken.item or {}).get("r", {}).get("M", {})
+        return SlotTake.HELD if held and self.renew_slot(scope, task_id, lease_ms, expires) else SlotTake.FULL
 
     @calls("dynamodb:UpdateItem")
     def renew_slot(self, scope: str, task_id: str, lease_ms: int, expires: int) -> bool:

@@ -1,0 +1,76 @@
+"""Who owns a limit's running slot when a claim does not happen: a slot is given back only by the take that
+added it. A duplicate message of a running task (SQS delivers at least once; the consumer sends again after
+its enqueue timeout) asked for the slot its task already held, and its refused claim gave that slot back:
+the lambda's max_running was then passed while the task still ran."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from atf_core import lifecycle
+from atf_core.config import Limits, StackConfig
+from atf_core.limits import Grant, Limiter, Refusal
+from atf_core.queues import TaskMessage
+from atf_core.schema import ScheduleRequest, TaskStatus, to_ms, utcnow
+from atf_core.store.base import Change, TaskRef
+from atf_core.store.counters import Counters
+from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import Scheduling
+from atf_sdk.worker.buffers import Buffered
+from tests.conftest import work_controller
+
+
+def one_at_a_time(config: StackConfig) -> StackConfig:
+    lambdas = dict(config.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"limits": Limits(max_running=1)})
+    return config.model_copy(update={"lambdas": lambdas})
+
+
+def sent(store: DynamoTaskStore, config: StackConfig) -> Buffered:
+    """A task of `work` enqueued, and its message as a worker host's buffer holds it."""
+    task = Scheduling(store, config).schedule(ScheduleRequest.model_validate({"lambda": "work"})).task
+    now = utcnow()
+    store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now))
+    rank = config.lambdas["work"].priorities.index(task.priority)
+    message = TaskMessage(task.id, 0, to_ms(now), "default", None)
+    return Buffered(rank, to_ms(now), 0, message, "https://queue.invalid/work", "receipt-1")
+
+
+def again(item: Buffered) -> Buffered:
+    return Buffered(item.rank, item.due_ms, 1, item.message, item.queue_url, "receipt-2")
+
+
+def test_a_duplicate_message_of_a_running_task_leaves_its_slot_to_it(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a lambda that runs one task at a time, task A claimed (holding the slot) and task B held back
+    config = one_at_a_time(config)
+    controller, store, _ = work_controller(aws, config, drained)
+    counters = Counters(aws.dynamodb, config.table_name)
+    a, b = sent(store, config), sent(store, config)
+    running = controller.claim("work", a)
+    assert running is not None and running.status is TaskStatus.CLAIMED
+    assert controller.claim("work", b) is None
+    # When a duplicate of A's message comes, and its claim is refused
+    assert controller.claim("work", again(a)) is None
+    # Then A still holds the slot, and B is still held back while A runs
+    assert set(counters.slots("work")) == {running.id}
+    assert controller.claim("work", b) is None
+    assert store.get(b.message.task_id).status is TaskStatus.ENQUEUED  # type: ignore[union-attr]
+
+
+def test_a_refusal_by_a_later_scope_gives_back_only_the_slots_this_start_took(aws: Any, config: StackConfig) -> None:
+    # Given a task holding the lambda's slot, its collection limited to one start a second, that start spent
+    lambdas = dict(config.lambdas)
+    throttled = {"default": Limits(max_starts_per_second=1)}
+    lambdas["work"] = lambdas["work"].model_copy(
+        update={"limits": Limits(max_running=2), "collection_limits": throttled}
+    )
+    config = config.model_copy(update={"lambdas": lambdas})
+    counters = Counters(aws.dynamodb, config.table_name)
+    limiter = Limiter(counters, config, clock=lambda: 1_000.5)
+    assert isinstance(limiter.acquire("work", "default", "running"), Grant)
+    # When the same task asks again (a duplicate message) and the collection's rate refuses it
+    assert isinstance(limiter.acquire("work", "default", "running"), Refusal)
+    # Then the slot it held is still held
+    assert set(counters.slots("work")) == {"running"}
