@@ -1,7 +1,8 @@
 """Who owns a limit's running slot when a claim does not happen: a slot is given back only by the take that
 added it. A duplicate message of a running task (SQS delivers at least once; the consumer sends again after
 its enqueue timeout) asked for the slot its task already held, and its refused claim gave that slot back:
-the lambda's max_running was then passed while the task still ran."""
+the lambda's max_running was then passed while the task still ran. A claim whose write failed gives its
+slot back and keeps its message, to try again shortly."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from atf_core.store.base import Change, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
-from atf_sdk.worker.buffers import Buffered
+from atf_sdk.worker.buffers import Buffered, Received
+from atf_sdk.worker.controller import CLAIM_RETRY_S
 from tests.conftest import work_controller
 
 
@@ -74,3 +76,38 @@ def test_a_refusal_by_a_later_scope_gives_back_only_the_slots_this_start_took(aw
     assert isinstance(limiter.acquire("work", "default", "running"), Refusal)
     # Then the slot it held is still held
     assert set(counters.slots("work")) == {"running"}
+
+
+def failing_its_first_claim(store: DynamoTaskStore) -> None:
+    real = store.transition
+    claims: list[str] = []
+
+    def transition(ref: TaskRef, what: lifecycle.Transition, change: Change) -> Any:
+        if what is lifecycle.CLAIM:
+            claims.append(ref.id)
+            if len(claims) == 1:
+                raise RuntimeError("ProvisionedThroughputExceededException, past botocore's retries")
+        return real(ref, what, change)
+
+    store.transition = transition  # type: ignore[method-assign]
+
+
+def test_a_claim_whose_write_failed_gives_its_slot_back_and_tries_again_shortly(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a lambda that runs one task at a time, a task's message in a host's buffer, and a claim write that
+    # fails once (not refused: raised)
+    config = one_at_a_time(config)
+    controller, store, _ = work_controller(aws, config, drained)
+    item = sent(store, config)
+    buffer = controller._buffers["work"]
+    buffer.put_many(item.rank, [Received(item.message, item.queue_url, item.receipt)], more=False)
+    for rank in range(len(config.lambdas["work"].priorities)):
+        buffer.may_hold_more(rank, False)
+    failing_its_first_claim(store)
+    # When an executor asks for work: nothing now, and the slot the failed claim was granted is free again
+    assert controller.next_work("work", wait_s=0.1) is None
+    assert Counters(aws.dynamodb, config.table_name).slots("work") == {}
+    # Then the message waits in the buffer (not out of sight for its visibility timeout), and is claimed next
+    claimed = controller.next_work("work", wait_s=CLAIM_RETRY_S + 2)
+    assert claimed is not None and claimed.id == item.message.task_id and claimed.status is TaskStatus.CLAIMED

@@ -210,6 +210,39 @@ def test_the_nextwork_server_outlives_a_connection_that_fails_its_handshake() ->
         shutil.rmtree(Path(address).parent, ignore_errors=True)
 
 
+class FailsOnce:
+    """A controller whose first turn raises (say, giving back a refused claim's slot was throttled)."""
+
+    draining = False
+
+    def __init__(self) -> None:
+        self.turns = 0
+
+    def next_work(self, lambda_name: str, wait_s: float, worker: str = "", wanted: Any = None) -> None:
+        self.turns += 1
+        if self.turns == 1:
+            raise RuntimeError("ThrottlingException")
+
+
+def test_an_executor_thread_whose_turn_failed_is_still_served() -> None:
+    # Given an executor thread connected to its host's server
+    address = str(Path(tempfile.mkdtemp(prefix="atf-test-")) / "c.sock")
+    controller = FailsOnce()
+    server = NextWorkServer(controller, address, b"key")  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
+            # When finding work for it raises, then it is answered (no work), not hung up on
+            executor.send(NextWork("work", wait_s=0.01))
+            assert isinstance(executor.recv(), NoWork)
+            # And its next request is served: the thread did not end with the fault
+            executor.send(NextWork("work", wait_s=0.01))
+            assert isinstance(executor.recv(), NoWork) and controller.turns == 2
+    finally:
+        server.close()
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
+
+
 class Asked:
     """A controller with a task for every request: records whether the server still wanted it for the asker."""
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
+CLAIM_RETRY_S = 1.0  # a claim that failed (not refused: its write raised) is tried again this much later
 KEY_DEFER_S = 1.0  # how much later a task a flow key's limit holds back is looked at again, once deferred
 RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
@@ -239,6 +240,7 @@ class Controller:
         priority = self._config.lambdas[lambda_name].priorities[item.rank]
         ref = TaskRef(message.task_id, lambda_name, priority, message.flow_key)
         now, started_ns = self._clock(), time.time_ns()
+        grant: Grant | bool = True
         try:
             gate = self._gate_on(lambda_name, item)
             if gate is not None:
@@ -253,7 +255,12 @@ class Controller:
             change = Change(now=now, attempt=message.attempt, entry_ms=message.due_ms, host=worker or None)
             outcome = self._store.transition(ref, lifecycle.CLAIM, change)
         except Exception:
-            log.exception("claim of %s failed", message.task_id)
+            # Say a throttle past botocore's retries: the message is tried again shortly, not left to wait out
+            # its visibility timeout, and a slot it was granted is not held meanwhile (a claim that did land
+            # unseen is refused next time by its attempt, and its task re-sent once the claim times out).
+            log.exception("claim of %s failed; trying again in %g s", message.task_id, CLAIM_RETRY_S)
+            self._buffers[lambda_name].hold(item, CLAIM_RETRY_S)
+            self._give_back(grant)
             return None
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
         self._forget_holds(message.task_id)
@@ -261,10 +268,18 @@ class Controller:
             self.metrics.count(Metric.CLAIMED, 1, queue(ref.lambda_name, ref.priority))
             _trace_claim(outcome.task, started_ns)
             return outcome.task
-        if isinstance(grant, Grant):
-            self._limiter.release(grant)
+        self._give_back(grant)
         self._expire_if_due(ref, outcome.task, now)
         return None
+
+    def _give_back(self, grant: Grant | bool) -> None:
+        """Give back the slots a start took when its claim did not happen; a failure only lets a slot stay
+        held until its lease lapses."""
+        if isinstance(grant, Grant):
+            try:
+                self._limiter.release(grant)
+            except Exception:  # noqa: BLE001 - the slot's lease ends it
+                log.warning("giving back the running slots of %s failed", grant.task_id)
 
     def _limits(self, lambda_name: str, item: Buffered, ref: TaskRef, now: datetime) -> Grant | bool:
         """A grant from the lambda's limits (True: none apply), or False: the message waits, or (over a flow
@@ -462,7 +477,12 @@ class NextWorkServer:
                     if running is not None:
                         _ended_while_running(running)
                     return
-                running = self._next_task(request, connection)
+                try:
+                    running = self._next_task(request, connection)
+                except Exception:  # a fault of this request's turn: the thread serves on, not ended by it
+                    log.exception("finding work for executor %s failed", request.worker)
+                    running = None
+                    time.sleep(CLAIM_RETRY_S)  # it asks again at once: a lasting fault is not a busy loop
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
                 try:
                     connection.send(answer)
