@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -64,6 +65,30 @@ def test_a_sync_callback_over_its_limit_is_recorded_by_the_watcher_then_its_proc
     assert change.next_at is not None and (change.next_at - change.now).total_seconds() >= RETRY_FLOOR_S
     # and the callback's thread, once it returned, wrote nothing
     assert time.monotonic() - started >= 0.6
+
+
+class SlowToAnswer(ScriptedStore):
+    """The failure's write lands at once, its answer comes 2 s later (a lost reply, then botocore's retry)."""
+
+    def transition(self, ref: Any, transition: Any, change: Any) -> Any:
+        outcome = super().transition(ref, transition, change)
+        if transition.name == "fail_retriable":
+            time.sleep(2.0)
+        return outcome
+
+
+def test_the_process_of_an_attempt_over_its_limit_ends_before_its_retry_is_due_however_slow_the_write() -> None:
+    # Given a callback over its limit, and a store slow to answer the watcher's write
+    run, _, _ = runner(lambda context: time.sleep(2.5))
+    store = SlowToAnswer([])
+    run._store = store  # type: ignore[assignment]
+    ended_at: list[datetime] = []
+    run.time_limits._terminate = lambda reason: ended_at.append(datetime.now(UTC))
+    # When the watcher stops it
+    run_watched(run)
+    # Then the process ended once, before the retry the write made due (its callback stopped with it)
+    (change,) = store.calls
+    assert len(ended_at) == 1 and change.next_at is not None and ended_at[0] < change.next_at, (ended_at, change)
 
 
 def test_a_callback_within_its_limit_is_recorded_by_its_thread_and_never_watched_again() -> None:

@@ -6,11 +6,12 @@ An `async def` callback is cancelled at its limit (asyncio.timeout, in async_cal
 callback that raises, and its executor carries on. A thread cannot be stopped, so a sync callback over its
 limit (or a coroutine that keeps running once cancelled, ASYNC_GRACE_S later) is stopped by ending its
 executor process. The watcher here first records the attempt's failure, a write fenced by the attempt that
-the heartbeats keep leased meanwhile, then ends the process; the retry waits at least RETRY_FLOOR_S, longer
-than a process takes to die, so it never overlaps the stopped attempt. The host starts another executor
-in its place. The other tasks that process was running stop with it, as after a crash: their heartbeats
-stop, the consumer re-enqueues each once its lease is gone, and its next attempt is fenced by a higher
-attempt number. A lambda run with one thread per executor keeps such tasks apart.
+the heartbeats keep leased meanwhile, then ends the process; the retry waits at least RETRY_FLOOR_S, and the
+process ends before that whether the write has answered or not, so the retry never overlaps the stopped
+attempt. The host starts another executor in its place. The other tasks that process was running stop
+with it, as after a crash: their heartbeats stop, the consumer re-enqueues each once its lease is gone, and
+its next attempt is fenced by a higher attempt number. A lambda run with one thread per executor keeps such
+tasks apart.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ log = logging.getLogger("atf.executor")
 WATCH_EVERY_S = 0.05
 ASYNC_GRACE_S = 0.5  # a cancelled coroutine's time to unwind before its process is ended
 RETRY_FLOOR_S = 1.0  # the least delay before the retry of an attempt stopped by ending its process
+# The process ends this long after the watcher starts its write at the latest, written or not: the retry's time
+# is counted from just after that start, and a write slow to answer (a lost reply, botocore's retries) must not
+# keep the stopped attempt running once its retry may be claimed.
+END_BY_S = RETRY_FLOOR_S * 0.8
 
 
 class TaskTimeout(Exception):
@@ -66,6 +71,7 @@ class TimeLimits:
         self._limits: dict[str, _Limit] = {}
         self._taken: set[str] = set()  # attempts the watcher took over
         self._ended = threading.Event()  # set once `terminate` returned (it returns only in tests)
+        self._ending = threading.Lock()  # the deadline and the write's end race to end the process: once
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -105,10 +111,22 @@ class TimeLimits:
 
     def _stop_attempt(self, entry: _Limit) -> None:
         task = entry.task
+        reason = f"task {task.id} attempt {task.attempt} ran over its time limit of {entry.limit_s:g}s"
+        # Started before the write, whose retry is due RETRY_FLOOR_S after a moment taken after this: should
+        # the write not have answered by END_BY_S, the process ends anyway. If it had not landed either, the
+        # task runs again once its lease is gone, as after a crash.
+        deadline = threading.Timer(END_BY_S, self._end, (reason,))
+        deadline.daemon = True
+        deadline.start()
         with task_context(task):  # this thread's lines, the failure's "task finished" too, carry the task's keys
             log.error("task %s attempt %d ran over its time limit of %gs", task.id, task.attempt, entry.limit_s)
             try:
                 self._overran(task, entry.limit_s)
             finally:
-                self._terminate(f"task {task.id} attempt {task.attempt} ran over its time limit of {entry.limit_s:g}s")
-                self._ended.set()
+                deadline.cancel()
+                self._end(reason)
+
+    def _end(self, reason: str) -> None:
+        if self._ending.acquire(blocking=False):
+            self._terminate(reason)
+            self._ended.set()
