@@ -90,9 +90,23 @@ def test_the_move_rule_keeps_the_entry_more_than_half_a_timeout_ahead() -> None:
 def test_a_refusal_after_the_task_finished_is_not_a_lost_lease() -> None:
     beats, reasons, _ = heartbeats(["refused"])
     beats.track(task())
-    beats.untrack("t1")
+    beats.untrack(task())
     beats.beat_all()
     assert reasons == []
+
+
+def test_an_attempt_that_ends_leaves_the_next_attempt_of_its_task_heartbeated() -> None:
+    # Given attempt 2 of a task tracked while attempt 1's thread still finishes (a Retry(after=0), claimed again)
+    beats, _, store = heartbeats([])
+    first = task()
+    second = first.model_copy(update={"attempt": first.attempt + 1})
+    beats.track(first)
+    beats.track(second)
+    # When attempt 1's thread stops heartbeating its attempt
+    beats.untrack(first)
+    # Then attempt 2 is still heartbeated
+    beats.beat_all()
+    assert [change.attempt for change in store.calls] == [second.attempt]
 
 
 def test_a_process_that_was_paused_past_its_lease_ends_before_writing() -> None:

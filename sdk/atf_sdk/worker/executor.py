@@ -288,7 +288,7 @@ class TaskRunner:
         # Stop heartbeating first: a heartbeat landing after the result would be refused, and a refused
         # heartbeat for a task still tracked ends the process (`leased`: what the caller wants next anyway).
         if not leased:
-            self.heartbeats.untrack(task.id)
+            self.heartbeats.untrack(task)
         now = self._clock()
         change = Change(
             now=now,
@@ -300,7 +300,7 @@ class TaskRunner:
         try:
             self._report(task, transition, change)
         finally:
-            self.heartbeats.untrack(task.id)
+            self.heartbeats.untrack(task)
 
     def _report(self, task: Task, transition: lifecycle.Transition, change: Change) -> None:
         for _ in range(REPORT_TRIES):

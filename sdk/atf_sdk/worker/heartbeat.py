@@ -81,9 +81,13 @@ class Heartbeats:
         with self._lock:
             self._running[task.id] = entry
 
-    def untrack(self, task_id: str) -> None:
+    def untrack(self, task: Task) -> None:
+        """Stop heartbeating this attempt; a later attempt of the task this process already runs (its retry,
+        claimed while this one's thread still finished) stays tracked."""
         with self._lock:
-            self._running.pop(task_id, None)
+            entry = self._running.get(task.id)
+            if entry is not None and entry.attempt == task.attempt:
+                del self._running[task.id]
 
     def run(self) -> None:
         threading.Thread(target=self._watch, daemon=True, name="lease-watchdog").start()
