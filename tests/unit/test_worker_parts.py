@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -107,6 +109,29 @@ def test_an_attempt_that_ends_leaves_the_next_attempt_of_its_task_heartbeated() 
     # Then attempt 2 is still heartbeated
     beats.beat_all()
     assert [change.attempt for change in store.calls] == [second.attempt]
+
+
+def test_slow_renewals_of_limit_slots_do_not_delay_the_heartbeats() -> None:
+    # Given two tasks of one executor, beats every 50 ms against a 1 s lease, and slot renewals of 0.6 s each
+    # (a throttled slots item): in turn with the beats, a task would wait 1.25 s between its beats
+    timeouts = SimpleNamespace(heartbeat_interval=0.05, heartbeat=2.0, lease_floor=1.0)
+    ended: list[str] = []
+    renewed: list[str] = []
+    store = ScriptedStore([])
+
+    def slow_renewal(running: Any) -> None:
+        time.sleep(0.6)
+        renewed.append(running.id)
+
+    beats = Heartbeats(store, timeouts, terminate=ended.append, on_beat=slow_renewal)  # type: ignore[arg-type]
+    for name in ("a", "b"):
+        beats.track(task(name))
+    # When the executor heartbeats them for 2 s
+    threading.Thread(target=beats.run, daemon=True).start()
+    time.sleep(2.0)
+    beats.stop()
+    # Then no lease was taken for lost, and the slots were still renewed, each task's in turn
+    assert ended == [] and {"a", "b"} <= set(renewed), (ended, renewed)
 
 
 def test_a_process_that_was_paused_past_its_lease_ends_before_writing() -> None:

@@ -69,6 +69,10 @@ class Heartbeats:
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # Renewals wait here for their own thread: a slow one (a throttled slots item) must not delay the
+        # next task's heartbeat, on which the lease, and the process, depend. One per task: the latest beat's.
+        self._to_renew: dict[str, Task] = {}
+        self._renewals_due = threading.Event()
 
     def track(self, task: Task) -> None:
         # The lease began at the claim (the controller is on this host, on this clock), not
@@ -91,6 +95,8 @@ class Heartbeats:
 
     def run(self) -> None:
         threading.Thread(target=self._watch, daemon=True, name="lease-watchdog").start()
+        if self._on_beat is not None:
+            threading.Thread(target=self._renew_as_due, daemon=True, name="slot-renewals").start()
         interval = self._timeouts.heartbeat_interval
         while not self._stop.wait(interval):
             self.beat_all()
@@ -140,16 +146,28 @@ class Heartbeats:
             if moves:
                 entry.entry_due = next_at
             if self._on_beat is not None:
-                self._renew(entry)
+                with self._lock:
+                    self._to_renew[entry.ref.id] = entry.task
+                self._renewals_due.set()
         elif self._still_running(entry):
             # The task moved on without us (re-enqueued, or its attempt changed): stop now.
             self._terminate(f"lease on task {entry.ref.id} attempt {entry.attempt} was lost")
 
-    def _renew(self, entry: _Running) -> None:
-        try:
-            self._on_beat(entry.task)  # type: ignore[misc]
-        except Exception:  # noqa: BLE001 - a lapsed slot only lets the limit admit one more
-            log.warning("renewing the running slot of %s failed", entry.ref.id)
+    def _renew_as_due(self) -> None:
+        while not self._stop.is_set():
+            if self._renewals_due.wait(WATCH_EVERY_S):
+                self.renew_pending()
+
+    def renew_pending(self) -> None:
+        """Renew what the tasks heartbeated since the last call hold."""
+        with self._lock:
+            self._renewals_due.clear()
+            due, self._to_renew = list(self._to_renew.values()), {}
+        for task in due:
+            try:
+                self._on_beat(task)  # type: ignore[misc]
+            except Exception:  # noqa: BLE001 - a lapsed slot only lets the limit admit one more
+                log.warning("renewing the running slot of %s failed", task.id)
 
     def _missed(self, entry: _Running, why: str) -> None:
         entry.misses += 1
