@@ -4,10 +4,12 @@ who records the attempt (never both). Against the local stack: tests/e2e/test_ti
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -115,6 +117,33 @@ def test_an_async_callback_is_cancelled_at_its_limit_and_its_process_kept() -> N
     assert time.monotonic() - started < 0.3 + 0.5
     assert (store.transitions, ended, cancelled) == (["fail_retriable"], [], [True])
     assert store.calls[0].error is not None and store.calls[0].error.type == "TaskTimeout"
+
+
+def logged(callback: Callable[[TaskContext], Awaitable[None]]) -> Callable[[TaskContext], Awaitable[None]]:
+    """A plain decorator: what it returns is no coroutine function, though calling it gives a coroutine."""
+
+    @functools.wraps(callback)
+    def wrapper(context: TaskContext) -> Awaitable[None]:
+        return callback(context)
+
+    return wrapper
+
+
+def test_a_decorated_async_callback_is_given_its_moment_to_unwind_too() -> None:
+    # Given an async callback behind a plain decorator, which takes 0.1 s to unwind once cancelled
+    @logged
+    async def slow_to_unwind(context: TaskContext) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            time.sleep(0.1)
+            raise
+
+    run, store, ended = runner(slow_to_unwind)
+    # When it runs past its limit
+    run_watched(run)
+    # Then it is cancelled and fails, and its process is kept, as for an undecorated one
+    assert (store.transitions, ended) == (["fail_retriable"], [])
 
 
 def test_an_async_callback_that_swallows_its_cancelling_and_returns_still_timed_out() -> None:

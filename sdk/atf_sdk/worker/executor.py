@@ -187,7 +187,6 @@ class TaskRunner:
         # An attempt over its time limit is stopped by the watcher, once its executor runs it (executor_main);
         # a coroutine is cancelled at its limit first, and given a moment to unwind.
         self.time_limits = TimeLimits(self._overran)
-        self._grace_s = ASYNC_GRACE_S if inspect.iscoroutinefunction(callback) else 0.0
 
     @property
     def _fatal(self) -> lifecycle.Transition:
@@ -214,12 +213,15 @@ class TaskRunner:
     def _call(self, task: Task) -> Any:
         started = time.monotonic()
         limit_s = self._lambda_spec.time_limit(task.timeout_seconds)
-        self.time_limits.start(task, limit_s, self._grace_s)
+        self.time_limits.start(task, limit_s)
         try:
             parents = self.parent_results(task.chain, task.id) if task.chain is not None else {}
             # Current while the callback runs, so the spans it makes are children of this attempt's.
             with tracing.span("atf execute", "CONSUMER", tracing.of_task(task), parent=task.traceparent):
-                return completed(self._callback(TaskContext.of(task, parents)), limit_s)
+                returned = self._callback(TaskContext.of(task, parents))
+                if inspect.isawaitable(returned):  # an async def, or a decorated one: cancelled first, then ended
+                    self.time_limits.extend(task.id, ASYNC_GRACE_S)
+                return completed(returned, limit_s)
         finally:
             if not self.time_limits.end(task.id):
                 self.time_limits.wait_for_the_end()

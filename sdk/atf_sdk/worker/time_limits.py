@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from atf_core.schema import Task
 from atf_sdk.worker.health import EXIT_TIMED_OUT
@@ -75,11 +75,18 @@ class TimeLimits:
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
-    def start(self, task: Task, limit_s: float | None, grace_s: float = 0.0) -> None:
-        """Watch an attempt from now: ended at `limit_s` plus `grace_s` (no limit: not watched)."""
+    def start(self, task: Task, limit_s: float | None) -> None:
+        """Watch an attempt from now: ended at `limit_s` (no limit: not watched)."""
         if limit_s is not None:
             with self._lock:
-                self._limits[task.id] = _Limit(task, limit_s, time.monotonic() + limit_s + grace_s)
+                self._limits[task.id] = _Limit(task, limit_s, time.monotonic() + limit_s)
+
+    def extend(self, task_id: str, grace_s: float) -> None:
+        """Give a watched attempt `grace_s` more (a coroutine's time to unwind once cancelled at its limit)."""
+        with self._lock:
+            watched = self._limits.get(task_id)
+            if watched is not None:
+                self._limits[task_id] = replace(watched, stop_at=watched.stop_at + grace_s)
 
     def end(self, task_id: str) -> bool:
         """The attempt's callback returned: True if its result is the runner's to record, False if the
