@@ -69,6 +69,8 @@ class QueueSpec:
     visibility_timeout_s: int
     retention_s: int
     max_receive_count: int
+    # Dead letters are kept as long as SQS allows, so someone has time to look at them.
+    dead_letter_retention_s: int = 14 * 24 * 3600
 
     @property
     def label(self) -> str:

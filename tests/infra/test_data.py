@@ -77,7 +77,9 @@ def test_one_queue_and_one_dead_letter_queue_per_lambda_and_priority(synth: Synt
         assert queue["MessageRetentionPeriod"] == spec.retention_s
         assert queue["RedrivePolicy"]["maxReceiveCount"] == spec.max_receive_count
         dead_letter_id = queue["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
-        assert synth.json["Resources"][dead_letter_id]["Properties"]["QueueName"] == spec.dead_letter_name
+        dead_letter = synth.json["Resources"][dead_letter_id]["Properties"]
+        assert dead_letter["QueueName"] == spec.dead_letter_name
+        assert dead_letter["MessageRetentionPeriod"] == spec.dead_letter_retention_s
 
 
 def test_every_queue_is_encrypted_with_the_data_key(synth: Synthesized) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
@@ -16,9 +15,6 @@ from constructs import Construct
 from atf_cdk.builders import grant_key, secure_queue
 from atf_cdk.grants import service_actions
 from atf_core.definitions import QueueSpec
-
-# Dead letters are kept as long as SQS allows, so someone has time to look at them.
-DEAD_LETTER_RETENTION = Duration.days(14)
 
 # The consumer sends to every queue, each named: IAM takes 6,144 characters per managed policy
 # (10,240 inline per role in all) and a queue's ARN is up to ~130 of them.
@@ -50,7 +46,7 @@ class TaskQueues(Construct):
                 "DeadLetter",
                 name=spec.dead_letter_name,
                 key=key,
-                retention_s=int(DEAD_LETTER_RETENTION.to_seconds()),
+                retention_s=spec.dead_letter_retention_s,
             )
             queue = secure_queue(
                 group,
