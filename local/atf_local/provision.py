@@ -14,8 +14,10 @@ from atf_core.definitions import create_table_request, queue_specs, table_spec
 def provision(clients: AwsClients, config: StackConfig) -> None:
     _create_table(clients, config)
     for spec in queue_specs(config):
-        retention = {"MessageRetentionPeriod": str(spec.dead_letter_retention_s)}
-        dlq_url = clients.sqs.create_queue(QueueName=spec.dead_letter_name, Attributes=retention)["QueueUrl"]
+        dlq_url = clients.sqs.create_queue(
+            QueueName=spec.dead_letter_name,
+            Attributes={"MessageRetentionPeriod": str(spec.dead_letter_retention_s)},
+        )["QueueUrl"]
         dlq_arn = clients.sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
