@@ -12,6 +12,10 @@ the request's ARN; a refusal answers 403 as API Gateway does and never reaches
 the handler. The event's requestContext.identity names the caller as API
 Gateway's does (userArn, caller, accessKey, accountId).
 
+Routes and bodies, as API Gateway checks them (atf_local.gateway_checks): a method and path that is not
+one of the API's routes is refused 403 before anything else, and a JSON body that is not a JSON object
+400, once the caller is authorized.
+
 Sizes, as on AWS: a body over API Gateway's 10 MB is refused unread, and a
 request whose event is over what Lambda may be invoked with (6 MiB) is refused
 before the handler, both 413 `payload_too_large`.
@@ -40,6 +44,7 @@ from atf_local.background import BackgroundServer, LocalHTTPServer
 from atf_local.consumer_process import FakeLambdaContext
 from atf_local.environment import REPO
 from atf_local.gateway_auth import API_ID, STAGE, KeyLookup, Refusal, authenticate, authorize
+from atf_local.gateway_checks import invalid_body, unknown_route
 from atf_local.iam.principals import Principal, principal_for_key
 from atf_local.iam.roles import ACCOUNT
 
@@ -147,7 +152,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def __getattr__(self, name: str) -> Any:
-        # Every method reaches the handler (do_GET, do_TRACE, ...): answering unknown ones is its job.
+        # Every method reaches the dispatcher (do_GET, do_TRACE, ...): one no route has is refused there.
         if name.startswith("do_"):
             return self._dispatch
         raise AttributeError(name)
@@ -159,8 +164,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(*_refusal(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes", None))
             return
         body = self.rfile.read(length) if length else b""
+        if self._refused(unknown_route(self.command, urlsplit(self.path).path)):
+            return
         caller = self._authorized(body)
-        if caller is None:
+        if caller is None or self._refused(invalid_body(self.command, self.headers, body)):
             return
         event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0], caller)
         if _event_bytes(event) > MAX_EVENT_BYTES:
@@ -186,12 +193,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         caller = authenticate(self.command, self.path, self.headers, body, lookup=self.server.lookup)
         path = unquote(urlsplit(self.path).path)
         refused = caller if isinstance(caller, Refusal) else authorize(caller, self.command, path)
-        if refused is None:
-            return cast(Principal, caller)
-        logger.warning("API Gateway would refuse %s %s: %s", self.command, self.path, refused.message)
-        headers = [("Content-Type", "application/json"), ("x-amzn-ErrorType", refused.error_type)]
-        self._send(403, headers, json.dumps(refused.body()).encode())
-        return None
+        return None if self._refused(refused) else cast(Principal, caller)
+
+    def _refused(self, refusal: Refusal | None) -> bool:
+        """Answer API Gateway's refusal, if there is one."""
+        if refusal is None:
+            return False
+        logger.warning("API Gateway would refuse %s %s: %s", self.command, self.path, refusal.message)
+        headers = [("Content-Type", "application/json"), ("x-amzn-ErrorType", refusal.error_type)]
+        self._send(refusal.status, headers, json.dumps(refusal.body()).encode())
+        return True
 
     def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self.send_response(status)

@@ -43,7 +43,7 @@ MAX_SKEW = timedelta(minutes=5)  # API Gateway's, either way
 _PARAMETER = re.compile(r"(Credential|SignedHeaders|Signature)=([^,\s]*)")
 _INVALID_TOKEN = "The security token included in the request is invalid."
 _EXPIRED_TOKEN = "The security token included in the request is expired"
-_MISSING = "Missing Authentication Token"
+MISSING = "Missing Authentication Token"
 
 
 class Headers(Protocol):
@@ -59,6 +59,7 @@ class Refusal:
     response_type: str  # the gateway response type (MISSING_AUTHENTICATION_TOKEN, ACCESS_DENIED, ...)
     error_type: str  # its x-amzn-ErrorType header
     message: str
+    status: int = 403
 
     def body(self) -> dict[str, Any]:
         """The body the deployed API answers: reshaped by its GatewayResponse where it has one."""
@@ -89,7 +90,7 @@ def authenticate(
     an access key (the embedded AWS's backends, in the process that runs them)."""
     authorization = headers.get("Authorization") or ""
     if not authorization.startswith(SCHEME + " "):
-        return Refusal("MISSING_AUTHENTICATION_TOKEN", "MissingAuthenticationTokenException", _MISSING)
+        return Refusal("MISSING_AUTHENTICATION_TOKEN", "MissingAuthenticationTokenException", MISSING)
     fields = dict(_PARAMETER.findall(authorization))
     for name in ("Credential", "SignedHeaders", "Signature"):
         if not fields.get(name):

@@ -26,8 +26,9 @@ TOO_DEEP = nested(MAX_JSON_DEPTH + 1)
 
 # (name, method, path, body or raw bytes, content type, status, code, field)
 CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
-    ("malformed JSON", "POST", "/v1/tasks", b'{"lambda": "work",', "application/json", 400, "malformed_json", None),
-    ("not an object", "POST", "/v1/tasks", [GOOD], "application/json", 400, "wrong_type", "body"),
+    # API Gateway's request validator: a JSON body that is not a JSON object never reaches the function
+    ("malformed JSON", "POST", "/v1/tasks", b'{"lambda": "work",', "application/json", 400, "invalid_input", "body"),
+    ("not an object", "POST", "/v1/tasks", [GOOD], "application/json", 400, "invalid_input", "body"),
     ("empty body", "POST", "/v1/tasks", None, "application/json", 400, "missing_field", "body"),
     ("missing lambda", "POST", "/v1/tasks", {"payload": {}}, "application/json", 400, "missing_field", "lambda"),
     (
@@ -234,7 +235,7 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ),
     ("text content type", "POST", "/v1/tasks", GOOD, "text/plain", 415, "unsupported_media_type", "Content-Type"),
     ("no content type", "POST", "/v1/tasks", GOOD, None, 415, "unsupported_media_type", "Content-Type"),
-    ("not UTF-8", "POST", "/v1/tasks", b'{"lambda": "\xff"}', "application/json", 400, "malformed_json", None),
+    ("not UTF-8", "POST", "/v1/tasks", b'{"lambda": "\xff"}', "application/json", 400, "invalid_input", "body"),
     ("batch empty", "POST", "/v1/tasks/batch", {"tasks": []}, "application/json", 400, "invalid_input", "tasks"),
     (
         "batch over 100",
@@ -309,9 +310,19 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ("malformed task id", "GET", "/v1/tasks/not-an-id", None, None, 400, "invalid_input", "id"),
     ("unknown task", "GET", "/v1/tasks/" + "0" * 32, None, None, 404, "not_found", "id"),
     ("cancel unknown task", "DELETE", "/v1/tasks/" + "0" * 32, None, None, 404, "not_found", "id"),
-    ("unknown route", "GET", "/v1/nothing", None, None, 404, "not_found", "path"),
-    # The body of a request no route matches is not what is wrong with it: it was an unknown_field on its first key.
-    ("unknown route with a body", "POST", "/v1/nothing", {"x": 1}, "application/json", 404, "not_found", "path"),
+    # API Gateway answers a method and path it has no route for as it answers an unsigned request
+    ("unknown route", "GET", "/v1/nothing", None, None, 403, "missing_authentication", None),
+    (
+        "unknown route with a body",
+        "POST",
+        "/v1/nothing",
+        {"x": 1},
+        "application/json",
+        403,
+        "missing_authentication",
+        None,
+    ),
+    ("unknown method", "PATCH", "/v1/tasks", GOOD, "application/json", 403, "missing_authentication", None),
     (
         "a schedule name with a slash",
         "PUT",
@@ -436,7 +447,7 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
         [{}],
         "application/json",
         400,
-        "wrong_type",
+        "invalid_input",
         "body",
     ),
     (

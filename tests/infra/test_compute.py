@@ -15,6 +15,7 @@ from atf_cdk.constructs.workers import HEALTH_PROBE, NO_IMAGE
 from aws_cdk.assertions import Match
 
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, TASK_ROOT_ENV, StackConfig
+from atf_local.gateway_checks import KNOWN_ROUTES, WITH_BODY
 from atf_sdk.worker.host import READY_WAIT_S
 from tests.infra.conftest import ROOT, Synthesized
 
@@ -90,6 +91,10 @@ def test_the_api_serves_exactly_the_frontends_routes(synth: Synthesized) -> None
     expected = {(path, verb) for path, verbs in frontend_routes().items() for verb in verbs}
     assert set(_method_paths(synth)) == expected
     assert ("/v1/tasks", "POST") in expected and ("/v1/openapi.json", "GET") in expected
+    # and the local API server refuses the rest as this API does
+    assert {(path, verb) for verb, path in KNOWN_ROUTES} == expected
+    with_model = {verb for (_, verb), props in _method_paths(synth).items() if props.get("RequestModels")}
+    assert with_model == set(WITH_BODY)
 
 
 def test_every_method_needs_iam_auth_and_is_validated(synth: Synthesized) -> None:
