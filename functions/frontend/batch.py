@@ -11,11 +11,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from atf_core.api import BatchItem, BatchRequest, BatchResult, ErrorBody, ScheduledTask
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError, Conflict
+from atf_core.errors import AtfError, Conflict, Unavailable
 from atf_core.schema import ScheduleRequest, from_ms, to_ms
 from atf_core.store.base import CreateResult
 from atf_core.tasks import Scheduling, build_task, task_id_for
@@ -102,6 +102,9 @@ def _write(scheduling: Scheduling, index: int, request: ScheduleRequest, now: da
         return BatchItem(index=index, status=error.status, error=_body(error))
     except ClientError as error:
         failure = from_client_error(error)
+        return BatchItem(index=index, status=failure.status, error=_body(failure))
+    except BotoCoreError as error:  # a read timeout, a closed connection: this item's 503, not the batch's 502
+        failure = Unavailable(f"the task store did not answer: {type(error).__name__}; retry this item")
         return BatchItem(index=index, status=failure.status, error=_body(failure))
     return BatchItem(index=index, status=201 if result.created else 200, task=scheduled(result))
 
