@@ -122,12 +122,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
             remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
             poll_interval=_config().poll_interval,
             on_poll=record,
+            on_error=poll_failed,
         )
-    except Exception:
-        # A poll that raised (say the gates could not be read) ends the invocation; the next tick retries.
-        metrics.count(Metric.CONSUMER_ERRORS)
-        logger.exception("poll failed")
-        raise
     finally:
         metrics.flush()
     return {"polls": polls}
+
+
+def poll_failed(error: Exception) -> None:
+    """A poll that raised (say the gates could not be read): counted and logged; the loop polls again."""
+    metrics.count(Metric.CONSUMER_ERRORS)
+    logger.error("poll failed", exc_info=error)

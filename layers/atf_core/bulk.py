@@ -127,10 +127,11 @@ class BulkChanges:
         if dry_run:
             return result
         for i, task in enumerate(tasks):
+            # A write whose turn comes past the budget is not waited for: the answer says there are more
+            if _out_of_time(result, i, began, 0.0 if per_second is None else i / per_second):
+                break
             if per_second is not None:
                 self._sleep(max(0.0, began + i / per_second - time.monotonic()))
-            if _out_of_time(result, i, began):
-                break
             change = Change(now=self._clock(), reason="cancelled in bulk")
             _tally(result, task, self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change))
         return result
@@ -249,11 +250,12 @@ def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> b
     return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
 
 
-def _out_of_time(result: BulkChange, reached: int, began: float) -> bool:
-    """Past the run's budget: the answer lists only the first `reached` tasks, and says there are more. Never
-    before the first write: reads slower than the budget (a loaded table, a wide selection) would otherwise
-    leave every call with nothing done, and calling again would never get through the selection."""
-    if reached == 0 or time.monotonic() - began <= RUN_BUDGET_S:
+def _out_of_time(result: BulkChange, reached: int, began: float, turn_s: float = 0.0) -> bool:
+    """Past the run's budget, or the next write's turn (`turn_s` after `began`, at a drip rate) is: the answer
+    lists only the first `reached` tasks, and says there are more. Never before the first write: reads slower
+    than the budget (a loaded table, a wide selection) would otherwise leave every call with nothing done, and
+    calling again would never get through the selection."""
+    if reached == 0 or max(time.monotonic() - began, turn_s) <= RUN_BUDGET_S:
         return False
     result.matched, result.more = result.matched[:reached], True
     return True

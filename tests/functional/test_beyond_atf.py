@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -95,9 +96,9 @@ def test_a_redrive_dripped_over_more_than_a_year_is_refused_leaving_the_letters_
     for task in dead:
         run_once(world, task.id, "sleepy", "fail")
     letters = DeadLetters(world.store, world.config)
-    for dry_run in (True, False):
+    for dry_run, per_second in itertools.product((True, False), (3e-8, 1e-300)):  # 1e-300: past datetime's range
         with pytest.raises(InputError) as refused:
-            letters.redrive(DeadLetterFilter("sleepy"), dry_run=dry_run, per_second=3e-8)
+            letters.redrive(DeadLetterFilter("sleepy"), dry_run=dry_run, per_second=per_second)
         assert refused.value.field == "per_second"
     assert [world.status(task) for task in dead] == [TaskStatus.DEAD_LETTER] * 2
 

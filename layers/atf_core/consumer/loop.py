@@ -22,12 +22,20 @@ def run_until(
     margin_s: float = 2.0,
     on_poll: Callable[[PollReport, float], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    on_error: Callable[[Exception], None] = lambda error: None,
 ) -> int:
-    """Poll until less than margin_s + one poll is left; returns the number of polls."""
+    """Poll until less than margin_s + one poll is left; returns the number of polls. A poll that raises (say
+    the gates item could not be read past botocore's retries) is told to `on_error` and the next one comes a
+    poll interval later: ending the invocation would leave every lambda unscheduled until the next tick."""
     polls = 0
     while remaining_s() > margin_s + poll_interval and not should_stop():
         started = time.monotonic()
-        report = consumer.poll()
+        try:
+            report = consumer.poll()
+        except Exception as error:  # noqa: BLE001 - told, then polled again
+            on_error(error)
+            time.sleep(poll_interval)
+            continue
         elapsed = time.monotonic() - started
         polls += 1
         if on_poll is not None:

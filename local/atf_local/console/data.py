@@ -153,7 +153,8 @@ class ConsoleData:
 
     # -- gates ---------------------------------------------------------------
     def gates(self) -> list[Gate]:
-        return sorted(self._gating.gates(), key=lambda g: (g.lambda_, g.collection or ""))
+        # The gates in force, as the API lists them: one past its `until` is still stored until the next set
+        return sorted(self._gating.view().gates, key=lambda g: (g.lambda_, g.collection or ""))
 
     def set_gate(self, lambda_name: str, collection: str | None, action: GateAction, reason: str) -> Gate:
         return self._gating.set(lambda_name, collection, action, None, reason)
