@@ -92,6 +92,9 @@ def _lambda(method: str, path: str, kind: Kind) -> Route:
 # Every route the frontend serves and documents (GET /v1/openapi.json, undocumented, needs no lambda's
 # permission: every grant of either kind allows it, so any principal allowed to call the API may read it).
 DOCUMENT = ("GET", "/v1/openapi.json")
+# The methods whose body API Gateway's request validator checks against the JSON object model (the CDK attaches
+# it, the local API server checks alike).
+WITH_BODY = ("POST", "PUT")
 ROUTES: tuple[Route, ...] = (
     # One lambda's routes.
     _lambda("POST", "/tasks", "use"),

@@ -2,8 +2,8 @@
 is called, and so the local API server must refuse alike (infra/atf_cdk/constructs/frontend.py builds both):
 
 - a method and path that are not one of its routes (atf_core.access: ROUTES, the OpenAPI document's, and
-  the DOCUMENT itself): 403
-  "Missing Authentication Token", signed or not, as API Gateway answers for a resource or method it lacks;
+  the DOCUMENT itself): 403 "Missing Authentication Token", signed or not, as API Gateway answers for a
+  resource or method it lacks;
 - a POST or PUT whose JSON body is not a JSON object: its request validator checks every such body against
   the model `{"type": "object"}`, 400 "Invalid request body" (an empty body is validated as `{}`; a body of
   another content type has no model and goes through, for the function to refuse).
@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import re
 
-from atf_core.access import DOCUMENT, ROUTES
+from atf_core.access import DOCUMENT, ROUTES, WITH_BODY
 from atf_local.gateway_auth import MISSING, Headers, Refusal
 
-WITH_BODY = ("POST", "PUT")  # the methods the deployed API attaches its JSON object model to
 _PARAMETER = re.compile(r"^\{[a-z_]+\}$")
 # (method, path) of every route the deployed API has (tests/infra checks them against the template's methods)
 KNOWN_ROUTES = frozenset({DOCUMENT, *((route.method, route.path) for route in ROUTES)})

@@ -14,8 +14,9 @@ from atf_cdk.constructs.function import CONFIG_FILE
 from atf_cdk.constructs.workers import HEALTH_PROBE, NO_IMAGE
 from aws_cdk.assertions import Match
 
+from atf_core.access import WITH_BODY
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, TASK_ROOT_ENV, StackConfig
-from atf_local.gateway_checks import KNOWN_ROUTES, WITH_BODY
+from atf_local.gateway_checks import KNOWN_ROUTES
 from atf_sdk.worker.host import READY_WAIT_S
 from tests.infra.conftest import ROOT, Synthesized
 

@@ -18,13 +18,12 @@ from atf_cdk.constructs.function import FUNCTIONS_SOURCE, AtfFunction, FunctionP
 from atf_cdk.constructs.table import TaskTable
 from atf_cdk.grants import service_actions
 from atf_cdk.nag import acknowledge, rendered
-from atf_core.access import DOCUMENT
+from atf_core.access import DOCUMENT, WITH_BODY
 from atf_core.errors import GATEWAY_REFUSALS, AtfError
 
 OPENAPI_DOCUMENT = FUNCTIONS_SOURCE / "frontend" / "openapi.json"
 # Served by the frontend but left out of its own document.
 UNDOCUMENTED_ROUTES = {DOCUMENT[1]: (DOCUMENT[0],)}
-WITH_BODY = ("POST", "PUT")
 HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH")
 # IAM actions whose resource is a role only (reading a session's role by name): granted on roles, not users too.
 ROLE_ONLY_ACTIONS = frozenset({"iam:GetRole"})
