@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
@@ -445,3 +446,61 @@ def test_a_failing_chore_is_counted_and_logged_by_name_and_the_polls_go_on(
     assert report.total(Event.ENQUEUED) == 1 and [m.task_id for m in world.drain()] == [task.id]
     assert fired == [world.now]  # the next chore still ran
     assert any("housekeeping" in r.getMessage() and "fire_schedules" in r.getMessage() for r in caplog.records)
+
+
+def throttled(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, operation)
+
+
+def test_a_write_throttled_partway_through_a_batch_sends_the_tasks_recorded_before_it(
+    recording: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given five due tasks, and a store whose third enqueue write is throttled
+    tasks = [recording.schedule(delay_seconds=i / 1000) for i in range(5)]
+    writes = {"enqueue": 0}
+    transition = recording.store.transition
+
+    def third_throttled(ref: TaskRef, which: lifecycle.Transition, change: Change) -> Any:
+        if which is lifecycle.ENQUEUE:
+            writes["enqueue"] += 1
+            if writes["enqueue"] == 3:
+                raise throttled("UpdateItem")
+        return transition(ref, which, change)
+
+    monkeypatch.setattr(recording.store, "transition", third_throttled)
+    recording.advance(1)
+    # When a poll meets the throttle
+    report = recording.consumer.poll()
+    # Then the two tasks written as enqueued before it are sent in this poll, not left to the enqueue timeout
+    assert report.total(Event.ERROR) == 1
+    sent = {message.task_id for message in recording.drain()}
+    recorded = {t.id for t in tasks if recording.status(t) is TaskStatus.ENQUEUED}
+    assert len(recorded) == 2 and sent == recorded
+    # And the next poll sends the rest, each task once
+    assert recording.consumer.poll().total(Event.ENQUEUED) == 3
+    assert {m.task_id for m in recording.drain()} == {t.id for t in tasks} - sent
+
+
+def test_a_send_that_raises_hands_its_recorded_tasks_back_for_the_next_poll(
+    recording: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three due tasks, and an SQS whose next SendMessageBatch raises
+    tasks = [recording.schedule() for _ in range(3)]
+    send = recording.sqs.send_message_batch
+    calls = {"n": 0}
+
+    def first_raises(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise throttled("SendMessageBatch")
+        return send(**kwargs)
+
+    monkeypatch.setattr(recording.sqs, "send_message_batch", first_raises)
+    # When a poll's send raises
+    report = recording.consumer.poll()
+    # Then its tasks are handed back as new (not left enqueued until the enqueue timeout)
+    assert report.total(Event.ERROR) == 1 and report.total(Event.SEND_FAILED) == 3
+    assert [recording.status(t) for t in tasks] == [TaskStatus.NEW] * 3
+    # And the next poll, with no time passed, sends each once, and each is claimed once
+    assert recording.consumer.poll().total(Event.ENQUEUED) == 3
+    assert recording.claim_all() == 3

@@ -162,8 +162,7 @@ class Consumer:
         # thread is under way while the next batches are decided; each is recorded here.
         sent, pending = 0, deque[Sending]()
         try:
-            outgoing = self._outgoing(poll, due, room)
-            for batch in iter(lambda: list(itertools.islice(outgoing, 10)), []):
+            for batch in batches_of(self._outgoing(poll, due, room), 10):
                 pending.append(self._start_send(queue, batch))
                 if len(pending) >= self._overlap.threads:
                     sent += self._settle(poll, queue, pending.popleft())
@@ -331,12 +330,19 @@ class Consumer:
 
     def _settle(self, poll: Poll, queue: QueueKey, sending: Sending) -> int:
         """Record one batch's send; a failed message recorded as enqueued is handed back so the next poll
-        retries it. A send that raised records nothing (as before: the timeouts recover its tasks)."""
+        retries it. A send that raised is taken as failed whole: its recorded tasks are handed back too, or
+        they would wait out the enqueue timeout (were some delivered after all, their claims still win: a
+        released task can be claimed, and the next enqueue of a claimed task is refused)."""
         # Look again when the first deadline could pass: a task claimed at once
         # and left by a dead controller is stuck claim_timeout after the send.
         timeouts = self._config.timeouts
         deadline_ms = poll.now_ms + int(min(timeouts.enqueue, timeouts.claim) * 1000)
-        failed = sending.failed.result()
+        try:
+            failed = sending.failed.result()
+        except Exception:
+            poll.report.count(Event.SEND_FAILED, queue, len(sending.batch))
+            self._release_all([item.message for item in sending.batch if item.recorded], queue, poll.now)
+            raise
         for i, item in enumerate(sending.batch):
             if i in failed:
                 poll.report.count(Event.SEND_FAILED, queue)
@@ -360,6 +366,14 @@ class Consumer:
             except Exception as error:  # noqa: BLE001 - raised by the caller once every send is recorded
                 first_error = first_error or error
         return sent, first_error
+
+    def _release_all(self, messages: Sequence[TaskMessage], queue: QueueKey, now: datetime) -> None:
+        """Hand back each message's task; one whose write fails too is left to the enqueue timeout."""
+        for message in messages:
+            try:
+                self._release(message, queue, now)
+            except Exception:
+                log.exception("task %s could not be handed back after its send failed", message.task_id)
 
     def _release(self, message: TaskMessage, queue: QueueKey, now: datetime) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
@@ -397,6 +411,25 @@ def _in_turn(partitions: dict[str, Iterator[DueEntry]], ended: set[str]) -> Iter
         else:
             yield entry
             live.append((name, entries))
+
+
+def batches_of(items: Iterator[Outgoing], size: int) -> Iterator[list[Outgoing]]:
+    """The items in lists of `size`. Where making the next item raises (a throttled write), the items made
+    before it are yielded first, then the error raised: those are recorded as enqueued and must be sent,
+    not left to the enqueue timeout."""
+    batch: list[Outgoing] = []
+    try:
+        for item in items:
+            batch.append(item)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    except Exception:
+        if batch:
+            yield batch
+        raise
+    if batch:
+        yield batch
 
 
 def first_page(window: int, partitions: int) -> int:
