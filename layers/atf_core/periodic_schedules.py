@@ -11,7 +11,7 @@ from typing import Any
 
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.errors import AtfError, Conflict, FlowKeyBusy, NotFound, UnknownPriority
+from atf_core.errors import Conflict, FlowKeyBusy, NotFound, UnknownPriority
 from atf_core.recurrence import Schedule, ScheduleSpec, choose
 from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
@@ -141,7 +141,10 @@ class Schedules:
                 continue
             try:
                 self._fire(schedule_from(raw), now, up_to, report)
-            except AtfError:  # e.g. its lambda left the configuration: it must not hold up the others
+            # Its lambda left the configuration, a throttled write, a spec an upgrade no longer reads: whatever
+            # it is, it must not hold up the schedules after it. Its occurrence was not saved, so it fires at
+            # the next poll.
+            except Exception:
                 log.exception("schedule %s could not fire", item_id)
         return report
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from atf_core import lifecycle
@@ -214,6 +215,29 @@ def test_a_schedule_paused_after_the_index_listed_it_does_not_fire(
     assert schedules(world).fire_due(T + timedelta(minutes=1)).created == 0
     stored = schedules(world).get("job")
     assert stored.paused and stored.fired == 0 and stored.last_task_id is None
+
+
+def test_a_schedule_whose_firing_fails_holds_up_no_other_and_fires_at_the_next_poll(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two schedules due at the same minute, and a store throttling the first task made
+    firing = schedules(world)
+    firing.put("a", every_minute(), now=T)
+    firing.put("b", every_minute(), now=T)
+    create, calls = firing._create, []
+
+    def first_throttled(*args: Any) -> str:
+        calls.append(args)
+        if len(calls) == 1:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutItem")
+        return create(*args)
+
+    monkeypatch.setattr(firing, "_create", first_throttled)
+    # When the consumer fires them, then the other schedule still fires
+    assert firing.fire_due(T + timedelta(minutes=1)).created == 1
+    # And the one that failed fires its occurrence at the next poll
+    assert firing.fire_due(T + timedelta(minutes=1, seconds=1)).created == 1
+    assert firing.get("a").fired == firing.get("b").fired == 1
 
 
 def test_an_occurrence_a_deleted_schedule_made_ahead_does_not_hold_up_its_successor(world: World) -> None:
