@@ -70,11 +70,12 @@ def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) ->
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"lambda": "chore", "every_seconds": 300, "payload": {"from": "file"}}))
     code, out, _ = atf(
-        "schedules", "put", name, "--file", str(spec), "--collection", "bulk", "--flow-key", "c-7", "--json"
-    )
+        "schedules", "put", name, "--file", str(spec), "--collection", "bulk", "--flow-key", "c-7",
+        "--timeout", "90", "--json",
+    )  # fmt: skip
     stored = json.loads(out)
     assert code == 0 and stored["spec"]["every_seconds"] == 300 and stored["spec"]["collection"] == "bulk"
-    assert stored["spec"]["flow_key"] == "c-7"
+    assert stored["spec"]["flow_key"] == "c-7" and stored["spec"]["timeout_seconds"] == 90
     assert stored["spec"]["payload"] == {"from": "file"} and stored["spec"]["cron"] is None
     code, out, _ = atf("schedules", "get", name, "--upcoming", "2", "--json")
     assert code == 0 and len(json.loads(out)["upcoming"]) == 2

@@ -37,6 +37,7 @@ def _spec(args: argparse.Namespace) -> ScheduleSpec:
         "collection": args.collection,
         "priority": args.priority,
         "max_attempts": args.max_attempts,
+        "timeout_seconds": args.timeout,
         "flow_key": args.flow_key,
         "timezone": args.timezone,
         "overlap": args.overlap,
@@ -150,6 +151,9 @@ def _add_put(actions: Any) -> None:
     put.add_argument("--collection")
     put.add_argument("--priority")
     put.add_argument("--max-attempts", type=int)
+    put.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
+    )
     put.add_argument("--flow-key", help="each task's flow-control key (its lambda's key_limits apply)")
     put.add_argument("--overlap", choices=OVERLAP, help="while the previous task runs")
     put.add_argument("--catch-up", choices=CATCH_UP, help="after downtime (or a pause)")
