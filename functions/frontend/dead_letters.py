@@ -18,10 +18,10 @@ from atf_core.api import (
     RedriveRequest,
     dead_letter_filter,
 )
-from atf_core.deadletters import BulkResult
+from atf_core.deadletters import BulkResult, position_of
 from atf_core.schema import COLLECTION_PATTERN, Moment
 from functions.frontend.openapi_doc import error_responses, ok
-from functions.frontend.params import LambdaName
+from functions.frontend.params import DeadLetterAfter, LambdaName
 from functions.frontend.services import services
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -41,9 +41,11 @@ def list_dead_letters(
     since: Annotated[Moment | None, Query(description="Died at or after (RFC 3339).")] = None,
     until: Annotated[Moment | None, Query(description="Died at or before (RFC 3339).")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_DEAD_LETTER_LIST)] = 100,
+    after: DeadLetterAfter = None,
 ) -> DeadLetterList:
     selection = dead_letter_filter(lambda_name, collection, error_type, since, until, limit)
-    return DeadLetterList(dead_letters=services().dead_letters.matching(selection))
+    page = services().dead_letters.page(selection, position_of(after) if after is not None else None)
+    return DeadLetterList.of(page)
 
 
 @router.post(

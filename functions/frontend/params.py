@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from atf_core.api import MAX_SCHEDULE_PAGE, TASK_ID_PATTERN
 from atf_core.chains import LINK_NAME_PATTERN
+from atf_core.deadletters import POSITION_PATTERN
 from atf_core.recurrence import SCHEDULE_NAME_PATTERN
 from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
 
@@ -24,4 +25,8 @@ PageAfter = Annotated[
 ]
 PageLimit = Annotated[
     int, Query(ge=1, le=MAX_SCHEDULE_PAGE, description="At most this many (fewer where a response holds fewer).")
+]
+# A page of dead letters: keyset paging by (time of death, id), the order they are listed in.
+DeadLetterAfter = Annotated[
+    str | None, Query(pattern=POSITION_PATTERN, description="Start after this: a page's `next` (the same filters).")
 ]

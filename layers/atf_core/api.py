@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from atf_core.amend import Amendment
 from atf_core.bulk import TaskFilter, task_filter
-from atf_core.deadletters import DeadLetter, DeadLetterFilter
+from atf_core.deadletters import DeadLetter, DeadLetterFilter, DeadLetterPage, position_text
 from atf_core.errors import InputError
 from atf_core.recurrence import Schedule
 from atf_core.schema import (
@@ -194,7 +194,17 @@ class RedriveRequest(DeadLetterSelection):
 
 
 class DeadLetterList(BaseModel):
+    """A page of dead letters, oldest first: up to its limit."""
+
     dead_letters: list[DeadLetter] = Field(description="Oldest first.")
+    next: str | None = Field(
+        default=None, description="Where this page ended, if more follow: pass it as `after`; null at the end."
+    )
+
+    @classmethod
+    def of(cls, page: DeadLetterPage) -> DeadLetterList:
+        last = page.letters[-1] if page.more and page.letters else None
+        return cls(dead_letters=page.letters, next=position_text(last) if last is not None else None)
 
 
 # -- schedules and chains -----------------------------------------------------------

@@ -21,13 +21,17 @@ from atf_core.config import StackConfig
 from atf_core.definitions import Attr
 from atf_core.errors import FlowKeyBusy, InputError
 from atf_core.lifecycle import Assoc
-from atf_core.schema import from_ms, utcnow
+from atf_core.schema import from_ms, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
 EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
+# Where a page of dead letters ended: (died at, in ms; id), the order they are listed in. As text (a page's
+# `next`, passed back as `after`): "<ms>-<id>".
+Position = tuple[int, str]
+POSITION_PATTERN = r"^[0-9]{1,15}-[0-9a-f]{32}$"
 # Told the chain of each chain link redriven (Chains.rejoin), so the chain is swept again while the link runs.
 ChainHook = Callable[[str], None]
 
@@ -65,6 +69,13 @@ class BulkResult:
     # Redrive: dead letters left as they are because another task holds their singleton flow key meanwhile
     # (redriving them would run two at once); redrive them again once it settles.
     key_busy: list[str] = field(default_factory=list)
+    more: bool = False  # the selection holds more than `limit`: call again for the rest
+
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    letters: list[DeadLetter]
+    more: bool  # more of the selection follow the last letter (its position: `after` for the next page)
 
 
 class DeadLetters:
@@ -77,14 +88,24 @@ class DeadLetters:
         self._rejoin_chain = rejoin_chain
 
     def matching(self, selection: DeadLetterFilter) -> list[DeadLetter]:
-        """The oldest `limit` dead letters of the selection, oldest first.
+        """The oldest `limit` dead letters of the selection, oldest first."""
+        return self.page(selection).letters
 
-        Each partition is read in time order, so its first `limit` entries are
-        all it can contribute; the oldest across partitions are then kept.
+    def page(self, selection: DeadLetterFilter, after: Position | None = None) -> DeadLetterPage:
+        """The oldest `limit` dead letters of the selection that follow `after`, oldest first, and whether
+        more follow.
+
+        Each partition is read in time order, so its first `limit` + 1 entries past `after` are all it can
+        contribute (the one past `limit` says there are more); the oldest across partitions are then kept.
         """
         limit = min(selection.limit, MAX_SELECTION)
-        found = [_dead_letter(e) for entries in self._partitions(selection) for e in islice(entries, limit)]
-        return sorted(found, key=lambda d: (d.died_at, d.id))[:limit]
+        found = [
+            _dead_letter(entry)
+            for entries in self._partitions(selection, after)
+            for entry in islice(_past(entries, after), limit + 1)
+        ]
+        found.sort(key=position)
+        return DeadLetterPage(found[:limit], len(found) > limit)
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
@@ -92,8 +113,8 @@ class DeadLetters:
         """Back to new, each with `budget` more attempts, started at most per_second a second."""
         if per_second is not None and per_second <= 0:
             raise InputError("per_second must be positive", "per_second")
-        matched = self.matching(selection)
-        result = BulkResult(dry_run=dry_run, matched=matched)
+        page = self.page(selection)
+        matched, result = page.letters, BulkResult(dry_run=dry_run, matched=page.letters, more=page.more)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now, keys_taken = self._clock(), set[str]()
         starts = dripped(now, len(matched), per_second)
@@ -140,8 +161,8 @@ class DeadLetters:
         return busy
 
     def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
-        matched = self.matching(selection)
-        result = BulkResult(dry_run=dry_run, matched=matched)
+        page = self.page(selection)
+        matched, result = page.letters, BulkResult(dry_run=dry_run, matched=page.letters, more=page.more)
         if not dry_run:
             now = self._clock()
             for dead in matched:
@@ -149,7 +170,7 @@ class DeadLetters:
                 result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)
         return result
 
-    def _partitions(self, selection: DeadLetterFilter) -> Iterator[Iterator[DueEntry]]:
+    def _partitions(self, selection: DeadLetterFilter, after: Position | None) -> Iterator[Iterator[DueEntry]]:
         spec = self._config.lambda_named(selection.lambda_name)
         equal = {}
         if selection.collection:
@@ -157,10 +178,32 @@ class DeadLetters:
         if selection.error_type:
             equal[Attr.ERROR_TYPE] = selection.error_type
         low, high = selection.since or EPOCH, selection.until or FOREVER
+        if after is not None:  # from the last page's last letter's time on (others died in the same ms)
+            low = max(low, from_ms(after[0]))
         for priority in spec.priorities:
             for shard in range(self._config.shards_of(selection.lambda_name)):
                 partition = index_partition(Assoc.DEAD_LETTER, selection.lambda_name, priority, shard)
                 yield self._store.entries(partition, low, high, equal)
+
+
+def position(dead: DeadLetter) -> Position:
+    return to_ms(dead.died_at), dead.id
+
+
+def position_text(dead: DeadLetter) -> str:
+    died_ms, task_id = position(dead)
+    return f"{died_ms}-{task_id}"
+
+
+def position_of(text: str) -> Position:
+    """A position as position_text wrote it (checked against POSITION_PATTERN where it came in)."""
+    died_ms, task_id = text.split("-", 1)
+    return int(died_ms), task_id
+
+
+def _past(entries: Iterator[DueEntry], after: Position | None) -> Iterator[DueEntry]:
+    """The entries listed after `after` (all of them without one)."""
+    return entries if after is None else (e for e in entries if (e.next_ms, e.id) > after)
 
 
 def _dead_letter(entry: DueEntry) -> DeadLetter:

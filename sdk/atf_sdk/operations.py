@@ -401,10 +401,31 @@ class DeadLetterCalls(ApiClient):
         until: datetime | None = None,
         limit: int = 100,
     ) -> Plan[list[DeadLetter]]:
-        """A lambda's dead letters, oldest first; each task's errors are on client.get(id).errors."""
+        """A lambda's oldest `limit` dead letters, oldest first; each task's errors are on client.get(id).errors.
+        Whether more follow, and the next page: dead_letter_page."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        path = routes.with_query(routes.dead_letters(lambda_name), filters)
-        return DeadLetterList.model_validate((yield from self._request("GET", path))).dead_letters
+        return (yield from self._letters(lambda_name, filters)).dead_letters
+
+    @api_call
+    def dead_letter_page(
+        self,
+        lambda_name: str,
+        *,
+        collection: str | None = None,
+        error_type: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> Plan[DeadLetterList]:
+        """A page of a lambda's dead letters, oldest first, from after `after` (a page's `next`); its `next`
+        is None at the end."""
+        filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
+        return (yield from self._letters(lambda_name, {**filters, "after": after}))
+
+    def _letters(self, lambda_name: str, query: dict[str, Any]) -> Plan[DeadLetterList]:
+        path = routes.with_query(routes.dead_letters(lambda_name), query)
+        return DeadLetterList.model_validate((yield from self._request("GET", path)))
 
     @api_call
     def redrive(

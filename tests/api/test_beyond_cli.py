@@ -8,6 +8,7 @@ import re
 import uuid
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -41,7 +42,15 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
     code, out, _ = atf(
         "dead-letters", "list", "chore", "--collection", collection, "--error-type", "KeyError", "--json"
     )
-    assert code == 0 and [d["id"] for d in json.loads(out)] == ids[:2]
+    assert code == 0 and [d["id"] for d in json.loads(out)["dead_letters"]] == ids[:2]
+    assert json.loads(out)["next"] is None
+    # a page at a time: the first says where the next starts, and how to ask for it
+    code, out, _ = atf("dead-letters", "list", "chore", "--collection", collection, "--limit", "2")
+    assert code == 0 and "2 dead letters of chore, more follow" in out
+    [after] = re.findall(r"--after (\S+)", out)
+    code, out, _ = atf("dead-letters", "list", "chore", "--collection", collection, "--after", after, "--json")
+    assert code == 0 and json.loads(out) == {"dead_letters": [ANY], "next": None}
+    assert json.loads(out)["dead_letters"][0]["id"] == ids[2]
     code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--dry-run", "--per-second", "2")
     assert code == 0 and "dry run: would redrive 3 dead letters" in out
     code, _, err = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
@@ -51,7 +60,8 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
         "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--json"
     )
     assert code == 2 and json.loads(err) == {"code": "invalid_input", "message": asked, "field": None}
-    assert len(json.loads(atf("dead-letters", "list", "chore", "--collection", collection, "--json")[1])) == 3
+    listed = json.loads(atf("dead-letters", "list", "chore", "--collection", collection, "--json")[1])
+    assert len(listed["dead_letters"]) == 3
     code, out, _ = atf(
         "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--yes"
     )

@@ -42,6 +42,17 @@ def test_dead_letters_are_listed_oldest_first_by_collection_and_error_class(
     assert [d.id for d in client.dead_letters("chore", collection=dead["collection"], limit=1)] == dead["ids"][:1]
 
 
+def test_dead_letters_are_listed_a_page_at_a_time(client: AtfClient, dead: dict[str, Any]) -> None:
+    # Given three dead letters, when they are listed two at a time
+    first = client.dead_letter_page("chore", collection=dead["collection"], limit=2)
+    assert [d.id for d in first.dead_letters] == dead["ids"][:2] and first.next is not None
+    # Then the next page, from the first's `next`, holds the rest and says it is the last
+    rest = client.dead_letter_page("chore", collection=dead["collection"], limit=2, after=first.next)
+    assert [d.id for d in rest.dead_letters] == dead["ids"][2:] and rest.next is None
+    # And a page that holds all of them says so
+    assert client.dead_letter_page("chore", collection=dead["collection"], limit=3).next is None
+
+
 def test_a_time_window_selects_by_time_of_death(client: AtfClient, dead: dict[str, Any]) -> None:
     letters = client.dead_letters("chore", collection=dead["collection"])
     middle = letters[1].died_at
@@ -120,6 +131,9 @@ def test_bad_selections_are_refused(client: AtfClient, raw: Any, item_count: Any
         assert (reply.status, reply.body["field"]) == (400, field), reply.body
     assert raw("GET", "/v1/lambdas/chore/dead-letters?limit=0").body["field"] == "limit"
     assert raw("GET", "/v1/lambdas/chore/dead-letters?since=yesterday").body["field"] == "since"
+    for after in ("yesterday", "12-" + "g" * 32, "-" + "a" * 32, "1" * 16 + "-" + "a" * 32):
+        reply = raw("GET", f"/v1/lambdas/chore/dead-letters?after={after}")
+        assert (reply.status, reply.body["field"]) == (400, "after"), reply.body
     assert item_count() == before
 
 

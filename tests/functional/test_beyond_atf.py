@@ -19,7 +19,7 @@ from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Event
 from atf_core.consumer.consumer import fair_share
-from atf_core.deadletters import DeadLetterFilter, DeadLetters
+from atf_core.deadletters import DeadLetterFilter, DeadLetters, position
 from atf_core.definitions import Attr
 from atf_core.errors import Conflict, InputError
 from atf_core.lifecycle import Assoc
@@ -90,6 +90,25 @@ def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(worl
     assert again is not None and again.status is TaskStatus.NEW
     assert again.max_attempts == again.attempt + 2 and [e.type for e in again.errors] == ["ValueError"]
     assert again.errors[0].host == "h:1"
+
+
+def test_dead_letters_that_died_in_the_same_millisecond_are_paged_each_once(world: World) -> None:
+    # Given seven dead letters that all died at the same moment, across the lambda's shards
+    dead = {world.schedule(**{"lambda": "sleepy"}).id for _ in range(7)}
+    for task_id in dead:
+        run_once(world, task_id, "sleepy", "fail")
+    letters, selection = DeadLetters(world.store, world.config), DeadLetterFilter("sleepy", limit=3)
+    # When they are listed three at a time, each page from where the last one ended
+    pages, after = [letters.page(selection)], None
+    while pages[-1].more:
+        after = position(pages[-1].letters[-1])
+        pages.append(letters.page(selection, after))
+    # Then each is listed once, in the order of (time of death, id), and only the last page says it is the last
+    listed = [d.id for page in pages for d in page.letters]
+    assert [len(page.letters) for page in pages] == [3, 3, 1] and listed == sorted(dead)
+    # And a redrive or a discard of fewer than all says more are left
+    assert letters.redrive(selection, dry_run=True).more and letters.discard(selection, dry_run=True).more
+    assert not letters.discard(DeadLetterFilter("sleepy", limit=7), dry_run=True).more
 
 
 def test_a_redrive_dripped_over_more_than_a_year_is_refused_leaving_the_letters_dead(world: World) -> None:

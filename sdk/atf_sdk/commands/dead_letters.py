@@ -39,13 +39,16 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 def _list(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        letters = atf.dead_letters(args.lambda_name, **_filters(args))
+        page = atf.dead_letter_page(args.lambda_name, **_filters(args), after=args.after)
     if args.json:
-        json_out(letters)
-    else:
-        _table(letters, f"{len(letters)} dead letters of {args.lambda_name}")
-        if letters:
-            console().print("each task's errors, attempt by attempt: atf status ID")
+        json_out(page)
+        return 0
+    letters, out = page.dead_letters, console()
+    _table(letters, f"{len(letters)} dead letters of {args.lambda_name}" + (", more follow" if page.next else ""))
+    if page.next:
+        out.print(f"the next page: atf dead-letters list {args.lambda_name} ... --after {page.next}")
+    if letters:
+        out.print("each task's errors, attempt by attempt: atf status ID")
     return 0
 
 
@@ -98,6 +101,8 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
     else:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
+    if done.more:
+        console().print(f"more of the selection are dead than --limit: {verb} again for the rest")
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")
@@ -132,7 +137,9 @@ def add_dead_letters_command(verbs: Any) -> None:
         verb.add_argument("--since", type=moment, help="died at or after (RFC 3339)")
         verb.add_argument("--until", type=moment, help="died at or before (RFC 3339)")
         verb.add_argument("--limit", type=int, default=limit, help=f"the oldest N (default {limit})")
-        if name != "list":
+        if name == "list":
+            verb.add_argument("--after", metavar="NEXT", help="the page after a list's `next` (the same filters)")
+        else:
             verb.add_argument("--dry-run", action="store_true", help="say how many and which; change nothing")
             add_yes(verb)  # else it asks, naming how many
         if name == "redrive":
