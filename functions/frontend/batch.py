@@ -18,7 +18,7 @@ from atf_core.config import StackConfig
 from atf_core.errors import AtfError, Conflict, Unavailable
 from atf_core.schema import ScheduleRequest, from_ms, to_ms
 from atf_core.store.base import CreateResult
-from atf_core.tasks import Scheduling, build_task, task_id_for
+from atf_core.tasks import Scheduling, build_task, fingerprint_of, task_id_for
 from functions.frontend.errors import from_client_error
 
 # Writes are independent conditional puts: a few at a time keep a batch of
@@ -53,7 +53,7 @@ def validate(config: StackConfig, tasks: list[ScheduleRequest], now: datetime) -
         task_id = task_id_for(request.lambda_, request.key)
         if task_id not in first:
             first[task_id] = index
-        elif tasks[first[task_id]].fingerprint() != request.fingerprint():
+        elif fingerprint_of(config, tasks[first[task_id]]) != fingerprint_of(config, request):
             raise Conflict(
                 f"tasks[{first[task_id]}] and tasks[{index}] use key {request.key!r} differently", f"tasks[{index}].key"
             )

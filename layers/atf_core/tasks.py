@@ -57,6 +57,18 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     )
 
 
+def fingerprint_of(config: StackConfig, request: ScheduleRequest) -> str:
+    """The request's fingerprint, a priority or max_attempts equal to the lambda's default taken as left out:
+    the task is the same either way, so a repeat that names the default (or leaves out what the first
+    named) is the same request. Left out, not resolved: the fingerprints stored before stay valid."""
+    spec = config.lambda_named(request.lambda_)
+    as_left_out = {
+        "priority": None if request.priority == spec.default_priority else request.priority,
+        "max_attempts": None if request.max_attempts == spec.max_attempts else request.max_attempts,
+    }
+    return request.model_copy(update=as_left_out).fingerprint()
+
+
 class Scheduling:
     def __init__(self, store: TaskStore, config: StackConfig, clock: Clock = utcnow) -> None:
         self._store = store
@@ -68,13 +80,13 @@ class Scheduling:
         with tracing.span("atf schedule", "SERVER", attributes, parent=request.traceparent) as span:
             task = build_task(self._config, request, now or self._clock())
             span.set(tracing.TASK_ID, task.id)
-            debounced = debounce.of(self._config, request)
+            debounced, fingerprint = debounce.of(self._config, request), fingerprint_of(self._config, request)
             if singleton.applies(self._config, request):
-                result = singleton.create_singleton(self._store, task, request.fingerprint(), request.on_conflict)
+                result = singleton.create_singleton(self._store, task, fingerprint, request.on_conflict)
             elif debounced is not None:
-                result = debounce.schedule(self._store, task, request.fingerprint(), debounced)
+                result = debounce.schedule(self._store, task, fingerprint, debounced)
             else:
-                result = self._store.create(task, request.fingerprint())
+                result = self._store.create(task, fingerprint)
             if result.conflict:
                 raise Conflict(f"key {request.key!r} was used for a different request", "key")
             return result

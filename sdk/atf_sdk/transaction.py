@@ -28,7 +28,7 @@ from atf_core.schema import ScheduleRequest, Task, utcnow
 from atf_core.store.base import CreateResult
 from atf_core.store.codec import item_to_task
 from atf_core.store.tasks import CREATE_ACTIONS, create_refused, create_request
-from atf_core.tasks import build_task
+from atf_core.tasks import build_task, fingerprint_of
 from atf_sdk.operations import checked, traced
 
 # TransactWriteItems' own limits: the task's entries count toward both.
@@ -86,7 +86,7 @@ def task_entries(
                 "a debounced flow key is scheduled through the API, not inside your transaction", "flow_key"
             )
         span.set(tracing.TASK_ID, task.id)
-        fingerprint = scheduled.fingerprint()
+        fingerprint = fingerprint_of(config, scheduled)
         put = create_request(config, task, fingerprint)
         # The task as it will be stored (times to the millisecond), as the API and `atf status` will show it
         return TaskEntries(item_to_task(put["Item"]), [{"Put": put}], fingerprint)

@@ -15,11 +15,11 @@ def test_each_item_gets_its_own_outcome(raw: Any, item_count: Any) -> None:
     raw("POST", "/v1/tasks", {"lambda": "work", "key": "batch-old"})
     raw("POST", "/v1/tasks", {"lambda": "work", "key": "batch-taken", "payload": {"v": 1}})
     before = item_count()
-    tasks = [
+    tasks = [  # work's defaults: priority normal, max_attempts 3; named or left out, the request is the same
         {"lambda": "work", "key": "batch-new"},
-        {"lambda": "work", "key": "batch-old"},
+        {"lambda": "work", "key": "batch-old", "priority": "normal"},
         {"lambda": "work", "key": "batch-taken", "payload": {"v": 2}},
-        {"lambda": "work", "key": "batch-new"},
+        {"lambda": "work", "key": "batch-new", "max_attempts": 3},
     ]
     results = raw("POST", "/v1/tasks/batch", {"tasks": tasks}).body["results"]
     assert [(r["index"], r["status"]) for r in results] == [(0, 201), (1, 200), (2, 409), (3, 200)]

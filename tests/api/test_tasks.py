@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,6 +63,25 @@ def test_same_key_same_body_returns_the_task_and_different_body_conflicts(raw: A
     before = item_count()
     clash = raw("POST", "/v1/tasks", {**body, "payload": {"n": 2}})
     assert (clash.status, clash.body["code"], clash.body["field"]) == (409, "conflict", "key")
+    assert item_count() == before
+
+
+@pytest.mark.parametrize("first_explicit", [False, True])
+def test_a_default_given_or_left_out_is_the_same_request(raw: Any, item_count: Any, first_explicit: bool) -> None:
+    # Given a request with a key that leaves out the priority and max_attempts (work's: normal, 3)
+    left_out = {"lambda": "work", "payload": {"n": 1}, "key": f"defaults-{uuid.uuid4().hex}", "delay_seconds": 60}
+    given = {**left_out, "priority": "normal", "max_attempts": 3}
+    first = raw("POST", "/v1/tasks", given if first_explicit else left_out)
+    # When it is repeated naming the lambda's defaults (or the other way round)
+    again = raw("POST", "/v1/tasks", left_out if first_explicit else given)
+    # Then it is the same request: the same task, not a conflict
+    assert (first.status, again.status) == (201, 200), again.body
+    assert again.body == {**first.body, "created": False}
+    # And another priority or budget still conflicts, writing nothing
+    before = item_count()
+    for other in ({"priority": "high"}, {"max_attempts": 4}):
+        clash = raw("POST", "/v1/tasks", {**given, **other})
+        assert (clash.status, clash.body["field"]) == (409, "key"), clash.body
     assert item_count() == before
 
 

@@ -114,8 +114,10 @@ def test_the_same_key_again_cancels_the_transaction_and_names_the_task_that_hold
     request = {"lambda": "work", "payload": {"order": key}, "key": key, "delay_seconds": 3600}
     first = task_entries(stack.config, request)
     assert _send(team_db, [_order(key), *first.entries]) is None
-    # The same request with the same key, beside another order of the team's: the whole transaction is refused
-    again: TaskEntries = task_entries(stack.config, request)
+    # The same request with the same key (naming the lambda's default priority the first left out), beside
+    # another order of the team's: the whole transaction is refused
+    default = stack.config.lambdas["work"].default_priority
+    again: TaskEntries = task_entries(stack.config, {**request, "priority": default})
     items = [_order(f"{key}-again"), *again.entries]
     refused = _send(team_db, items)
     assert refused is not None
