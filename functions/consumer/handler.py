@@ -1,4 +1,4 @@
-"""The store consumer's Lambda: ticked each minute, it polls until the minute is nearly over."""
+"""The store consumer's Lambda: ticked each minute, it polls until just before the next tick (tick.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, Event, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
 from atf_core.consumer.due_soon import DueSoon
+from atf_core.consumer.tick import NEXT_START_S, tick_of, time_to_poll
 from atf_core.periodic_schedules import Schedules
 from atf_core.store.index import IndexStore
 from atf_core.store.items import ItemStore
@@ -116,13 +117,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     index, of = int(group.get("index", 0)), int(group.get("of", 1))
     consumer = _consumer(index, of)
     publish_due_soon(_due_soon(index, of))
+    tick = tick_of(event)  # None: invoked by hand, with no next tick to hand over to
     try:
         polls = run_until(
             consumer,
-            remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
+            left_s=time_to_poll(lambda: context.get_remaining_time_in_millis() / 1000, tick),
             poll_interval=_config().poll_interval,
             on_poll=record,
             on_error=poll_failed,
+            next_start_s=NEXT_START_S if tick is not None else None,
         )
     finally:
         metrics.flush()

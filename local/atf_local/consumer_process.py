@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 
 @dataclass
@@ -27,12 +28,22 @@ class FakeLambdaContext:
         return int(max(0.0, self.timeout_s - (time.monotonic() - self.started)) * 1000)
 
 
-def run_forever(tick_s: float = 60.0, group_index: int = 0, groups: int = 1) -> None:
+def run_forever(group_index: int = 0, groups: int = 1) -> None:
+    """Invoke the handler at each tick with the input the deployed rule gives it (its group, and the tick's
+    time), with the deployed function's timeout; an invocation that runs past its next tick is followed at
+    once, as Lambda would start the next one in another environment (here it waits its turn)."""
+    from atf_core.config import StackConfig
+    from atf_core.consumer.tick import TICK_FIELD, TICK_S, consumer_timeout_s
     from functions.consumer.handler import lambda_handler
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    event = {"group": {"index": group_index, "of": groups}}
+    timeout_s = consumer_timeout_s(StackConfig.from_env().poll_interval)
+    tick = time.time()
     while not stop.is_set():
-        lambda_handler(event, FakeLambdaContext(timeout_s=tick_s, stop=stop))
+        fired = datetime.fromtimestamp(tick, UTC).isoformat().replace("+00:00", "Z")
+        event = {"group": {"index": group_index, "of": groups}, TICK_FIELD: fired}
+        lambda_handler(event, FakeLambdaContext(timeout_s=timeout_s, stop=stop))
+        tick += TICK_S
+        stop.wait(max(0.0, tick - time.time()))

@@ -504,3 +504,22 @@ def test_a_send_that_raises_hands_its_recorded_tasks_back_for_the_next_poll(
     # And the next poll, with no time passed, sends each once, and each is claimed once
     assert recording.consumer.poll().total(Event.ENQUEUED) == 3
     assert recording.claim_all() == 3
+
+
+@pytest.mark.parametrize("mode", ["world", "recording"])
+def test_a_poll_covering_the_hand_over_sends_what_falls_due_before_the_next_invocation(
+    mode: str, request: pytest.FixtureRequest
+) -> None:
+    given: World = request.getfixturevalue(mode)
+    # Given a task due 3 s past the lookahead
+    task = given.schedule(delay_seconds=given.config.lookahead + 3)
+    assert given.consumer.poll().total(Event.ENQUEUED) == 0
+    # When an invocation's last poll reads 3 s further (to the next invocation's first poll)
+    assert given.consumer.poll(handover_s=3).total(Event.ENQUEUED) == 1
+    # Then the task is sent now, carrying its due time (the worker holds it until then)
+    [message] = given.drain()
+    assert (message.task_id, message.due_ms) == (task.id, to_ms(task.scheduled_at))
+    assert given.status(task) is (TaskStatus.ENQUEUED if mode == "recording" else TaskStatus.NEW)
+    # And the next invocation, in the same environment, does not send it again when it falls due
+    given.advance(given.config.lookahead + 3)
+    assert given.consumer.poll().total(Event.ENQUEUED) == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
@@ -11,30 +11,29 @@ from constructs import Construct
 
 from atf_cdk.constructs.function import AtfFunction, FunctionProps
 from atf_cdk.constructs.table import TaskTable
+from atf_core.consumer.tick import TICK_FIELD, TICK_S, consumer_timeout_s
 
-TICK = Duration.minutes(1)
+TICK = Duration.seconds(TICK_S)
 # EventBridge takes at most five targets per rule.
 TARGETS_PER_RULE = 5
-# The handler polls until two seconds and one poll interval are left (run_until's margin).
-LOOP_MARGIN_S = 2
 
 
 def consumer_timeout(poll_interval: float) -> Duration:
-    """A little over the tick: each invocation hands over to the next one instead of
-    leaving a gap, so for a second or two two invocations of a group overlap (harmless:
-    every transition is a conditional write)."""
-    return Duration.seconds(int(TICK.to_seconds()) + LOOP_MARGIN_S + math.ceil(poll_interval) + 2)
+    """A little over the tick (atf_core.consumer.tick): an invocation told its tick stops before the next one."""
+    return Duration.seconds(consumer_timeout_s(poll_interval))
 
 
 def reserved_concurrency(groups: int) -> int:
-    """Each group runs one invocation, plus the next tick's during the hand-over; a
-    duplicated or late tick beyond that is throttled and, being useless a minute
-    later, dropped rather than queued."""
+    """Each group runs one invocation, plus one more for a duplicated tick or one that runs into the next
+    (an invocation not told its tick polls past it); a tick beyond that is throttled and, being useless a
+    minute later, dropped rather than queued."""
     return 2 * groups
 
 
-def group_inputs(groups: int) -> list[dict[str, dict[str, int]]]:
-    return [{"group": {"index": i, "of": groups}} for i in range(groups)]
+def group_inputs(groups: int) -> list[dict[str, Any]]:
+    """Each group's invocation input: its group, and when its tick fired (the event's time), which the
+    handler stops polling before the next one by."""
+    return [{"group": {"index": i, "of": groups}, TICK_FIELD: events.EventField.time} for i in range(groups)]
 
 
 class StoreConsumer(Construct):

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from atf_core import lifecycle
@@ -120,9 +120,11 @@ class Consumer:
         lambda_name = queue[0]
         return self._config.in_flight_cap_of(lambda_name) * self._config.queue_parts_of(lambda_name)
 
-    def poll(self) -> PollReport:
+    def poll(self, handover_s: float = 0.0) -> PollReport:
+        """One pass over every queue. `handover_s` reads that much further than the lookahead: the last polls
+        of an invocation send what falls due before the next invocation's first poll (loop.run_until)."""
         now = self._clock()
-        poll = Poll(now, GateView.of(self._store.gates(), now))
+        poll = Poll(now, GateView.of(self._store.gates(), now), self._config.lookahead + handover_s)
         self._release_lifted(poll.gates)
         for lambda_name, spec in self._config.lambdas.items():
             if poll.gates.lambda_paused(lambda_name):
@@ -138,7 +140,7 @@ class Consumer:
         self._forget_old_stamps(poll.now_ms)
         for chore in self._housekeeping:
             try:
-                chore(now, self._config.lookahead)
+                chore(now, poll.lookahead_s)
             except Exception:
                 log.exception("housekeeping %s failed", getattr(chore, "__qualname__", chore))
                 poll.report.count(Event.HOUSEKEEPING_FAILED)
@@ -204,7 +206,7 @@ class Consumer:
         """The entries behind the crowding flows' backlog in those partitions, in turn by partition: read now
         in the partitions read_past.py says to read now, from where it says; kept from the last read in the
         others."""
-        up_to = poll.now + timedelta(seconds=self._config.lookahead)
+        up_to = poll.up_to
         skip = poll.gates.paused_collections(queue[0])
         skipped = (frozenset(crowding), frozenset(skip))
         plan = self._read_past_marks.plan(partitions, skipped, poll.now_ms)
@@ -225,7 +227,7 @@ class Consumer:
     ) -> Iterator[DueEntry]:
         """Due entries this consumer has no reason to skip, oldest first per partition, the partitions in
         turn; those read to the end are added to `ended`."""
-        up_to = poll.now + timedelta(seconds=self._config.lookahead)
+        up_to = poll.up_to
         skip = poll.gates.paused_collections(queue[0])
         # The first page of each partition is asked for ahead, on the I/O threads; the entries come
         # out in partition order all the same, and are looked at here. Taken in turn, a window needs
@@ -261,7 +263,7 @@ class Consumer:
         if watches_stamp(task):
             watched = self._watched.setdefault((task.id, *sorted(observed_stamp(task).items())), poll.now_ms)
         gate = poll.gates.decide(entry.lambda_name, entry.collection)
-        return Look(entry, task, poll.now, gate, self._tracker.sent_at(key), watched)
+        return Look(entry, task, poll.now, gate, self._tracker.sent_at(key), watched, lookahead_s=poll.lookahead_s)
 
     # -- acting --------------------------------------------------------------------
     def _act(self, poll: Poll, look: Look, action: Action) -> Outgoing | None:

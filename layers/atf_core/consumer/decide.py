@@ -50,6 +50,7 @@ class Look:
     gate: Gate | None = None  # the gate that applies to the entry's lambda and collection
     sent_ms: int | None = None  # when this consumer last sent it without writing
     watched_since_ms: int | None = None  # since when this consumer has seen the task's claim/heartbeat stamp
+    lookahead_s: float | None = None  # how far ahead the poll reads, if not the configured lookahead
 
     @property
     def now_ms(self) -> int:
@@ -123,7 +124,8 @@ def decide(look: Look, config: StackConfig, handover: Handover) -> Action:
 
 def record_and_send(look: Look, config: StackConfig) -> Action:
     """record_enqueued: write the task as enqueued (if it is still due by the lookahead), then send it."""
-    return Enqueue(due_by=look.now + timedelta(seconds=config.lookahead))
+    lookahead_s = config.lookahead if look.lookahead_s is None else look.lookahead_s
+    return Enqueue(due_by=look.now + timedelta(seconds=lookahead_s))
 
 
 def send_unrecorded(look: Look, config: StackConfig) -> Action:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from atf_core.consumer.tracker import EntryKey, QueueKey
@@ -44,6 +44,7 @@ class Poll:
 
     now: datetime
     gates: GateView
+    lookahead_s: float  # entries due by now + this are read
     report: PollReport = field(default_factory=PollReport)
     seen: set[EntryKey] = field(default_factory=set)
     read_in_full: set[QueueKey] = field(default_factory=set)  # queues whose due entries were all read
@@ -51,3 +52,7 @@ class Poll:
     @property
     def now_ms(self) -> int:
         return to_ms(self.now)
+
+    @property
+    def up_to(self) -> datetime:
+        return self.now + timedelta(seconds=self.lookahead_s)
