@@ -51,13 +51,13 @@ def check_run_at(run_at: datetime, now: datetime, field: str = "run_at") -> None
         raise InputError(f"{field} is more than a year back", field)
 
 
-def dripped(first: datetime, count: int, per_second: float | None) -> list[datetime]:
-    """When each of `count` tasks goes: the n-th n / per_second seconds after `first`, or all at `first`. A rate
-    so slow that the last would go more than a year after the first is refused here, before a time that far
-    (1e-300 a second) overflows."""
-    if per_second and (count - 1) / per_second > MAX_SCHEDULE_AHEAD.total_seconds():
+def dripped(first: datetime, count: int, per_second: float | None, after: int = 0) -> list[datetime]:
+    """When each of `count` tasks goes: the n-th (after / per_second + n / per_second) seconds after `first`, or
+    all at `first`; `after` is how many earlier calls dripped (a bulk cursor's). A rate so slow that the last
+    would go more than a year after the first is refused here, before a time that far (1e-300 a second) overflows."""
+    if per_second and (after + count - 1) / per_second > MAX_SCHEDULE_AHEAD.total_seconds():
         raise InputError(f"at this rate the last of the {count} tasks would run more than a year ahead", "per_second")
-    return [first + timedelta(seconds=i / per_second) if per_second else first for i in range(count)]
+    return [first + timedelta(seconds=i / per_second) if per_second else first for i in range(after, after + count)]
 
 
 def check_drip(times: list[datetime], now: datetime) -> None:

@@ -14,16 +14,34 @@ change would run at or after its expire_at (it would expire instead: a single ch
 spreads the real run out: rescheduled or reprioritised tasks run at most per_second a second (as a
 redrive's), cancellations are written at most per_second a second. A real run stops writing after
 RUN_BUDGET_S, though never before its first write (its answer lists only the tasks it reached, with
-`more`): call it again for the rest.
+`more`).
+
+The partitions are read merged in (next run time, id) order, a chunk of items at a time, and only the tasks
+the items keep (status, flow key, window) count towards `limit`: `more` says a further selected task exists,
+or that the call examined EXAMINED_PER_LIMIT entries a task of `limit` and stopped there. An answer with
+`more` carries a `cursor`: passed back, the selection starts strictly after the (next run time, id), in the
+original order, of the last task the earlier call reached (or the last entry it examined), so calling again
+goes on where it stopped, dry runs too (to page through what would be touched). A reschedule's cursor also
+carries where its calls have placed tasks: the span of the times they gave the tasks they moved, and how
+many drip slots they used. A continued reschedule places its n-th task at run_at + (offset + n) / per_second,
+so the drip goes on rather than restarting, and leaves out every task whose next run time lies within that
+span: those are the ones moved (an earlier run_at would otherwise make them the soonest, selected again and
+again). A task that was already inside the span is left out too: it runs where the reschedule is putting
+tasks anyway. A cursor is the action's own (cancel's is refused by reschedule), naming the field `cursor`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import heapq
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
+from typing import Any, Literal
 
 from atf_core import lifecycle
 from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, dripped, new_entry
@@ -33,7 +51,7 @@ from atf_core.deadletters import EPOCH, FOREVER
 from atf_core.definitions import Attr
 from atf_core.errors import InputError, UnknownPriority
 from atf_core.lifecycle import Assoc
-from atf_core.schema import Task, TaskStatus, utcnow
+from atf_core.schema import Task, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition, shard_of
 from atf_core.vocabulary import MAX_BULK
@@ -44,6 +62,12 @@ WAITING = frozenset({S.NEW, S.ENQUEUED, S.RETRIABLE_FAILURE})
 # clients' read timeouts; what it did not reach is left as it was, and `more` says to call again.
 RUN_BUDGET_S = 6.0
 READ_BATCH = 100  # BatchGetItem's limit
+# Entries one call examines at most, per task of its limit (no fewer than READ_BATCH): items the filter leaves
+# out (enqueued tasks beside new ones, another flow key's) cost reads, so a call stops there, with a cursor.
+EXAMINED_PER_LIMIT = 10
+Action = Literal["cancel", "reschedule", "reprioritise"]
+Position = tuple[int, str]  # an index entry's (next_ms, id): the order a selection is read in
+LAST_MS = to_ms(FOREVER)
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,69 @@ class WaitingTask:
     flow_key: str | None = None
 
 
+@dataclass(frozen=True)
+class Cursor:
+    """Where an action's selection goes on: strictly after `after`; for a reschedule, `span` (first, last ms)
+    holds the times its calls gave the tasks they moved, and `offset` the drip slots they used."""
+
+    action: Action
+    after: Position
+    span: tuple[int, int] | None = None
+    offset: int = 0
+
+    def encode(self) -> str:
+        fields: dict[str, Any] = {"a": self.action, "p": list(self.after)}
+        if self.span is not None:
+            fields["s"] = list(self.span)
+        if self.offset:
+            fields["o"] = self.offset
+        text = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str | None, action: Action) -> Cursor | None:
+        """The cursor an answer of `action` gave, or InputError naming `cursor`: nothing is read or written."""
+        if text is None:
+            return None
+        cursor = _parsed(text)
+        if cursor is None or cursor.encode() != text:  # only what encode writes: no padding, nothing else
+            raise InputError("cursor is not one a bulk call answered: pass the last answer's cursor as it is", "cursor")
+        if cursor.action != action:
+            raise InputError(f"cursor is a {cursor.action}'s, not a {action}'s: start this one without it", "cursor")
+        return cursor
+
+    def passes(self, at: Position) -> bool:
+        """Whether the selection, going on from here, takes the entry at `at`: after the cursor, and not
+        within the span a reschedule has placed tasks in."""
+        return at > self.after and not self.placed(at[0])
+
+    def placed(self, next_ms: int) -> bool:
+        """Within the span the reschedule's earlier calls have placed tasks in."""
+        return self.span is not None and self.span[0] <= next_ms <= self.span[1]
+
+
+def _parsed(text: str) -> Cursor | None:
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, binascii.Error, RecursionError):  # not base64, not UTF-8, not JSON (or nested past reading)
+        return None
+    if not isinstance(fields, dict) or fields.get("a") not in ("cancel", "reschedule", "reprioritise"):
+        return None
+    after, span, offset = fields.get("p"), fields.get("s"), fields.get("o", 0)
+    if not (isinstance(after, list) and len(after) == 2 and _whole(after[0]) and isinstance(after[1], str)):
+        return None
+    if span is not None and not (isinstance(span, list) and len(span) == 2 and all(map(_whole, span))):
+        return None
+    if not _whole(offset) or (fields["a"] != "reschedule" and (span is not None or offset)):
+        return None
+    return Cursor(fields["a"], (after[0], after[1]), None if span is None else (span[0], span[1]), offset)
+
+
+def _whole(value: object) -> bool:
+    """A JSON whole number a cursor may hold: a time (epoch ms) up to FOREVER, a count."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= LAST_MS
+
+
 @dataclass
 class BulkChange:
     """What a bulk action did, or in a dry run would do."""
@@ -104,9 +191,21 @@ class BulkChange:
     changed: int = 0
     # Left as they were: claimed (or changed) between the read and the write, or moved to or past their expire_at.
     skipped: list[str] = field(default_factory=list)
-    more: bool = False  # the selection holds more than `limit`: run it again for the rest
+    more: bool = False  # the selection holds more than this call reached: call again with `cursor` for the rest
     first_at: datetime | None = None  # when the first and last of them run (cancel: are cancelled)
     last_at: datetime | None = None
+    cursor: str | None = None  # with `more`: where the next call goes on (the request's `cursor`)
+
+
+@dataclass
+class _Found:
+    """A call's selection: the tasks (soonest first) and their index positions; with `more`, where the reading
+    stopped (the last of the tasks, or the last entry examined when the bound stopped it first)."""
+
+    tasks: list[Task] = field(default_factory=list)
+    positions: list[Position] = field(default_factory=list)
+    more: bool = False
+    stopped_at: Position | None = None
 
 
 class BulkChanges:
@@ -119,14 +218,15 @@ class BulkChanges:
     ) -> None:
         self._store, self._config, self._clock, self._sleep = store, config, clock, sleep
 
-    def cancel(self, selection: TaskFilter, dry_run: bool, per_second: float | None = None) -> BulkChange:
+    def cancel(
+        self, selection: TaskFilter, dry_run: bool, per_second: float | None = None, cursor: str | None = None
+    ) -> BulkChange:
+        resume = Cursor.decode(cursor, "cancel")
         began = time.monotonic()
-        tasks, result = self._selected(selection, dry_run)
-        start = self._clock()
-        _span(result, dripped(start, len(tasks), per_second))
-        if dry_run:
-            return result
-        for i, task in enumerate(tasks):
+        found, result = self._selected(selection, dry_run, resume)
+        tasks = found.tasks
+        turns = dripped(self._clock(), len(tasks), per_second)
+        for i, task in enumerate([] if dry_run else tasks):
             # A write whose turn comes past the budget is not waited for: the answer says there are more
             if _out_of_time(result, i, began, 0.0 if per_second is None else i / per_second):
                 break
@@ -134,43 +234,61 @@ class BulkChanges:
                 self._sleep(max(0.0, began + i / per_second - time.monotonic()))
             change = Change(now=self._clock(), reason="cancelled in bulk")
             _tally(result, task, self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change))
+        _span(result, turns[: len(result.matched)])  # of the tasks it reached
+        _carry_on(result, found, "cancel", resume)
         return result
 
     def reschedule(
-        self, selection: TaskFilter, run_at: datetime, dry_run: bool, per_second: float | None = None
+        self,
+        selection: TaskFilter,
+        run_at: datetime,
+        dry_run: bool,
+        per_second: float | None = None,
+        cursor: str | None = None,
     ) -> BulkChange:
-        """To run at `run_at`, the n-th of them n / per_second seconds later."""
+        """To run at `run_at`, the n-th of them n / per_second seconds later (n counted on from the cursor's)."""
+        resume = Cursor.decode(cursor, "reschedule")
         check_run_at(run_at, self._clock())
         began = time.monotonic()
-        tasks, result = self._selected(selection, dry_run)
-        times = dripped(run_at, len(tasks), per_second)
+        found, result = self._selected(selection, dry_run, resume)
+        offset = 0 if resume is None else resume.offset
+        times = dripped(run_at, len(found.tasks), per_second, after=offset)
         check_drip(times, self._clock())
-        return self._amend(result, tasks, Amendment(run_at=run_at), times, began)
+        self._amend(result, found.tasks, Amendment(run_at=run_at), times, began)
+        _carry_on(result, found, "reschedule", resume, placed=True)
+        return result
 
     def reprioritise(
-        self, selection: TaskFilter, priority: str, dry_run: bool, per_second: float | None = None
+        self,
+        selection: TaskFilter,
+        priority: str,
+        dry_run: bool,
+        per_second: float | None = None,
+        cursor: str | None = None,
     ) -> BulkChange:
         """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now.
         The priority must be one of every selected task's lambda (of the lambda named, if one is, task or not)."""
+        resume = Cursor.decode(cursor, "reprioritise")
         if selection.lambda_name is not None:
             check_priority(self._config, selection.lambda_name, priority)
         elif not any(priority in spec.priorities for spec in self._config.lambdas.values()):
             raise UnknownPriority(f"priority {priority!r} is not one of any lambda's", "priority")
         began = time.monotonic()
-        tasks, result = self._selected(selection, dry_run, leave_priority=priority)
+        found, result = self._selected(selection, dry_run, resume, leave_priority=priority)
+        tasks = found.tasks
         for lambda_name in sorted({task.lambda_ for task in tasks}):
             check_priority(self._config, lambda_name, priority)
         amendment, now = Amendment(priority=priority), self._clock()
         gaps = dripped(now, len(tasks), per_second)
         times = [max(new_entry(task, amendment, now), at) for task, at in zip(tasks, gaps, strict=True)]
         check_drip(times, now)
-        return self._amend(result, tasks, amendment, times, began)
+        self._amend(result, tasks, amendment, times, began)
+        _carry_on(result, found, "reprioritise", resume)
+        return result
 
     def _amend(
         self, result: BulkChange, tasks: list[Task], amendment: Amendment, times: list[datetime], began: float
-    ) -> BulkChange:
-        # When the tasks it moves run: not those it leaves because they would expire first
-        _span(result, [at for task, at in zip(tasks, times, strict=True) if not _would_expire(task, at)])
+    ) -> None:
         for i, (task, at) in enumerate(zip(tasks, times, strict=True)):
             if not result.dry_run and _out_of_time(result, i, began):
                 break
@@ -178,37 +296,42 @@ class BulkChanges:
                 result.skipped.append(task.id)
             elif not result.dry_run:
                 _tally(result, task, amend(self._store, task, amendment, self._clock(), at=at))
-        return result
+        # When the tasks it reached run: not those it leaves because they would expire first
+        reached = zip(tasks[: len(result.matched)], times, strict=False)
+        _span(result, [at for task, at in reached if not _would_expire(task, at)])
 
     def _selected(
-        self, selection: TaskFilter, dry_run: bool, leave_priority: str | None = None
-    ) -> tuple[list[Task], BulkChange]:
-        tasks, more = self._select(selection, leave_priority)
-        return tasks, BulkChange(dry_run=dry_run, matched=[_view(t) for t in tasks], more=more)
+        self, selection: TaskFilter, dry_run: bool, resume: Cursor | None, leave_priority: str | None = None
+    ) -> tuple[_Found, BulkChange]:
+        found = self._select(selection, resume, leave_priority)
+        return found, BulkChange(dry_run=dry_run, matched=[_view(t) for t in found.tasks], more=found.more)
 
-    def _select(self, selection: TaskFilter, leave_priority: str | None) -> tuple[list[Task], bool]:
-        """The first `limit` waiting tasks of the selection, soonest first, and whether there are more.
+    def _select(self, selection: TaskFilter, resume: Cursor | None, leave_priority: str | None) -> _Found:
+        """The first `limit` tasks of the selection (after the cursor), soonest first, and whether there are more.
 
-        Each partition is read in time order, so its first `limit` entries are all it can contribute;
-        the items then say which of those are still waiting (the index is read eventually consistent)."""
-        entries: list[DueEntry] = []
-        more = False
-        for partition in self._partitions(selection, leave_priority):
-            found = list(islice(partition, selection.limit + 1))
-            more |= len(found) > selection.limit
-            entries += found[: selection.limit]
-        entries.sort(key=lambda e: (e.next_ms, e.id))
-        tasks: list[Task] = []
-        for start in range(0, len(entries), READ_BATCH):
-            chunk = entries[start : start + READ_BATCH]
+        The partitions are merged in (next_ms, id) order as they are read, page by page, and the items read a
+        chunk at a time: only they say which tasks are still in the selection (the index is read eventually
+        consistent, and the new partition holds new and enqueued tasks alike), so entries are examined until
+        one more selected task than `limit` turns up, or the bound on entries examined is reached."""
+        merged = heapq.merge(*self._partitions(selection, resume, leave_priority), key=_position)
+        entries = (e for e in merged if resume is None or resume.passes(_position(e)))
+        found, bound = _Found(), max(EXAMINED_PER_LIMIT * selection.limit, READ_BATCH)
+        examined = 0
+        while chunk := list(islice(entries, min(READ_BATCH, bound - examined))):
+            examined += len(chunk)
             by_id = {t.id: t for t in self._store.get_many([e.id for e in chunk])}
             for entry in chunk:
                 task = by_id.get(entry.id)
-                if task is not None and _selects(selection, task, leave_priority):
-                    if len(tasks) == selection.limit:
-                        return tasks, True
-                    tasks.append(task)
-        return tasks, more
+                if task is None or not _selects(selection, task, leave_priority, resume):
+                    continue
+                if len(found.tasks) == selection.limit:  # a further selected task: there are more
+                    found.more, found.stopped_at = True, found.positions[-1]
+                    return found
+                found.tasks.append(task)
+                found.positions.append(_position(entry))
+            if examined == bound and next(entries, None) is not None:  # bounded: go on after the last examined
+                found.more, found.stopped_at = True, _position(chunk[-1])
+        return found
 
     def _lambdas(self, selection: TaskFilter) -> list[str]:
         if selection.lambda_name is not None:
@@ -216,13 +339,17 @@ class BulkChanges:
             return [selection.lambda_name]
         return sorted(self._config.lambdas)
 
-    def _partitions(self, selection: TaskFilter, leave_priority: str | None) -> Iterator[Iterator[DueEntry]]:
+    def _partitions(
+        self, selection: TaskFilter, resume: Cursor | None, leave_priority: str | None
+    ) -> Iterator[Iterator[DueEntry]]:
         assocs = [Assoc.NEW] if selection.statuses & {S.NEW, S.ENQUEUED} else []
         assocs += [Assoc.STARTED] if S.RETRIABLE_FAILURE in selection.statuses else []
         equal = {Attr.COLLECTION: selection.collection} if selection.collection else {}
         if selection.flow_key is not None:
             equal[Attr.FLOW_KEY] = selection.flow_key
         low, high = selection.since or EPOCH, selection.until or FOREVER
+        if resume is not None:  # nothing before the cursor is read again (its own millisecond is, by id)
+            low = max(low, from_ms(resume.after[0]))
         for lambda_name in self._lambdas(selection):
             for priority in self._config.lambdas[lambda_name].priorities:
                 if priority == leave_priority:
@@ -233,6 +360,30 @@ class BulkChanges:
                         yield self._store.entries(partition, low, high, equal)
 
 
+def _position(entry: DueEntry) -> Position:
+    return entry.next_ms, entry.id
+
+
+def _carry_on(result: BulkChange, found: _Found, action: Action, previous: Cursor | None, placed: bool = False) -> None:
+    """The cursor of an answer with `more`: after the last task the call reached (all it selected, unless time
+    ran out first), or where its reading stopped. A reschedule's (`placed`) adds where its calls put tasks."""
+    if not result.more:
+        return
+    reached = len(result.matched)
+    if reached < len(found.tasks):  # out of time: the rest of what it selected is for the next call
+        after = found.positions[reached - 1]
+    else:
+        assert found.stopped_at is not None  # `more` with every selected task reached: the reading stopped
+        after = found.stopped_at
+    span, offset = (None, 0) if previous is None else (previous.span, previous.offset)
+    if placed:
+        offset += reached  # drip slots, whether the task took its slot or was left as it was
+        if result.first_at is not None and result.last_at is not None:
+            first, last = to_ms(result.first_at), to_ms(result.last_at)
+            span = (first, last) if span is None else (min(span[0], first), max(span[1], last))
+    result.cursor = Cursor(action, after, span, offset).encode()
+
+
 def _shards(shards: int, flow_key: str | None) -> range:
     """The index shards that may hold the selection: a keyed task's shard is its key's, so a key names one."""
     if flow_key is None:
@@ -241,11 +392,14 @@ def _shards(shards: int, flow_key: str | None) -> range:
     return range(shard, shard + 1)
 
 
-def _selects(selection: TaskFilter, task: Task, leave_priority: str | None) -> bool:
-    """Whether the task, as its item stands, is still in the selection."""
+def _selects(selection: TaskFilter, task: Task, leave_priority: str | None, resume: Cursor | None) -> bool:
+    """Whether the task, as its item stands, is still in the selection (for a continued reschedule: not one of
+    those moved, whose item may be newer than the entry read)."""
     if task.status not in selection.statuses or task.next_at is None or task.priority == leave_priority:
         return False
     if selection.flow_key is not None and task.flow_key != selection.flow_key:
+        return False
+    if resume is not None and resume.placed(to_ms(task.next_at)):
         return False
     return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
 
@@ -266,8 +420,7 @@ def _would_expire(task: Task, at: datetime) -> bool:
 
 
 def _span(result: BulkChange, times: list[datetime]) -> None:
-    if times:
-        result.first_at, result.last_at = min(times), max(times)
+    result.first_at, result.last_at = (min(times), max(times)) if times else (None, None)
 
 
 def _tally(result: BulkChange, task: Task, outcome: Outcome) -> None:
