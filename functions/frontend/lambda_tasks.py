@@ -97,7 +97,7 @@ def change_lambda_task(
 )
 def cancel_lambda_tasks(lambda_name: LambdaName, request: Annotated[TaskSelection, Body()]) -> BulkChange:
     selection = _of(lambda_name, request)
-    return services().bulk.cancel(selection.filter(), selection.dry_run, selection.per_second)
+    return services().bulk.cancel(selection.filter(), selection.dry_run, selection.per_second, selection.cursor)
 
 
 @router.post(
@@ -108,7 +108,8 @@ def cancel_lambda_tasks(lambda_name: LambdaName, request: Annotated[TaskSelectio
 def reschedule_lambda_tasks(lambda_name: LambdaName, request: Annotated[BulkRescheduleRequest, Body()]) -> BulkChange:
     selection = _of(lambda_name, request)
     run_at = selection.when(process_clock())
-    return services().bulk.reschedule(selection.filter(), run_at, selection.dry_run, selection.per_second)
+    bulk = services().bulk
+    return bulk.reschedule(selection.filter(), run_at, selection.dry_run, selection.per_second, selection.cursor)
 
 
 @router.post(
@@ -120,7 +121,8 @@ def reprioritise_lambda_tasks(
     lambda_name: LambdaName, request: Annotated[BulkReprioritiseRequest, Body()]
 ) -> BulkChange:
     selection = _of(lambda_name, request)
-    return services().bulk.reprioritise(selection.filter(), selection.priority, selection.dry_run, selection.per_second)
+    priority, rate = selection.priority, selection.per_second
+    return services().bulk.reprioritise(selection.filter(), priority, selection.dry_run, rate, selection.cursor)
 
 
 def _of(lambda_name: str, request: Selection) -> Selection:

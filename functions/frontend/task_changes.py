@@ -36,7 +36,7 @@ def change_task(task_id: TaskId, request: Annotated[TaskAmendmentRequest, Body()
     responses={**ok(200, BULK_DOC, BulkChange), **error_responses(400, 415)},
 )
 def cancel_tasks(request: Annotated[TaskSelection, Body()]) -> BulkChange:
-    return services().bulk.cancel(request.filter(), request.dry_run, request.per_second)
+    return services().bulk.cancel(request.filter(), request.dry_run, request.per_second, request.cursor)
 
 
 @router.post(
@@ -46,7 +46,7 @@ def cancel_tasks(request: Annotated[TaskSelection, Body()]) -> BulkChange:
 )
 def reschedule_tasks(request: Annotated[BulkRescheduleRequest, Body()]) -> BulkChange:
     run_at = request.when(process_clock())
-    return services().bulk.reschedule(request.filter(), run_at, request.dry_run, request.per_second)
+    return services().bulk.reschedule(request.filter(), run_at, request.dry_run, request.per_second, request.cursor)
 
 
 @router.post(
@@ -55,4 +55,5 @@ def reschedule_tasks(request: Annotated[BulkRescheduleRequest, Body()]) -> BulkC
     responses={**ok(200, BULK_DOC, BulkChange), **error_responses(400, 415)},
 )
 def reprioritise_tasks(request: Annotated[BulkReprioritiseRequest, Body()]) -> BulkChange:
-    return services().bulk.reprioritise(request.filter(), request.priority, request.dry_run, request.per_second)
+    bulk = services().bulk
+    return bulk.reprioritise(request.filter(), request.priority, request.dry_run, request.per_second, request.cursor)

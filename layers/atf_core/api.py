@@ -41,6 +41,7 @@ from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 MAX_BATCH = 100
 MAX_DEAD_LETTER_LIST = 1000
 MAX_SCHEDULE_PAGE = 100
+MAX_CURSOR = 2048  # a bulk cursor is some 100 characters and a task id; anything far longer is not one
 # The frontend is a Lambda function: a request reaches it as an event holding its body as a JSON string, and
 # its answer leaves it as a response holding the body the same way. Lambda refuses a synchronous invocation
 # whose event or response is over 6 MiB, below API Gateway's own 10 MB (a batch of 100 tasks may be 25 MB;
@@ -292,6 +293,11 @@ class TaskSelection(BaseModel):
     limit: JsonInt = Field(default=MAX_BULK, ge=1, le=MAX_BULK, description="The soonest N.")
     dry_run: JsonBool = Field(default=False, description="List what would be touched, and change nothing.")
     per_second: JsonNumber | None = Field(default=None, gt=0, le=10_000, description="The real run's rate.")
+    cursor: str | None = Field(
+        default=None,
+        max_length=MAX_CURSOR,
+        description="Go on where an earlier call of the same action and selection answered more: its cursor.",
+    )
 
     def filter(self) -> TaskFilter:
         statuses = None if self.status is None else frozenset(self.status)

@@ -39,7 +39,7 @@ from atf_core.api import (
     TaskSelection,
     in_an_event,
 )
-from atf_core.bulk import BulkChange
+from atf_core.bulk import Action, BulkChange, Cursor
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
@@ -282,9 +282,11 @@ class ChangeCalls(ApiClient):
         limit: int = MAX_BULK,
         dry_run: bool = False,
         per_second: float | None = None,
+        cursor: str | None = None,
     ) -> Plan[BulkChange]:
         """Cancel the waiting tasks of a selection (the soonest `limit`); a selection with no filter needs all=True.
-        The dry run lists them and changes nothing; per_second paces the cancellations."""
+        The dry run lists them and changes nothing; per_second paces the cancellations. An answer with `more`
+        has a `cursor`: pass it, with the same selection, to go on where it stopped (each bulk call alike)."""
         selection = _selection(locals())
         return (yield from self._bulk("cancel", checked(TaskSelection, selection)))
 
@@ -304,9 +306,11 @@ class ChangeCalls(ApiClient):
         limit: int = MAX_BULK,
         dry_run: bool = False,
         per_second: float | None = None,
+        cursor: str | None = None,
     ) -> Plan[BulkChange]:
         """Run the waiting tasks of a selection at run_at (or delay_seconds from now), the n-th n / per_second
-        seconds later."""
+        seconds later; with the cursor of an earlier answer, the drip goes on from where it left off (give the
+        same run_at: a delay counts from each call's now)."""
         request = checked(BulkRescheduleRequest, _selection(locals()))
         request.when(datetime.now(UTC))
         return (yield from self._bulk("reschedule", request))
@@ -326,13 +330,15 @@ class ChangeCalls(ApiClient):
         limit: int = MAX_BULK,
         dry_run: bool = False,
         per_second: float | None = None,
+        cursor: str | None = None,
     ) -> Plan[BulkChange]:
         """Move the waiting tasks of a selection to `priority`'s queue, the n-th no sooner than n / per_second
         seconds from now."""
         return (yield from self._bulk("reprioritise", checked(BulkReprioritiseRequest, _selection(locals()))))
 
-    def _bulk(self, action: str, request: TaskSelection) -> Plan[BulkChange]:
+    def _bulk(self, action: Action, request: TaskSelection) -> Plan[BulkChange]:
         request.filter()  # a selection of everything without all=True is refused before sending
+        Cursor.decode(request.cursor, action)  # so is another action's cursor, or a mangled one
         body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
         reply = yield from self._request("POST", routes.bulk(action, request.lambda_), body)
         return _BULK_CHANGE.validate_python(reply)

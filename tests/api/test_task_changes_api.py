@@ -429,3 +429,40 @@ def test_a_real_run_out_of_time_answers_with_what_it_reached_and_more(
         after = [t.status for t in _states(client, batch["waiting"])]
         assert after == [S.CANCELLED] * (n + 1) + [S.NEW] * (2 - n), "nothing it did not list"
     assert changes.cancel(selection, dry_run=False).matched == []
+
+
+def test_a_bulk_cursor_pages_through_the_selection_and_another_actions_is_refused(
+    client: AtfClient, raw: Raw, batch: dict[str, Any]
+) -> None:
+    # Given three waiting tasks of a collection, and a dry-run cancel of one at a time
+    selection = {"collection": batch["collection"], "limit": 1, "dry_run": True}
+    first = client.bulk_cancel(**selection)
+    assert first.more and first.cursor is not None
+    # When the SDK passes each answer's cursor back
+    pages = [first]
+    while pages[-1].more:
+        pages.append(client.bulk_cancel(**selection, cursor=pages[-1].cursor))
+    # Then the pages list each task once, in order, and the last has no cursor
+    assert [t.id for p in pages for t in p.matched] == batch["waiting"] and pages[-1].cursor is None
+    # And the cancel's cursor given to a reschedule is refused by the SDK before sending, naming it
+    with pytest.raises(InputError) as refused:
+        client.bulk_reschedule(collection=batch["collection"], delay_seconds=60, cursor=first.cursor)
+    assert refused.value.field == "cursor" and "cancel" in refused.value.message
+
+
+@pytest.mark.parametrize("cursor", ["another action's", "mangled", "not base64 JSON", "far too long"])
+@pytest.mark.parametrize("path", ["/v1/tasks/bulk/reschedule", "/v1/lambdas/work/tasks/bulk/reschedule"])
+def test_a_bad_bulk_cursor_is_refused_naming_it_and_nothing_changes(
+    client: AtfClient, raw: Raw, batch: dict[str, Any], path: str, cursor: str
+) -> None:
+    # Given waiting tasks, and a cursor a reschedule never answered
+    given = client.bulk_cancel(collection=batch["collection"], limit=1, dry_run=True).cursor
+    assert given is not None
+    bad = {"another action's": given, "mangled": given[:-2], "not base64 JSON": "!!", "far too long": "e" * 4000}
+    before = _states(client, _all_ids(batch))
+    # When the API is asked to reschedule the selection from it
+    body = {"collection": batch["collection"], "delay_seconds": 60, "cursor": bad[cursor]}
+    reply = raw("POST", path, body)
+    # Then it is refused, naming the field, and nothing is written
+    assert (reply.status, reply.body["code"], reply.body["field"]) == (400, "invalid_input", "cursor"), reply.body
+    assert _states(client, _all_ids(batch)) == before

@@ -114,7 +114,8 @@ def test_bulk_selects_by_flow_key(atf: Any, client: AtfClient, collection: str) 
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--dry-run")
     assert code == 0 and "dry run: would cancel 2 waiting tasks" in out
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--status", "new", "--limit", "1", "--dry-run")
-    assert code == 0 and "dry run: would cancel 1+ waiting tasks" in out and "than --limit 1" in out
+    assert code == 0 and "dry run: would cancel 1+ waiting tasks" in out and "than the 1 this call reached" in out
+    assert "run it again with --cursor " in out
     assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2, "the keyless ones stay"
     code, _, err = atf("bulk", "cancel", "--flow-key", "a b")
     assert code == 2 and err.rstrip().endswith("(flow_key)")
@@ -135,3 +136,21 @@ def test_a_bulk_reschedule_says_why_it_leaves_a_task_that_would_expire(atf: Any,
     assert f"1 would leave as they were (they would run at or past their expire_at): {expiring.id}" in dry
     assert f"1 left as they were (claimed meanwhile, or past expire_at): {expiring.id}" in done
     assert client.get(expiring.id).next_at == expiring.run_at
+
+
+def test_bulk_shows_the_cursor_and_goes_on_from_it(atf: Any, client: AtfClient, collection: str) -> None:
+    # Given two waiting tasks, listed one at a time
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--dry-run", "--json")
+    first = json.loads(out)
+    assert code == 0 and first["more"] and first["cursor"]
+    # When the cursor it printed is passed back
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--dry-run")
+    assert code == 0 and f"run it again with --cursor {first['cursor']} for the rest" in out
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--cursor", first["cursor"], "-y")
+    # Then the run goes on from there: the second task, and no more
+    second = client.bulk_cancel(collection=collection, dry_run=True).matched
+    assert code == 0 and "cancel: 1 of 1 matched changed" in out and "--cursor" not in out
+    assert [t.id for t in second] == [first["matched"][0]["id"]], "the first task, passed over, still waits"
+    # And a cursor that is not one exits 2, naming it
+    code, _, err = atf("bulk", "reschedule", "--collection", collection, "--delay", "5", "--cursor", first["cursor"])
+    assert code == 2 and err.rstrip().endswith("(cursor)")

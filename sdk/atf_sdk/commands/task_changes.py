@@ -67,6 +67,7 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
         "all": args.all,
         "limit": args.limit,
         "per_second": args.per_second,
+        "cursor": args.cursor,
     }
 
 
@@ -121,8 +122,9 @@ def _summary(done: BulkChange, verb: str) -> None:
         out.print(f"{len(done.skipped)} {left} as they were ({why}): {', '.join(done.skipped[:SHOWN])}")
     if done.matched and done.first_at and done.last_at and verb != "cancel":
         out.print(f"they run from {when(done.first_at)} to {when(done.last_at)}")
-    if done.more:
-        out.print(f"more tasks match than --limit {len(done.matched)}: run it again for the rest")
+    if done.more:  # the cursor goes on where this call stopped (a reschedule: without moving any task twice)
+        reached = f"more tasks match than the {len(done.matched)} this call reached"
+        out.print(f"{reached}: run it again with --cursor {done.cursor} for the rest")
 
 
 def _when_options(verb: argparse.ArgumentParser, required: bool) -> None:
@@ -162,6 +164,7 @@ def _add_bulk(verbs: Any) -> None:
         verb.add_argument("--limit", type=int, default=MAX_BULK, help=f"the soonest N (default {MAX_BULK})")
         verb.add_argument("--dry-run", action="store_true", help="list what it would touch; change nothing")
         verb.add_argument("--per-second", type=float, help="the real run's rate (see docs/api.md)")
+        verb.add_argument("--cursor", help="go on where an earlier run with the same selection said more")
         add_yes(verb)  # else it asks, naming how many
         if name == "reschedule":
             _when_options(verb, required=True)
