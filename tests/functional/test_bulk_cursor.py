@@ -29,12 +29,21 @@ def _soon(minutes: float) -> datetime:
     return (utcnow() + timedelta(minutes=minutes)).replace(microsecond=0)
 
 
-def _waiting(store: DynamoTaskStore, config: StackConfig, collection: str, minutes: list[float]) -> list[Task]:
-    """New `work` tasks of the collection, running at those minutes from now (on any priority and shard)."""
+def _waiting(
+    store: DynamoTaskStore, config: StackConfig, collection: str, minutes: list[float], **fields: str
+) -> list[Task]:
+    """New `work` tasks of the collection, running at those minutes from now: by default on every priority and
+    shard; with a priority and a flow key, all in one index partition."""
     priorities = ("high", "normal", "low")
     tasks: list[str] = []
     for n, at in enumerate(minutes):
-        body = {"lambda": "work", "collection": collection, "priority": priorities[n % 3], "run_at": _soon(at)}
+        body = {
+            "lambda": "work",
+            "collection": collection,
+            "priority": priorities[n % 3],
+            "run_at": _soon(at),
+            **fields,
+        }
         tasks.append(Scheduling(store, config).schedule(ScheduleRequest.model_validate(body)).task.id)
     stored = store.get_many(tasks)  # as stored: with their index entry's time, soonest first
     return sorted(stored, key=lambda t: (t.next_at, t.id))
@@ -59,9 +68,9 @@ def collection() -> str:
 def test_the_status_filter_finds_an_enqueued_task_behind_more_new_ones_than_the_limit(
     store: DynamoTaskStore, config: StackConfig, collection: str
 ) -> None:
-    # Given three new tasks (limit + 1) ahead of one enqueued task, all in the new tasks' index partition
+    # Given three new tasks (limit + 1) ahead of one enqueued task, all in one index partition (the new one's)
     limit = 2
-    *_, last = _waiting(store, config, collection, [10, 11, 12, 20])
+    *_, last = _waiting(store, config, collection, [10, 11, 12, 20], priority="normal", flow_key="one-shard")
     enqueued = _enqueued(store, last)
     # When the enqueued ones of the collection are selected, `limit` at most
     selection = task_filter("work", collection, frozenset({S.ENQUEUED}), limit=limit)
@@ -77,7 +86,7 @@ def test_a_call_bounded_in_what_it_examines_goes_on_with_a_cursor_never_the_same
     # Given five new tasks ahead of an enqueued one, and calls that examine two entries at most
     monkeypatch.setattr(bulk, "READ_BATCH", 2)
     monkeypatch.setattr(bulk, "EXAMINED_PER_LIMIT", 2)
-    *_, last = _waiting(store, config, collection, [10, 11, 12, 13, 14, 20])
+    *_, last = _waiting(store, config, collection, [10, 11, 12, 13, 14, 20], priority="normal", flow_key="one")
     enqueued = _enqueued(store, last)
     selection = task_filter("work", collection, frozenset({S.ENQUEUED}), limit=1)
     # When the selection is called for again with each answer's cursor, until no more
