@@ -47,7 +47,7 @@ from atf_core import lifecycle
 from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, dripped, new_entry
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.deadletters import EPOCH, FOREVER
+from atf_core.deadletters import EPOCH, FOREVER, Position
 from atf_core.definitions import Attr
 from atf_core.errors import InputError, UnknownPriority
 from atf_core.lifecycle import Assoc
@@ -66,7 +66,6 @@ READ_BATCH = 100  # BatchGetItem's limit
 # out (enqueued tasks beside new ones, another flow key's) cost reads, so a call stops there, with a cursor.
 EXAMINED_PER_LIMIT = 10
 Action = Literal["cancel", "reschedule", "reprioritise"]
-Position = tuple[int, str]  # an index entry's (next_ms, id): the order a selection is read in
 LAST_MS = to_ms(FOREVER)
 
 

@@ -28,8 +28,8 @@ from atf_core.store.codec import index_partition
 EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
-# Where a page of dead letters ended: (died at, in ms; id), the order they are listed in. As text (a page's
-# `next`, passed back as `after`): "<ms>-<id>".
+# An index entry's place in the order its partitions are read in: (next_timestamp in ms, id). A dead letter's
+# is (died at, id); as text (a page's `next`, passed back as `after`): "<ms>-<id>".
 Position = tuple[int, str]
 POSITION_PATTERN = r"^[0-9]{1,15}-[0-9a-f]{32}$"
 # Told the chain of each chain link redriven (Chains.rejoin), so the chain is swept again while the link runs.
