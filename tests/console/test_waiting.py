@@ -89,6 +89,32 @@ def test_a_selection_is_reprioritised_then_cancelled(console_stack: ConsoleStack
     assert listed(page) == []
 
 
+def test_a_reschedule_past_its_limit_goes_on_where_it_stopped(console_stack: ConsoleStack, page: Any) -> None:
+    # Given three tasks of one collection an hour ahead, listed two at a time (the soonest two)
+    collection = f"e{uuid.uuid4().hex[:8]}"
+    selected = later(console_stack, 3, collection)
+    filter_by(page, console_stack, collection)
+    page.fill("#waiting-filter input[name=limit]", "2")
+    page.click("#waiting-filter button")
+    assert len(listed(page)) == 2
+
+    # When the operator reschedules them half an hour ahead (before the rest), one a second
+    page.fill("#bulk input[name=delay_seconds]", "1800")
+    page.fill("#bulk input[name=per_second]", "1")
+    page.click("#bulk button[value=reschedule]")
+    assert "Rescheduled 2 of 2 waiting tasks" in message(page) and "More match" in message(page)
+    # ...and goes on where it stopped
+    page.click("#carry-on button")
+
+    # Then the third is rescheduled (not the first two again), and nothing more is offered
+    assert "Rescheduled 1 of 1 waiting tasks" in message(page) and "More match" not in message(page)
+    assert page.locator("#carry-on").count() == 0
+    # And the three run a second apart, each moved once, from the run time the first call resolved
+    times = sorted(t.next_at for t in console_stack.store.get_many(selected) if t.next_at is not None)
+    assert len(times) == 3 and [(b - a).total_seconds() for a, b in zip(times, times[1:])] == [1.0, 1.0]
+    assert timedelta(minutes=29) < times[0] - utcnow() <= timedelta(minutes=30)
+
+
 def test_bad_bulk_input_names_the_field_and_changes_nothing(console_stack: ConsoleStack) -> None:
     collection = f"d{uuid.uuid4().hex[:8]}"
     waiting = later(console_stack, 1, collection)

@@ -176,12 +176,12 @@ class ConsoleData:
 
     def bulk(self, request: TaskSelection, now: datetime) -> BulkChange:
         """The action the request's model names, as POST /v1/tasks/bulk/... runs it."""
-        selection, dry_run, rate = request.filter(), request.dry_run, request.per_second
+        selection, dry_run, rate, cursor = request.filter(), request.dry_run, request.per_second, request.cursor
         if isinstance(request, BulkRescheduleRequest):
-            return self._bulk.reschedule(selection, request.when(now), dry_run, rate)
+            return self._bulk.reschedule(selection, request.when(now), dry_run, rate, cursor)
         if isinstance(request, BulkReprioritiseRequest):
-            return self._bulk.reprioritise(selection, request.priority, dry_run, rate)
-        return self._bulk.cancel(selection, dry_run, rate)
+            return self._bulk.reprioritise(selection, request.priority, dry_run, rate, cursor)
+        return self._bulk.cancel(selection, dry_run, rate, cursor)
 
     def change(self, task_id: str, amendment: Amendment) -> Task:
         return self._scheduling.amend(task_id, amendment)

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from pydantic import ValidationError
 
-from atf_core.api import GateRequest
+from atf_core.api import BulkRescheduleRequest, GateRequest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
@@ -111,14 +111,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = pages.dead_letters_page(self.server.config, chosen, found)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
-    def _waiting(self, query: Form, message: str = "", error: bool = False) -> None:
+    def _waiting(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
         found = None
         try:
             if any(query.get(name) for name in waiting.SELECTION_FIELDS):
                 found = self.server.data.waiting(waiting.selection_request(query))
         except AtfError as refused:
             message, error = f"{refused.code}: {refused}", True
-        body = waiting.waiting_page(self.server.config, query, found)
+        body = waiting.waiting_page(self.server.config, query, found, carry_on)
         self._html(HTTPStatus.OK, self._page("Waiting tasks", body, message, error))
 
     def _snapshot(self, query: Form) -> None:
@@ -151,14 +151,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._dead_letters(form, pages.redrive_message(result))
 
     def _bulk(self, form: Form) -> None:
-        action = form.get("action", "")
+        action, now = form.get("action", ""), utcnow()
         try:
-            result = self.server.data.bulk(waiting.selection_request(form, action), utcnow())
+            request = waiting.selection_request(form, action)
+            result = self.server.data.bulk(request, now)
         except AtfError as refused:  # nothing was written: the form stays as it was, with the reason
             self._waiting(form, f"{refused.code}: {refused}", error=True)
             return
         selection = {name: form[name] for name in waiting.SELECTION_FIELDS if form.get(name)}
-        self._waiting(selection, waiting.bulk_message(action, result))
+        run_at = request.when(now) if isinstance(request, BulkRescheduleRequest) else None
+        carry_on = waiting.carry_on_form(form, action, result, run_at)
+        self._waiting(selection, waiting.bulk_message(action, result), carry_on=carry_on)
 
     def _change(self, task_id: str, form: Form) -> str:
         back = f"/tasks/{quote(task_id)}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from html import escape
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from atf_core.bulk import WAITING, BulkChange
 from atf_core.config import StackConfig
 from atf_core.errors import InputError, input_error
 from atf_core.schema import Task
+from atf_core.vocabulary import MAX_BULK
 from atf_local.console.pages import cell, table, when
 
 ACTIONS: dict[str, type[TaskSelection]] = {
@@ -34,8 +36,15 @@ ACTIONS: dict[str, type[TaskSelection]] = {
     "reschedule": BulkRescheduleRequest,
     "reprioritise": BulkReprioritiseRequest,
 }
-SELECTION_FIELDS = ("lambda", "collection", "flow_key", "status", "since", "until", "all")
+SELECTION_FIELDS = ("lambda", "collection", "flow_key", "status", "since", "until", "all", "limit")
 ACTION_FIELDS = ("run_at", "delay_seconds", "priority", "per_second", "dry_run")
+# What goes on with an action the answer said more of: its own fields, and where it stopped
+CARRIED_ON = {
+    "cancel": ("per_second", "dry_run"),
+    "reschedule": ("per_second", "dry_run"),  # and the run time the first call resolved
+    "reprioritise": ("priority", "per_second", "dry_run"),
+}
+WHOLE_FIELDS = ("limit",)
 TIME_FIELDS = ("since", "until", "run_at")
 NUMBER_FIELDS = ("delay_seconds", "per_second")  # a form's text: read as the number the API's JSON would carry
 M = TypeVar("M", bound=BaseModel)
@@ -46,7 +55,7 @@ def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSe
     """The form as the bulk route's request for `action` (cancel: the selection alone)."""
     if action not in ACTIONS:
         raise InputError(f"action {action!r} is not one of {sorted(ACTIONS)}", "action")
-    fields = SELECTION_FIELDS + (ACTION_FIELDS if action != "cancel" else ("per_second", "dry_run"))
+    fields = SELECTION_FIELDS + (ACTION_FIELDS if action != "cancel" else ("per_second", "dry_run")) + ("cursor",)
     return _parsed(ACTIONS[action], form, fields)
 
 
@@ -76,6 +85,8 @@ def _parsed(model: type[M], form: Mapping[str, Any], fields: tuple[str, ...]) ->
             value = _utc(value)
         if name in NUMBER_FIELDS and isinstance(value, str):
             value = _number(name, value)
+        if name in WHOLE_FIELDS and isinstance(value, str):
+            value = _whole(name, value)
         body[name] = [value] if name == "status" else value
     for flag in ("all", "dry_run"):
         if flag in body:
@@ -93,6 +104,13 @@ def _number(name: str, typed: str) -> float:
         raise InputError(f"{name}: must be a number, not {typed!r}", name) from None
 
 
+def _whole(name: str, typed: str) -> int:
+    try:
+        return int(typed)
+    except ValueError:
+        raise InputError(f"{name}: must be a whole number, not {typed!r}", name) from None
+
+
 def _utc(typed: str) -> str:
     """A datetime-local input has no zone: the console's times are UTC."""
     has_zone = typed.endswith("Z") or "+" in typed[10:] or "-" in typed[10:]
@@ -102,9 +120,10 @@ def _utc(typed: str) -> str:
 # -- pages -------------------------------------------------------------------------
 
 
-def waiting_page(config: StackConfig, form: Mapping[str, str], found: BulkChange | None) -> str:
+def waiting_page(config: StackConfig, form: Mapping[str, str], found: BulkChange | None, carry_on: str = "") -> str:
+    """The filter, what it selects and the action form; `carry_on` (carry_on_form) where an action said more."""
     return (
-        f"<section><h2>Waiting tasks</h2>{_filter_form(config, form)}</section>"
+        f"<section><h2>Waiting tasks</h2>{_filter_form(config, form)}</section>{carry_on}"
         f"<section>{_listing(found)}{_action_form(config, form, found) if found else ''}</section>"
     )
 
@@ -121,7 +140,9 @@ def _filter_form(config: StackConfig, form: Mapping[str, str]) -> str:
         f'<input name="flow_key" value="{escape(form.get("flow_key", ""))}" placeholder="flow key" '
         'aria-label="flow key"> '
         f'<select name="status" aria-label="status">{statuses}</select> '
-        f"runs from {_time_input('since', form)} to {_time_input('until', form)} UTC "
+        f"runs from {_time_input('since', form)} to {_time_input('until', form)} UTC, "
+        f'the soonest <input name="limit" size="5" value="{escape(form.get("limit", ""))}" placeholder="{MAX_BULK}" '
+        'aria-label="limit"> '
         f'<label><input type="checkbox" name="all" value="1"{ticked}> all (no filter)</label> '
         '<button type="submit">Filter</button></form>'
     )
@@ -161,6 +182,23 @@ def _action_form(config: StackConfig, form: Mapping[str, str], found: BulkChange
     )
 
 
+def carry_on_form(form: Mapping[str, str], action: str, result: BulkChange, run_at: datetime | None) -> str:
+    """Where an action answered more: a button that goes on with it after the tasks it reached (its cursor),
+    with the same selection and the same action; a reschedule's `run_at` as the first call resolved it (a
+    delay would count from each call's now)."""
+    if not result.more or result.cursor is None:
+        return ""
+    carried = {name: form[name] for name in SELECTION_FIELDS + CARRIED_ON[action] if form.get(name)}
+    if run_at is not None:
+        carried["run_at"] = run_at.isoformat()
+    carried |= {"action": action, "cursor": result.cursor}
+    hidden = "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in carried.items())
+    return (
+        f'<form method="post" action="/waiting" id="carry-on">{hidden}'
+        f'<button type="submit">Go on: {escape(action)} the next ones</button></form>'
+    )
+
+
 def bulk_message(action: str, result: BulkChange) -> str:
     if result.dry_run:
         message = f"Would {action} {len(result.matched)} waiting tasks"
@@ -169,7 +207,7 @@ def bulk_message(action: str, result: BulkChange) -> str:
         message += f"; {len(result.skipped)} were claimed meanwhile and left as they are" if result.skipped else ""
     if result.first_at and result.matched and action != "cancel":
         message += f" (to run {when(result.first_at)} to {when(result.last_at)} UTC)"
-    return message + (". More match: run it again for the rest." if result.more else ".")
+    return message + (". More match: go on below for the rest." if result.more else ".")
 
 
 def change_form(task: Task, config: StackConfig) -> str:
