@@ -1,7 +1,9 @@
-"""The store consumer's Lambda: ticked each minute, it polls until just before the next tick (tick.py)."""
+"""The store consumer's Lambda: ticked each minute, it polls for a little under a minute (tick.py)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -17,7 +19,7 @@ from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, Event, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
 from atf_core.consumer.due_soon import DueSoon
-from atf_core.consumer.tick import NEXT_START_S, tick_of, time_to_poll
+from atf_core.consumer.tick import NEXT_START_S, time_to_poll
 from atf_core.periodic_schedules import Schedules
 from atf_core.store.index import IndexStore
 from atf_core.store.items import ItemStore
@@ -113,23 +115,38 @@ def record(report: PollReport, seconds: float) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    started = time.monotonic()  # the invocation polls for tick.RUN_S from here
     group = event.get("group") or {}
     index, of = int(group.get("index", 0)), int(group.get("of", 1))
     consumer = _consumer(index, of)
-    publish_due_soon(_due_soon(index, of))
-    tick = tick_of(event)  # None: invoked by hand, with no next tick to hand over to
     try:
         polls = run_until(
             consumer,
-            left_s=time_to_poll(lambda: context.get_remaining_time_in_millis() / 1000, tick),
+            left_s=time_to_poll(lambda: context.get_remaining_time_in_millis() / 1000, started),
             poll_interval=_config().poll_interval,
-            on_poll=record,
+            on_poll=recorded_then_due_soon(_due_soon(index, of)),
+            should_stop=lambda: context.get_remaining_time_in_millis() <= 0,  # the local runner's stop
             on_error=poll_failed,
-            next_start_s=NEXT_START_S if tick is not None else None,
+            next_start_s=NEXT_START_S,
         )
     finally:
         metrics.flush()
     return {"polls": polls}
+
+
+def recorded_then_due_soon(due_soon: DueSoon) -> Callable[[PollReport, float], None]:
+    """Each poll recorded; after the first, the tasks due soon counted: before it, their reads would hold back
+    the invocation's first poll, which the last poll of the one before reads ahead to cover (tick.py)."""
+    published = False
+
+    def on_poll(report: PollReport, seconds: float) -> None:
+        nonlocal published
+        record(report, seconds)
+        if not published:
+            published = True
+            publish_due_soon(due_soon)
+
+    return on_poll
 
 
 def poll_failed(error: Exception) -> None:

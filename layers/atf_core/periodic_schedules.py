@@ -132,20 +132,23 @@ class Schedules:
 
     # -- firing --------------------------------------------------------------
     def fire_due(self, now: datetime, lookahead_s: float = 0.0) -> FireReport:
-        """Create the tasks of occurrences due by now + lookahead (their run_at is the occurrence)."""
-        report = FireReport()
+        """Create the tasks of occurrences due by now + lookahead (their run_at is the occurrence). A schedule
+        that cannot fire (its lambda left the configuration, a throttled write, a spec an upgrade no longer
+        reads) does not hold up those after it; the first such error is raised once they have all fired, for
+        the consumer to count (the alarm on stuck periodic tasks). Its occurrence was not saved: it fires at
+        the next poll."""
+        report, first_error = FireReport(), None
         up_to = now + timedelta(seconds=lookahead_s)
         for item_id in self._items.partition(SCHEDULES_PARTITION, to_ms(up_to)):
-            raw = self._items.get(item_id)
-            if raw is None:
-                continue
             try:
-                self._fire(schedule_from(raw), now, up_to, report)
-            # Its lambda left the configuration, a throttled write, a spec an upgrade no longer reads: whatever
-            # it is, it must not hold up the schedules after it. Its occurrence was not saved, so it fires at
-            # the next poll.
-            except Exception:
-                log.exception("schedule %s could not fire", item_id)
+                raw = self._items.get(item_id)
+                if raw is not None:
+                    self._fire(schedule_from(raw), now, up_to, report)
+            except Exception as error:  # noqa: BLE001 - raised once the others have fired
+                log.warning("schedule %s could not fire: %s", item_id, error)
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
         return report
 
     def _fire(self, schedule: Schedule, now: datetime, up_to: datetime, report: FireReport) -> None:

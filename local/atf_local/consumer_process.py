@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 
 @dataclass
@@ -29,21 +29,22 @@ class FakeLambdaContext:
 
 
 def run_forever(group_index: int = 0, groups: int = 1) -> None:
-    """Invoke the handler at each tick with the input the deployed rule gives it (its group, and the tick's
-    time), with the deployed function's timeout; an invocation that runs past its next tick is followed at
-    once, as Lambda would start the next one in another environment (here it waits its turn)."""
+    """Invoke the handler at each tick, every TICK_S, with the deployed rule's input and the deployed function's
+    timeout. One that runs past its next tick is followed at once (Lambda would start the next in another
+    environment; here it waits its turn); ticks missed meanwhile are dropped, as EventBridge drops a tick
+    older than its maximum event age."""
     from atf_core.config import StackConfig
-    from atf_core.consumer.tick import TICK_FIELD, TICK_S, consumer_timeout_s
+    from atf_core.consumer.tick import TICK_S, consumer_timeout_s
     from functions.consumer.handler import lambda_handler
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     timeout_s = consumer_timeout_s(StackConfig.from_env().poll_interval)
-    tick = time.time()
+    event = {"group": {"index": group_index, "of": groups}}
+    tick = time.monotonic()
     while not stop.is_set():
-        fired = datetime.fromtimestamp(tick, UTC).isoformat().replace("+00:00", "Z")
-        event = {"group": {"index": group_index, "of": groups}, TICK_FIELD: fired}
         lambda_handler(event, FakeLambdaContext(timeout_s=timeout_s, stop=stop))
-        tick += TICK_S
-        stop.wait(max(0.0, tick - time.time()))
+        missed = max(0, math.floor((time.monotonic() - tick) / TICK_S) - 1)
+        tick += (missed + 1) * TICK_S
+        stop.wait(max(0.0, tick - time.monotonic()))

@@ -67,7 +67,7 @@ def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_signatu
     not_sync = _methods(AsyncAtfClient("http://127.0.0.1:9", region="us-east-1"))
     assert set(sync) - {"close"} == set(not_sync) - {"aclose"}
     calls = [name for name in sync if name not in ("close", "from_env")]
-    assert len(calls) == 30  # with result(), issue 17 §2; change() and bulk_*(), issue 16 §3
+    assert len(calls) == 31  # with result(), issue 17 §2; change() and bulk_*(), issue 16 §3; dead_letter_page()
     for name in calls:
         assert inspect.iscoroutinefunction(not_sync[name]) and not inspect.iscoroutinefunction(sync[name]), name
         assert inspect.signature(sync[name]) == inspect.signature(not_sync[name]), name

@@ -3,6 +3,7 @@ waiting task changed, clicked through in headless Chromium against a real stack 
 
 from __future__ import annotations
 
+import itertools
 import urllib.parse
 import urllib.request
 import uuid
@@ -111,7 +112,7 @@ def test_a_reschedule_past_its_limit_goes_on_where_it_stopped(console_stack: Con
     assert page.locator("#carry-on").count() == 0
     # And the three run a second apart, each moved once, from the run time the first call resolved
     times = sorted(t.next_at for t in console_stack.store.get_many(selected) if t.next_at is not None)
-    assert len(times) == 3 and [(b - a).total_seconds() for a, b in zip(times, times[1:])] == [1.0, 1.0]
+    assert len(times) == 3 and [(b - a).total_seconds() for a, b in itertools.pairwise(times)] == [1.0, 1.0]
     assert timedelta(minutes=29) < times[0] - utcnow() <= timedelta(minutes=30)
 
 

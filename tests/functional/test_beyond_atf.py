@@ -17,7 +17,7 @@ from atf_core import lifecycle
 from atf_core.amend import Amendment, amend
 from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
-from atf_core.consumer import Event
+from atf_core.consumer import Consumer, Event
 from atf_core.consumer.consumer import fair_share
 from atf_core.deadletters import DeadLetterFilter, DeadLetters, position
 from atf_core.definitions import Attr
@@ -252,11 +252,27 @@ def test_a_schedule_whose_firing_fails_holds_up_no_other_and_fires_at_the_next_p
         return create(*args)
 
     monkeypatch.setattr(firing, "_create", first_throttled)
-    # When the consumer fires them, then the other schedule still fires
-    assert firing.fire_due(T + timedelta(minutes=1)).created == 1
+    # When the consumer fires them, then the other schedule still fires, and the failure is raised after
+    with pytest.raises(ClientError):
+        firing.fire_due(T + timedelta(minutes=1))
+    assert [firing.get(name).fired for name in ("a", "b")].count(1) == 1
     # And the one that failed fires its occurrence at the next poll
     assert firing.fire_due(T + timedelta(minutes=1, seconds=1)).created == 1
     assert firing.get("a").fired == firing.get("b").fired == 1
+
+
+def test_an_occurrence_in_the_hand_over_is_made_and_sent_by_the_invocations_last_poll(world: World) -> None:
+    # Given a schedule due at the minute, and a consumer that fires schedules
+    schedules(world).put("job", every_minute(), now=T)
+    consumer = Consumer(world.store, world.sqs, world.config, clock=lambda: world.now,
+                        housekeeping=[schedules(world).fire_due])  # fmt: skip
+    # When an invocation's last poll, 3 s before the minute, reads past it to the next invocation's first poll
+    world.now = T + timedelta(minutes=1, seconds=-3)
+    report = consumer.poll(handover_s=3)
+    # Then the occurrence's task is made and sent in that poll (not left for the next invocation)
+    assert report.total(Event.ENQUEUED) == 1
+    [message] = world.drain()
+    assert message.task_id == schedules(world).get("job").last_task_id
 
 
 def test_an_occurrence_a_deleted_schedule_made_ahead_does_not_hold_up_its_successor(world: World) -> None:

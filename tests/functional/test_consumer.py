@@ -523,3 +523,39 @@ def test_a_poll_covering_the_hand_over_sends_what_falls_due_before_the_next_invo
     # And the next invocation, in the same environment, does not send it again when it falls due
     given.advance(given.config.lookahead + 3)
     assert given.consumer.poll().total(Event.ENQUEUED) == 0
+
+
+def test_a_task_sent_early_whose_send_raises_is_handed_back_at_its_due_time(
+    recording: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a task due 3 s past the lookahead, read ahead by a hand-over poll whose send raises
+    task = recording.schedule(delay_seconds=recording.config.lookahead + 3)
+    send = recording.sqs.send_message_batch
+    monkeypatch.setattr(recording.sqs, "send_message_batch", lambda **_: (_ for _ in ()).throw(throttled("Send")))
+    assert recording.consumer.poll(handover_s=3).total(Event.SEND_FAILED) == 1
+    monkeypatch.setattr(recording.sqs, "send_message_batch", send)
+    # Then it is handed back at its due time, not now: it is not sent again before it is due
+    handed_back = recording.store.get(task.id)
+    assert handed_back is not None and handed_back.next_at == task.scheduled_at
+    assert recording.consumer.poll().total(Event.ENQUEUED) == 0
+    # And once due (within the lookahead), it is sent carrying its due time
+    recording.advance(3)
+    assert recording.consumer.poll().total(Event.ENQUEUED) == 1
+    [message] = recording.drain()
+    assert message.due_ms == to_ms(task.scheduled_at)
+
+
+def test_the_hand_over_poll_may_fill_a_queue_past_its_steady_bound(aws: Any, config: StackConfig) -> None:
+    # Given a queue bounded at 2 in flight, and four tasks due past the lookahead
+    world = World(aws, config.model_copy(update={"max_in_flight_per_queue": 2}))
+    for _ in range(4):
+        world.schedule(delay_seconds=world.config.lookahead + 2)
+    # When an invocation's last poll reads 3 s further (more than the time a message is planned in flight)
+    report = world.consumer.poll(handover_s=3)
+    # Then the queue takes all four (at most twice its bound), for the workers to hold until they are due
+    assert report.total(Event.ENQUEUED) == 4 and len(world.drain()) == 4
+    # And a regular poll, once the queue is read again empty, keeps the steady bound
+    world.advance(1)
+    for _ in range(4):
+        world.schedule()
+    assert world.consumer.poll().total(Event.ENQUEUED) == 2

@@ -105,7 +105,7 @@ def test_consumer_sizing_follows_the_groups_and_the_tick() -> None:
     assert consumer_timeout(1.0).to_seconds() == 65
     assert 60 < consumer_timeout(2.5).to_seconds() <= 70
     assert reserved_concurrency(4) == 8
-    assert [given["group"] for given in group_inputs(2)] == [{"index": 0, "of": 2}, {"index": 1, "of": 2}]
+    assert group_inputs(2) == [{"group": {"index": 0, "of": 2}}, {"group": {"index": 1, "of": 2}}]
     assert isinstance(consumer_timeout(1.0), Duration)
 
 

@@ -4,26 +4,28 @@ raises (the gates item unreadable past botocore's retries) is told and the loop 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
 
 import pytest
 
 from atf_core.consumer.loop import run_until
 from atf_core.consumer.poll import PollReport
-from atf_core.consumer.tick import END_BEFORE_TICK_S, LOOP_MARGIN_S, NEXT_START_S, TICK_S, tick_of, time_to_poll
+from atf_core.consumer.tick import LOOP_MARGIN_S, NEXT_START_S, RUN_S, time_to_poll
+
+INTERVAL = 0.1
 
 
 class Recording:
-    """A consumer whose polls take `takes` seconds; it notes when each began and how far past the lookahead it
-    read, and raises at the polls named in `fails`."""
+    """A consumer whose n-th poll takes takes[n] seconds (the last figure for the rest); it notes when each
+    began (monotonic) and how far past the lookahead it read, and raises at the polls named in `fails`."""
 
-    def __init__(self, takes: float = 0.0, fails: tuple[int, ...] = ()) -> None:
-        self.takes, self.fails = takes, fails
+    def __init__(self, takes: Sequence[float] = (0.0,), fails: tuple[int, ...] = ()) -> None:
+        self.takes, self.fails = list(takes), fails
         self.polls: list[tuple[float, float]] = []
 
     def poll(self, handover_s: float = 0.0) -> PollReport:
-        self.polls.append((time.time(), handover_s))
-        time.sleep(self.takes)
+        self.polls.append((time.monotonic(), handover_s))
+        time.sleep(self.takes[min(len(self.polls), len(self.takes)) - 1])
         if len(self.polls) in self.fails:
             raise TimeoutError("gates item: read timeout")
         return PollReport()
@@ -45,54 +47,58 @@ def test_a_failed_poll_is_told_and_the_invocation_polls_on() -> None:
     assert len(consumer.polls) >= 10 and polls == len(consumer.polls) - 1
 
 
-@pytest.mark.parametrize("takes", [0.0, 0.15])
-def test_an_invocation_told_its_tick_stops_before_the_next_and_its_last_poll_covers_the_hand_over(
-    takes: float,
+@pytest.mark.parametrize(
+    "takes",
+    [(0.0,), (0.15,), (0.01,) * 9 + (0.3, 0.01)],  # the tenth starts 0.3 s before the end, and takes 0.3 s
+    ids=["quick", "slower-than-the-interval", "one-slower-than-those-before"],
+)
+def test_an_invocation_stops_at_its_time_and_its_last_poll_reads_to_the_next_invocation(
+    takes: Sequence[float],
 ) -> None:
     for _ in range(3):  # timing: repeated
-        # Given an invocation whose tick fired 58.5 s ago, with a minute of its Lambda time left, polling every
-        # 0.1 s (polls that take no time, or longer than the interval)
-        consumer, tick = Recording(takes), datetime.now(UTC) - timedelta(seconds=TICK_S - 1.5)
-        lambda_ends = time.monotonic() + 60
-        left = time_to_poll(lambda ends=lambda_ends: ends - time.monotonic(), tick)
+        # Given an invocation 1.2 s before the end of its RUN_S, with plenty of Lambda time left
+        started = time.monotonic() - (RUN_S - 1.2)
+        consumer = Recording(takes)
+        left = time_to_poll(lambda: 60.0, started)
+        stop = started + RUN_S
         # When it runs
-        run_until(consumer, left, poll_interval=0.1, next_start_s=NEXT_START_S)  # type: ignore[arg-type]
-        # Then it returned before the next tick, END_BEFORE_TICK_S ahead of it (not at its Lambda's end)
-        next_tick = tick.timestamp() + TICK_S
-        stop = next_tick - END_BEFORE_TICK_S
-        assert stop - 0.1 - 0.05 <= time.time() < stop + takes + 0.05  # within a poll interval of it
-        # And only its last poll read past the lookahead: from its start to the next invocation's first poll
-        *before, (last_at, last_reach) = consumer.polls
-        assert before and all(reach == 0.0 for _, reach in before)
-        assert last_at + last_reach >= next_tick - END_BEFORE_TICK_S + NEXT_START_S - 0.05
+        run_until(consumer, left, INTERVAL, next_start_s=NEXT_START_S)  # type: ignore[arg-type]
+        # Then it returned about its time, past it only by the last poll's own time
+        assert stop - 2 * INTERVAL - 0.45 <= time.monotonic() <= stop + 0.45
+        # And only its last poll read past the lookahead: to the next invocation's first poll (or further)
+        *before, (last_at, reach) = consumer.polls
+        assert before and all(extra == 0.0 for _, extra in before)
+        assert last_at + reach >= stop + NEXT_START_S - 0.05
 
 
-def test_an_invocation_whose_tick_came_late_polls_once_covering_the_hand_over() -> None:
-    # Given an invocation started after the time its tick left it to poll
-    consumer, tick = Recording(), datetime.now(UTC) - timedelta(seconds=TICK_S)
-    left = time_to_poll(lambda: 60.0, tick)
-    # When it runs, then it polls once, reading to the next invocation's first poll
-    run_until(consumer, left, poll_interval=0.1, next_start_s=NEXT_START_S)  # type: ignore[arg-type]
+def test_the_last_poll_is_made_though_it_raises_and_is_told() -> None:
+    started = time.monotonic() - (RUN_S - 0.5)
+    consumer, errors = Recording(fails=tuple(range(1, 100))), []
+    run_until(
+        consumer, time_to_poll(lambda: 60.0, started), INTERVAL, on_error=errors.append, next_start_s=NEXT_START_S
+    )  # type: ignore[arg-type]
+    assert consumer.polls[-1][1] > 0 and len(errors) == len(consumer.polls)
+
+
+def test_an_invocation_that_started_past_its_time_polls_once_reading_to_the_next() -> None:
+    consumer = Recording()
+    left = time_to_poll(lambda: 60.0, time.monotonic() - RUN_S - 5)
+    run_until(consumer, left, INTERVAL, next_start_s=NEXT_START_S)  # type: ignore[arg-type]
     assert [reach for _, reach in consumer.polls] == [NEXT_START_S]
 
 
-def test_an_invocation_not_told_its_tick_polls_to_its_lambdas_margin_and_reads_no_further() -> None:
+def test_the_lambdas_own_time_bounds_the_polls_with_its_margin() -> None:
+    # Given an invocation whose Lambda ends 0.4 s past the margin, long before its RUN_S
     consumer = Recording()
     lambda_ends = time.monotonic() + LOOP_MARGIN_S + 0.4
-    run_until(consumer, time_to_poll(lambda: lambda_ends - time.monotonic(), None), poll_interval=0.05)  # type: ignore[arg-type]
-    assert lambda_ends - time.monotonic() >= LOOP_MARGIN_S - 0.01 and len(consumer.polls) >= 4
+    left = time_to_poll(lambda: lambda_ends - time.monotonic(), time.monotonic())
+    run_until(consumer, left, 0.05)  # type: ignore[arg-type]
+    # Then it polled until the margin, reading no further than the lookahead (no next_start_s given)
+    assert lambda_ends - time.monotonic() >= LOOP_MARGIN_S - 0.06 and len(consumer.polls) >= 4
     assert {reach for _, reach in consumer.polls} == {0.0}
 
 
-@pytest.mark.parametrize(
-    ("event", "tick"),
-    [
-        ({"tick": "2026-11-29T01:40:00Z"}, datetime(2026, 11, 29, 1, 40, tzinfo=UTC)),
-        ({"group": {"index": 0, "of": 1}}, None),  # invoked by hand
-        ({"tick": "yesterday"}, None),
-        ({"tick": "2026-11-29T01:40:00"}, None),  # no zone: not a time EventBridge writes
-        ({"tick": 1764380400}, None),
-    ],
-)
-def test_the_tick_is_read_from_the_invocations_input(event: dict[str, object], tick: datetime | None) -> None:
-    assert tick_of(event) == tick
+def test_a_stopped_invocation_polls_no_more() -> None:
+    consumer = Recording()
+    run_until(consumer, lambda: 30.0, INTERVAL, should_stop=lambda: True, next_start_s=NEXT_START_S)  # type: ignore[arg-type]
+    assert consumer.polls == []

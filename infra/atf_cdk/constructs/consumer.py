@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -11,7 +9,7 @@ from constructs import Construct
 
 from atf_cdk.constructs.function import AtfFunction, FunctionProps
 from atf_cdk.constructs.table import TaskTable
-from atf_core.consumer.tick import TICK_FIELD, TICK_S, consumer_timeout_s
+from atf_core.consumer.tick import TICK_S, consumer_timeout_s
 
 TICK = Duration.seconds(TICK_S)
 # EventBridge takes at most five targets per rule.
@@ -19,21 +17,19 @@ TARGETS_PER_RULE = 5
 
 
 def consumer_timeout(poll_interval: float) -> Duration:
-    """A little over the tick (atf_core.consumer.tick): an invocation told its tick stops before the next one."""
+    """A little over the tick: an invocation polls for a little under it (atf_core.consumer.tick)."""
     return Duration.seconds(consumer_timeout_s(poll_interval))
 
 
 def reserved_concurrency(groups: int) -> int:
-    """Each group runs one invocation, plus one more for a duplicated tick or one that runs into the next
-    (an invocation not told its tick polls past it); a tick beyond that is throttled and, being useless a
-    minute later, dropped rather than queued."""
+    """Each group runs one invocation, plus one for a duplicated tick or one whose invocation ran into the
+    next (it came late); a tick beyond that is throttled and, being useless a minute later, dropped rather
+    than queued."""
     return 2 * groups
 
 
-def group_inputs(groups: int) -> list[dict[str, Any]]:
-    """Each group's invocation input: its group, and when its tick fired (the event's time), which the
-    handler stops polling before the next one by."""
-    return [{"group": {"index": i, "of": groups}, TICK_FIELD: events.EventField.time} for i in range(groups)]
+def group_inputs(groups: int) -> list[dict[str, dict[str, int]]]:
+    return [{"group": {"index": i, "of": groups}} for i in range(groups)]
 
 
 class StoreConsumer(Construct):

@@ -7,6 +7,7 @@ without bound and other lambdas keep their scheduling bandwidth.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,9 +37,10 @@ class QueueBudget:
         self._clock = clock
         self._estimates: dict[QueueKey, _Estimate] = {}
 
-    def available(self, key: QueueKey) -> int:
+    def available(self, key: QueueKey, stretch: float = 1.0) -> int:
+        """Room left in the queue under its cap (`stretch` times it)."""
         estimate = self._estimates.setdefault(key, _Estimate())
-        cap = self._cap(key)
+        cap = math.ceil(self._cap(key) * stretch)
         full = estimate.depth + estimate.sent_since >= cap
         # A full queue is read again soon: its workers may have drained it already,
         # and waiting the whole refresh period would cap throughput at cap / period.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from atf_core import lifecycle
+from atf_core import lifecycle, sizing
 from atf_core.config import StackConfig
 from atf_core.consumer.budget import QueueBudget
 from atf_core.consumer.deadlines import observed_stamp
@@ -49,7 +49,7 @@ from atf_core.consumer.tracker import InFlightTracker, QueueKey, where
 from atf_core.gating import GateView
 from atf_core.lifecycle import Assoc
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import Task, TaskStatus, utcnow
+from atf_core.schema import Task, TaskStatus, from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, Flow, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
@@ -109,6 +109,7 @@ class Consumer:
         self._mode = enqueue_mode(config, store, self._overlap)
         self._queues = QueueDirectory(sqs, config)
         self._budget = QueueBudget(self._queues.depth, self._in_flight_cap, clock=lambda: self._clock().timestamp())
+        self._seconds_in_flight = sizing.seconds_in_flight(config.lookahead, config.poll_interval)
         self._tracker = InFlightTracker()
         self._watched: dict[tuple[object, ...], int] = {}  # a running task's stamp -> when first seen
         self._read_past_marks = ReadPastMarks(every_ms=int(config.poll_interval * 1000))
@@ -121,11 +122,14 @@ class Consumer:
         return self._config.in_flight_cap_of(lambda_name) * self._config.queue_parts_of(lambda_name)
 
     def poll(self, handover_s: float = 0.0) -> PollReport:
-        """One pass over every queue. `handover_s` reads that much further than the lookahead: the last polls
-        of an invocation send what falls due before the next invocation's first poll (loop.run_until)."""
+        """One pass over every queue, then the housekeeping. `handover_s` reads that much further than the
+        lookahead: an invocation's last poll sends what falls due before the next one's first (tick.py). That
+        poll does its housekeeping first, so the tasks a periodic schedule makes for the gap go out with it."""
         now = self._clock()
         poll = Poll(now, GateView.of(self._store.gates(), now), self._config.lookahead + handover_s)
         self._release_lifted(poll.gates)
+        if handover_s:
+            self._housekeep(poll)
         for lambda_name, spec in self._config.lambdas.items():
             if poll.gates.lambda_paused(lambda_name):
                 continue
@@ -138,13 +142,17 @@ class Consumer:
                     poll.report.count(Event.ERROR, (lambda_name, priority))
         self._tracker.prune(poll.seen, poll.read_in_full)
         self._forget_old_stamps(poll.now_ms)
+        if not handover_s:
+            self._housekeep(poll)
+        return poll.report
+
+    def _housekeep(self, poll: Poll) -> None:
         for chore in self._housekeeping:
             try:
-                chore(now, poll.lookahead_s)
+                chore(poll.now, poll.lookahead_s)
             except Exception:
                 log.exception("housekeeping %s failed", getattr(chore, "__qualname__", chore))
                 poll.report.count(Event.HOUSEKEEPING_FAILED)
-        return poll.report
 
     def close(self) -> None:
         """Stop the I/O threads (a consumer kept for the process's life never needs to)."""
@@ -155,7 +163,10 @@ class Consumer:
         """Enqueue what is due for one queue; False if its queue was full and nothing was read."""
         # A pass gives each queue at most enqueue_per_poll tasks, then moves on; a queue
         # that took its share makes the loop come back at once (saturated).
-        room = min(self._budget.available(queue), self._config.enqueue_per_poll)
+        # A poll reading past the lookahead (the hand-over's) may fill the queue past its steady bound by the
+        # share of the extra time: the messages it sends early are held by the workers meanwhile.
+        stretch = 1.0 + (poll.lookahead_s - self._config.lookahead) / self._seconds_in_flight
+        room = min(self._budget.available(queue, min(stretch, 2.0)), self._config.enqueue_per_poll)
         if room == 0:
             return False
         due = self._fair_due(poll, queue, window=min(4 * room, 2000))
@@ -381,7 +392,9 @@ class Consumer:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
         (if this write fails too, the enqueue timeout still recovers the task)."""
         ref = TaskRef(message.task_id, *queue, message.flow_key)
-        self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=now))
+        # Back at its due time, not now: a task sent early (the lookahead, a hand-over) runs no sooner for it
+        next_at = max(now, from_ms(message.due_ms))
+        self._store.transition(ref, lifecycle.RELEASE, Change(now=now, attempt=message.attempt, next_at=next_at))
 
     # -- memory --------------------------------------------------------------------
     def _forget_old_stamps(self, now_ms: int) -> None:

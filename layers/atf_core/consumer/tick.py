@@ -1,62 +1,45 @@
-"""How long one consumer invocation polls.
+"""How long one consumer invocation polls, and how far its last poll reads ahead.
 
-EventBridge ticks each consumer group once a minute; one invocation polls every poll_interval and stops just
-before the next tick, so its execution environment is idle when that tick comes and Lambda hands the next
-invocation to it, with this one's in-flight tracker. An invocation still polling at the tick would send the
-next one to another environment, whose tracker is a minute or more old: it would send again every task sent
-meanwhile that no worker had claimed yet (harmless, the claim is fenced, but a duplicate message each). The
-last polls read further ahead to cover the hand-over: what falls due before the next invocation's first poll
-is sent by this one, and the workers hold it until it is due. A late or lost tick leaves a gap, as before;
-a duplicated one means two consumers for a while, which the conditional writes make harmless.
+EventBridge ticks each consumer group every TICK_S. An invocation polls for RUN_S from its own start, then
+returns: the next tick comes about as late after its tick as this one came after its own (the delivery's lag
+is steady, give or take its jitter), so it finds this execution environment idle, and Lambda hands the next
+invocation to it with this one's in-flight tracker. An invocation still polling at the next tick would send
+that one to another environment, whose tracker is a minute or more old: it would send again every task sent
+meanwhile that no worker had claimed yet (harmless, the claim is fenced, but a wasted message and a refused
+write each). The last poll reads past the lookahead to the next invocation's first poll, with
+NEXT_START_ALLOWANCE_S to spare for the jitter, so the tasks due in between are sent by this one and the
+workers hold them until they are due. A lost tick leaves a gap, as before; a duplicated one means two
+consumers for a while, which the conditional writes make harmless.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable
 
 TICK_S = 60  # EventBridge's rate(1 minute)
-TICK_FIELD = "tick"  # the invocation's input field the rule's target fills with the event's time
 # What an invocation leaves of its Lambda timeout: its last poll's end, the metrics' flush, its return.
 LOOP_MARGIN_S = 2.0
-# An invocation has returned this long before its next tick, so that tick finds its environment idle.
+# An invocation has returned this long before the next tick would come, so that tick finds it idle.
 END_BEFORE_TICK_S = 0.5
-# How late the next invocation's first poll may come after its tick (EventBridge's delivery, a cold start)
-# with the tasks due meanwhile still sent on time.
+RUN_S = TICK_S - END_BEFORE_TICK_S
+# How much later than this one the next invocation may start (after its tick) with the tasks due meanwhile
+# still sent on time.
 NEXT_START_ALLOWANCE_S = 2.0
-
-
-def consumer_timeout_s(poll_interval: float) -> int:
-    """The consumer function's timeout: a little over the tick, so an invocation that does not know its tick
-    (one invoked by hand) also polls up to the next one; one that does stops before."""
-    return TICK_S + math.ceil(LOOP_MARGIN_S) + math.ceil(poll_interval) + 2
-
-
-# How long after an invocation's time is up the next one's first poll may come: the rest of the tick, then its
-# delivery and start. The last poll reads that far ahead too (loop.run_until).
+# How long after an invocation's time is up the next one's first poll may come: the last poll reads that much
+# further ahead (loop.run_until).
 NEXT_START_S = END_BEFORE_TICK_S + NEXT_START_ALLOWANCE_S
 
 
-def time_to_poll(lambda_left_s: Callable[[], float], tick: datetime | None) -> Callable[[], float]:
-    """Seconds this invocation may still poll: its Lambda time less the margin and, where its tick is known,
-    up to END_BEFORE_TICK_S before the next tick."""
-    if tick is None:
-        return lambda: lambda_left_s() - LOOP_MARGIN_S
-    next_tick = tick.timestamp() + TICK_S
-    return lambda: min(lambda_left_s() - LOOP_MARGIN_S, next_tick - END_BEFORE_TICK_S - time.time())
+def consumer_timeout_s(poll_interval: float) -> int:
+    """The consumer function's timeout: RUN_S and the margin, with a poll interval and 2 s more for a last
+    poll that starts late or runs long (never cut off by the timeout, which would lose its report)."""
+    return TICK_S + math.ceil(LOOP_MARGIN_S) + math.ceil(poll_interval) + 2
 
 
-def tick_of(event: Mapping[str, Any]) -> datetime | None:
-    """When the invocation's tick fired (the EventBridge event's `time`, which the rule's target passes as
-    TICK_FIELD); None where the event does not say (an invocation by hand) or says it in no form known."""
-    given = event.get(TICK_FIELD)
-    if not isinstance(given, str):
-        return None
-    try:
-        tick = datetime.fromisoformat(given)
-    except ValueError:
-        return None
-    return tick if tick.tzinfo is not None else None
+def time_to_poll(lambda_left_s: Callable[[], float], started: float) -> Callable[[], float]:
+    """Seconds this invocation may still poll: up to RUN_S after it `started` (time.monotonic()), within its
+    Lambda time less the margin."""
+    ends = started + RUN_S
+    return lambda: min(lambda_left_s() - LOOP_MARGIN_S, ends - time.monotonic())
