@@ -17,43 +17,36 @@ RUN_BUDGET_S, though never before its first write (its answer lists only the tas
 `more`).
 
 The partitions are read merged in (next run time, id) order, a chunk of items at a time, and only the tasks
-the items keep (status, flow key, window) count towards `limit`: `more` says a further selected task exists,
-or that the call examined EXAMINED_PER_LIMIT entries a task of `limit` and stopped there. An answer with
-`more` carries a `cursor`: passed back, the selection starts strictly after the (next run time, id), in the
-original order, of the last task the earlier call reached (or the last entry it examined), so calling again
-goes on where it stopped, dry runs too (to page through what would be touched). A reschedule's cursor also
-carries where its calls have placed tasks: the span of the times they gave the tasks they moved, and how
-many drip slots they used. A continued reschedule places its n-th task at run_at + (offset + n) / per_second,
-so the drip goes on rather than restarting, and leaves out every task whose next run time lies within that
-span: those are the ones moved (an earlier run_at would otherwise make them the soonest, selected again and
-again). A task that was already inside the span is left out too: it runs where the reschedule is putting
-tasks anyway. A cursor is the action's own (cancel's is refused by reschedule), naming the field `cursor`.
+the items keep (status, flow key, window) count towards `limit`: `more` says more entries are left to
+examine once `limit` tasks were selected, or that the call examined EXAMINED_PER_LIMIT entries a task of
+`limit` and stopped there. An answer with `more` carries a `cursor` (bulk_cursor.py): passed back, the
+selection goes on strictly after the last task the earlier call reached (or the last entry it examined), a
+dry run's with a dry run. A continued reschedule or reprioritise drips on with its first call's run time (or
+moment) and rate, and a continued reschedule leaves out the tasks on the drip slots its calls gave out.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import heapq
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
-from typing import Any, Literal
 
 from atf_core import lifecycle
 from atf_core.amend import Amendment, amend, check_drip, check_priority, check_run_at, dripped, new_entry
+from atf_core.bulk_cursor import Action, Cursor, Drip
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
-from atf_core.deadletters import EPOCH, FOREVER, Position
+from atf_core.deadletters import EPOCH, FOREVER
 from atf_core.definitions import Attr
 from atf_core.errors import InputError, UnknownPriority
 from atf_core.lifecycle import Assoc
 from atf_core.schema import Task, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition, shard_of
+from atf_core.store.positions import Position, in_order, position
 from atf_core.vocabulary import MAX_BULK
 
 S = TaskStatus
@@ -65,8 +58,6 @@ READ_BATCH = 100  # BatchGetItem's limit
 # Entries one call examines at most, per task of its limit (no fewer than READ_BATCH): items the filter leaves
 # out (enqueued tasks beside new ones, another flow key's) cost reads, so a call stops there, with a cursor.
 EXAMINED_PER_LIMIT = 10
-Action = Literal["cancel", "reschedule", "reprioritise"]
-LAST_MS = to_ms(FOREVER)
 
 
 @dataclass(frozen=True)
@@ -118,69 +109,6 @@ class WaitingTask:
     flow_key: str | None = None
 
 
-@dataclass(frozen=True)
-class Cursor:
-    """Where an action's selection goes on: strictly after `after`; for a reschedule, `span` (first, last ms)
-    holds the times its calls gave the tasks they moved, and `offset` the drip slots they used."""
-
-    action: Action
-    after: Position
-    span: tuple[int, int] | None = None
-    offset: int = 0
-
-    def encode(self) -> str:
-        fields: dict[str, Any] = {"a": self.action, "p": list(self.after)}
-        if self.span is not None:
-            fields["s"] = list(self.span)
-        if self.offset:
-            fields["o"] = self.offset
-        text = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str | None, action: Action) -> Cursor | None:
-        """The cursor an answer of `action` gave, or InputError naming `cursor`: nothing is read or written."""
-        if text is None:
-            return None
-        cursor = _parsed(text)
-        if cursor is None or cursor.encode() != text:  # only what encode writes: no padding, nothing else
-            raise InputError("cursor is not one a bulk call answered: pass the last answer's cursor as it is", "cursor")
-        if cursor.action != action:
-            raise InputError(f"cursor is a {cursor.action}'s, not a {action}'s: start this one without it", "cursor")
-        return cursor
-
-    def passes(self, at: Position) -> bool:
-        """Whether the selection, going on from here, takes the entry at `at`: after the cursor, and not
-        within the span a reschedule has placed tasks in."""
-        return at > self.after and not self.placed(at[0])
-
-    def placed(self, next_ms: int) -> bool:
-        """Within the span the reschedule's earlier calls have placed tasks in."""
-        return self.span is not None and self.span[0] <= next_ms <= self.span[1]
-
-
-def _parsed(text: str) -> Cursor | None:
-    try:
-        fields = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (ValueError, binascii.Error, RecursionError):  # not base64, not UTF-8, not JSON (or nested past reading)
-        return None
-    if not isinstance(fields, dict) or fields.get("a") not in ("cancel", "reschedule", "reprioritise"):
-        return None
-    after, span, offset = fields.get("p"), fields.get("s"), fields.get("o", 0)
-    if not (isinstance(after, list) and len(after) == 2 and _whole(after[0]) and isinstance(after[1], str)):
-        return None
-    if span is not None and not (isinstance(span, list) and len(span) == 2 and all(map(_whole, span))):
-        return None
-    if not _whole(offset) or (fields["a"] != "reschedule" and (span is not None or offset)):
-        return None
-    return Cursor(fields["a"], (after[0], after[1]), None if span is None else (span[0], span[1]), offset)
-
-
-def _whole(value: object) -> bool:
-    """A JSON whole number a cursor may hold: a time (epoch ms) up to FOREVER, a count."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= LAST_MS
-
-
 @dataclass
 class BulkChange:
     """What a bulk action did, or in a dry run would do."""
@@ -220,7 +148,7 @@ class BulkChanges:
     def cancel(
         self, selection: TaskFilter, dry_run: bool, per_second: float | None = None, cursor: str | None = None
     ) -> BulkChange:
-        resume = Cursor.decode(cursor, "cancel")
+        resume = Cursor.decode(cursor, "cancel", dry_run)
         began = time.monotonic()
         found, result = self._selected(selection, dry_run, resume)
         tasks = found.tasks
@@ -234,7 +162,7 @@ class BulkChanges:
             change = Change(now=self._clock(), reason="cancelled in bulk")
             _tally(result, task, self._store.transition(TaskRef.of(task), lifecycle.CANCEL, change))
         _span(result, turns[: len(result.matched)])  # of the tasks it reached
-        _carry_on(result, found, "cancel", resume)
+        _carry_on(result, found, "cancel", None)
         return result
 
     def reschedule(
@@ -245,16 +173,17 @@ class BulkChanges:
         per_second: float | None = None,
         cursor: str | None = None,
     ) -> BulkChange:
-        """To run at `run_at`, the n-th of them n / per_second seconds later (n counted on from the cursor's)."""
-        resume = Cursor.decode(cursor, "reschedule")
-        check_run_at(run_at, self._clock())
+        """To run at `run_at`, the n-th of them n / per_second seconds later; continued (`cursor`), with the
+        first call's run time and rate, n counted on from the slots its calls used."""
+        resume = Cursor.decode(cursor, "reschedule", dry_run)
+        drip = _drip_of(resume, to_ms(run_at), per_second)
+        check_run_at(from_ms(drip.base_ms), self._clock())
         began = time.monotonic()
         found, result = self._selected(selection, dry_run, resume)
-        offset = 0 if resume is None else resume.offset
-        times = dripped(run_at, len(found.tasks), per_second, after=offset)
+        times = dripped(from_ms(drip.base_ms), len(found.tasks), drip.per_second, after=drip.used)
         check_drip(times, self._clock())
-        self._amend(result, found.tasks, Amendment(run_at=run_at), times, began)
-        _carry_on(result, found, "reschedule", resume, placed=True)
+        self._amend(result, found.tasks, Amendment(run_at=from_ms(drip.base_ms)), times, began)
+        _carry_on(result, found, "reschedule", drip)
         return result
 
     def reprioritise(
@@ -265,9 +194,10 @@ class BulkChanges:
         per_second: float | None = None,
         cursor: str | None = None,
     ) -> BulkChange:
-        """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now.
-        The priority must be one of every selected task's lambda (of the lambda named, if one is, task or not)."""
-        resume = Cursor.decode(cursor, "reprioritise")
+        """To `priority`'s queue, each at its own time, or the n-th no sooner than n / per_second seconds from now
+        (continued, from the first call's now and at its rate, n counted on). The priority must be one of every
+        selected task's lambda (of the lambda named, if one is, task or not)."""
+        resume = Cursor.decode(cursor, "reprioritise", dry_run)
         if selection.lambda_name is not None:
             check_priority(self._config, selection.lambda_name, priority)
         elif not any(priority in spec.priorities for spec in self._config.lambdas.values()):
@@ -278,11 +208,12 @@ class BulkChanges:
         for lambda_name in sorted({task.lambda_ for task in tasks}):
             check_priority(self._config, lambda_name, priority)
         amendment, now = Amendment(priority=priority), self._clock()
-        gaps = dripped(now, len(tasks), per_second)
+        drip = _drip_of(resume, to_ms(now), per_second)
+        gaps = dripped(from_ms(drip.base_ms), len(tasks), drip.per_second, after=drip.used)
         times = [max(new_entry(task, amendment, now), at) for task, at in zip(tasks, gaps, strict=True)]
         check_drip(times, now)
         self._amend(result, tasks, amendment, times, began)
-        _carry_on(result, found, "reprioritise", resume)
+        _carry_on(result, found, "reprioritise", drip)
         return result
 
     def _amend(
@@ -310,26 +241,28 @@ class BulkChanges:
 
         The partitions are merged in (next_ms, id) order as they are read, page by page, and the items read a
         chunk at a time: only they say which tasks are still in the selection (the index is read eventually
-        consistent, and the new partition holds new and enqueued tasks alike), so entries are examined until
-        one more selected task than `limit` turns up, or the bound on entries examined is reached."""
-        merged = heapq.merge(*self._partitions(selection, resume, leave_priority), key=_position)
-        entries = (e for e in merged if resume is None or resume.passes(_position(e)))
-        found, bound = _Found(), max(EXAMINED_PER_LIMIT * selection.limit, READ_BATCH)
-        examined = 0
+        consistent, and the new partition holds new and enqueued tasks alike). Entries are examined until
+        `limit` are selected and their chunk is done, or the bound on entries examined is reached."""
+        merged = heapq.merge(*self._partitions(selection, resume, leave_priority), key=position)
+        # Those of the cursor's own millisecond up to it are read again, not examined: they bound no progress
+        entries = (e for e in merged if resume is None or position(e) > resume.after)
+        found, bound, examined = _Found(), max(EXAMINED_PER_LIMIT * selection.limit, READ_BATCH), 0
         while chunk := list(islice(entries, min(READ_BATCH, bound - examined))):
-            examined += len(chunk)
-            by_id = {t.id: t for t in self._store.get_many([e.id for e in chunk])}
-            for entry in chunk:
+            examined += len(chunk)  # a reschedule's moved tasks among them: they cost their reads
+            taken = [e for e in chunk if resume is None or not resume.moved(e.next_ms)]
+            by_id = {t.id: t for t in self._store.get_many([e.id for e in taken])} if taken else {}
+            for entry in taken:
                 task = by_id.get(entry.id)
-                if task is None or not _selects(selection, task, leave_priority, resume):
-                    continue
-                if len(found.tasks) == selection.limit:  # a further selected task: there are more
-                    found.more, found.stopped_at = True, found.positions[-1]
-                    return found
-                found.tasks.append(task)
-                found.positions.append(_position(entry))
-            if examined == bound and next(entries, None) is not None:  # bounded: go on after the last examined
-                found.more, found.stopped_at = True, _position(chunk[-1])
+                if task is not None and _selects(selection, task, leave_priority, resume):
+                    if len(found.tasks) == selection.limit:  # a further selected task: there are more
+                        found.more, found.stopped_at = True, found.positions[-1]
+                        return found
+                    found.tasks.append(task)
+                    found.positions.append(position(entry))
+            filled = len(found.tasks) == selection.limit
+            if (filled or examined == bound) and next(entries, None) is not None:  # unread entries: go on after
+                found.more, found.stopped_at = True, found.positions[-1] if filled else position(chunk[-1])
+                return found
         return found
 
     def _lambdas(self, selection: TaskFilter) -> list[str]:
@@ -349,6 +282,8 @@ class BulkChanges:
         low, high = selection.since or EPOCH, selection.until or FOREVER
         if resume is not None:  # nothing before the cursor is read again (its own millisecond is, by id)
             low = max(low, from_ms(resume.after[0]))
+        if low > high:  # the cursor is past the window: DynamoDB refuses a range whose start is after its end
+            return
         for lambda_name in self._lambdas(selection):
             for priority in self._config.lambdas[lambda_name].priorities:
                 if priority == leave_priority:
@@ -356,16 +291,20 @@ class BulkChanges:
                 for assoc in assocs:
                     for shard in _shards(self._config.shards_of(lambda_name), selection.flow_key):
                         partition = index_partition(assoc, lambda_name, priority, shard)
-                        yield self._store.entries(partition, low, high, equal)
+                        yield in_order(self._store.entries(partition, low, high, equal))
 
 
-def _position(entry: DueEntry) -> Position:
-    return entry.next_ms, entry.id
+def _drip_of(resume: Cursor | None, base_ms: int, per_second: float | None) -> Drip:
+    """The drip a call goes on with: its cursor's (the first call's base and rate, the slots used), or a new one
+    from `base_ms` (to the millisecond, as the index keeps times: a continued call's slots are then exact)."""
+    if resume is not None and resume.drip is not None:
+        return resume.drip
+    return Drip(base_ms, per_second)
 
 
-def _carry_on(result: BulkChange, found: _Found, action: Action, previous: Cursor | None, placed: bool = False) -> None:
+def _carry_on(result: BulkChange, found: _Found, action: Action, drip: Drip | None) -> None:
     """The cursor of an answer with `more`: after the last task the call reached (all it selected, unless time
-    ran out first), or where its reading stopped. A reschedule's (`placed`) adds where its calls put tasks."""
+    ran out first), or where its reading stopped; a paced or placed action's drip, with the slots it used."""
     if not result.more:
         return
     reached = len(result.matched)
@@ -374,13 +313,9 @@ def _carry_on(result: BulkChange, found: _Found, action: Action, previous: Curso
     else:
         assert found.stopped_at is not None  # `more` with every selected task reached: the reading stopped
         after = found.stopped_at
-    span, offset = (None, 0) if previous is None else (previous.span, previous.offset)
-    if placed:
-        offset += reached  # drip slots, whether the task took its slot or was left as it was
-        if result.first_at is not None and result.last_at is not None:
-            first, last = to_ms(result.first_at), to_ms(result.last_at)
-            span = (first, last) if span is None else (min(span[0], first), max(span[1], last))
-    result.cursor = Cursor(action, after, span, offset).encode()
+    # Drip slots, whether the task took its slot or was left as it was
+    used = None if drip is None else Drip(drip.base_ms, drip.per_second, drip.used + reached)
+    result.cursor = Cursor(action, after, result.dry_run, used).encode()
 
 
 def _shards(shards: int, flow_key: str | None) -> range:
@@ -398,7 +333,7 @@ def _selects(selection: TaskFilter, task: Task, leave_priority: str | None, resu
         return False
     if selection.flow_key is not None and task.flow_key != selection.flow_key:
         return False
-    if resume is not None and resume.placed(to_ms(task.next_at)):
+    if resume is not None and resume.moved(to_ms(task.next_at)):
         return False
     return (selection.since or EPOCH) <= task.next_at <= (selection.until or FOREVER)
 

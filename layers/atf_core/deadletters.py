@@ -24,13 +24,13 @@ from atf_core.lifecycle import Assoc
 from atf_core.schema import from_ms, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
+from atf_core.store.positions import Position, in_order
 
 EPOCH = datetime(1970, 1, 2, tzinfo=UTC)
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_SELECTION = 10_000
-# An index entry's place in the order its partitions are read in: (next_timestamp in ms, id). A dead letter's
-# is (died at, id); as text (a page's `next`, passed back as `after`): "<ms>-<id>".
-Position = tuple[int, str]
+# A dead letter's position (store.positions) is (died at, id); as text (a page's `next`, passed back as
+# `after`): "<ms>-<id>".
 POSITION_PATTERN = r"^[0-9]{1,15}-[0-9a-f]{32}$"
 # Told the chain of each chain link redriven (Chains.rejoin), so the chain is swept again while the link runs.
 ChainHook = Callable[[str], None]
@@ -102,9 +102,9 @@ class DeadLetters:
         found = [
             _dead_letter(entry)
             for entries in self._partitions(selection, after)
-            for entry in islice(_past(entries, after), limit + 1)
+            for entry in islice(_past(in_order(entries), after), limit + 1)
         ]
-        found.sort(key=position)
+        found.sort(key=letter_position)
         return DeadLetterPage(found[:limit], len(found) > limit)
 
     def redrive(
@@ -180,24 +180,29 @@ class DeadLetters:
         low, high = selection.since or EPOCH, selection.until or FOREVER
         if after is not None:  # from the last page's last letter's time on (others died in the same ms)
             low = max(low, from_ms(after[0]))
+        if low > high:  # past the window: DynamoDB refuses a range whose start is after its end
+            return
         for priority in spec.priorities:
             for shard in range(self._config.shards_of(selection.lambda_name)):
                 partition = index_partition(Assoc.DEAD_LETTER, selection.lambda_name, priority, shard)
                 yield self._store.entries(partition, low, high, equal)
 
 
-def position(dead: DeadLetter) -> Position:
+def letter_position(dead: DeadLetter) -> Position:
     return to_ms(dead.died_at), dead.id
 
 
 def position_text(dead: DeadLetter) -> str:
-    died_ms, task_id = position(dead)
+    died_ms, task_id = letter_position(dead)
     return f"{died_ms}-{task_id}"
 
 
-def position_of(text: str) -> Position:
-    """A position as position_text wrote it (checked against POSITION_PATTERN where it came in)."""
+def position_of(text: str, field: str = "after") -> Position:
+    """A position as position_text wrote it (its form checked against POSITION_PATTERN where it came in); one
+    past the last time a task can have is refused, naming `field`."""
     died_ms, task_id = text.split("-", 1)
+    if int(died_ms) > to_ms(FOREVER):
+        raise InputError(f"{field} is past the last time a dead letter can have: pass a page's next as it is", field)
     return int(died_ms), task_id
 
 

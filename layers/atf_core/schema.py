@@ -120,9 +120,24 @@ def digest(canonical: str) -> str:
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
 
 
+class Fingerprint(str):
+    """A request's fingerprint, carrying those an earlier version computed for the same request: what was stored
+    then still matches (same_request). Stored, it is the current one."""
+
+    earlier: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, current: str, *earlier: str) -> Fingerprint:
+        made = cls(current)
+        made.earlier = tuple(fingerprint for fingerprint in earlier if fingerprint != current)
+        return made
+
+
 def same_request(stored: str, fingerprint: str) -> bool:
-    """Whether a stored fingerprint is this one: a digest, or an item of 0.1.0's request JSON, digested here."""
-    return stored == fingerprint or (not stored.startswith(FINGERPRINT_PREFIX) and digest(stored) == fingerprint)
+    """Whether a stored fingerprint is this one (or one an earlier version computed for it): a digest, or an
+    item of 0.1.0's request JSON, digested here."""
+    accepted = (fingerprint, *getattr(fingerprint, "earlier", ()))
+    return stored in accepted or (not stored.startswith(FINGERPRINT_PREFIX) and digest(stored) in accepted)
 
 
 def json_kind(value: Any) -> str:

@@ -11,7 +11,7 @@ from atf_core.amend import Amendment, amend, check_priority, check_run_at
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, UnknownPriority
-from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.schema import Fingerprint, ScheduleRequest, Task, TaskStatus, utcnow
 from atf_core.store.base import Change, CreateResult, TaskRef, TaskStore
 
 _KEY_NAMESPACE = uuid.UUID("6f1c2a43-5b0e-4c43-9a57-7f4b1d2e9c10")
@@ -57,16 +57,17 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
     )
 
 
-def fingerprint_of(config: StackConfig, request: ScheduleRequest) -> str:
+def fingerprint_of(config: StackConfig, request: ScheduleRequest) -> Fingerprint:
     """The request's fingerprint, a priority or max_attempts equal to the lambda's default taken as left out:
     the task is the same either way, so a repeat that names the default (or leaves out what the first
-    named) is the same request. Left out, not resolved: the fingerprints stored before stay valid."""
+    named) is the same request. It carries the fingerprint of the request as given, which versions before
+    this one stored: their tasks' repeats still match."""
     spec = config.lambda_named(request.lambda_)
     as_left_out = {
         "priority": None if request.priority == spec.default_priority else request.priority,
         "max_attempts": None if request.max_attempts == spec.max_attempts else request.max_attempts,
     }
-    return request.model_copy(update=as_left_out).fingerprint()
+    return Fingerprint.of(request.model_copy(update=as_left_out).fingerprint(), request.fingerprint())
 
 
 class Scheduling:

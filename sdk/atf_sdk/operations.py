@@ -39,7 +39,8 @@ from atf_core.api import (
     TaskSelection,
     in_an_event,
 )
-from atf_core.bulk import Action, BulkChange, Cursor
+from atf_core.bulk import BulkChange
+from atf_core.bulk_cursor import Action, Cursor
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, input_error
@@ -338,7 +339,9 @@ class ChangeCalls(ApiClient):
 
     def _bulk(self, action: Action, request: TaskSelection) -> Plan[BulkChange]:
         request.filter()  # a selection of everything without all=True is refused before sending
-        Cursor.decode(request.cursor, action)  # so is another action's cursor, or a mangled one
+        Cursor.decode(
+            request.cursor, action, request.dry_run
+        )  # so is another action's or run's cursor, or a mangled one
         body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
         reply = yield from self._request("POST", routes.bulk(action, request.lambda_), body)
         return _BULK_CHANGE.validate_python(reply)

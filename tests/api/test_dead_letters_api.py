@@ -131,7 +131,8 @@ def test_bad_selections_are_refused(client: AtfClient, raw: Any, item_count: Any
         assert (reply.status, reply.body["field"]) == (400, field), reply.body
     assert raw("GET", "/v1/lambdas/chore/dead-letters?limit=0").body["field"] == "limit"
     assert raw("GET", "/v1/lambdas/chore/dead-letters?since=yesterday").body["field"] == "since"
-    for after in ("yesterday", "12-" + "g" * 32, "-" + "a" * 32, "1" * 16 + "-" + "a" * 32):
+    past_any_time = "9" * 15 + "-" + "a" * 32  # of the pattern's form, past the year 9999
+    for after in ("yesterday", "12-" + "g" * 32, "-" + "a" * 32, "1" * 16 + "-" + "a" * 32, past_any_time):
         reply = raw("GET", f"/v1/lambdas/chore/dead-letters?after={after}")
         assert (reply.status, reply.body["field"]) == (400, "after"), reply.body
     assert item_count() == before

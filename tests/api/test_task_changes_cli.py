@@ -115,7 +115,7 @@ def test_bulk_selects_by_flow_key(atf: Any, client: AtfClient, collection: str) 
     assert code == 0 and "dry run: would cancel 2 waiting tasks" in out
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--status", "new", "--limit", "1", "--dry-run")
     assert code == 0 and "dry run: would cancel 1+ waiting tasks" in out and "than the 1 this call reached" in out
-    assert "run it again with --cursor " in out
+    assert "run it again with --dry-run --cursor " in out
     assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2, "the keyless ones stay"
     code, _, err = atf("bulk", "cancel", "--flow-key", "a b")
     assert code == 2 and err.rstrip().endswith("(flow_key)")
@@ -143,14 +143,26 @@ def test_bulk_shows_the_cursor_and_goes_on_from_it(atf: Any, client: AtfClient, 
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--dry-run", "--json")
     first = json.loads(out)
     assert code == 0 and first["more"] and first["cursor"]
-    # When the cursor it printed is passed back
+    # When the cursor it printed is passed back, with a dry run as it says
     code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--dry-run")
-    assert code == 0 and f"run it again with --cursor {first['cursor']} for the rest" in out
-    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--cursor", first["cursor"], "-y")
-    # Then the run goes on from there: the second task, and no more
-    second = client.bulk_cancel(collection=collection, dry_run=True).matched
+    assert code == 0 and f"run it again with --dry-run --cursor {first['cursor']} for the rest" in out
+    code, out, _ = atf(
+        "bulk", "cancel", "--collection", collection, "--limit", "1", "--dry-run", "--cursor", first["cursor"], "--json"
+    )
+    # Then the listing goes on from there: the second task, and no more
+    rest = json.loads(out)
+    assert code == 0 and not rest["more"] and rest["matched"][0]["id"] != first["matched"][0]["id"]
+    # And a real run given a dry run's cursor exits 2, naming it, changing nothing
+    code, _, err = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "--cursor", first["cursor"], "-y")
+    assert code == 2 and err.rstrip().endswith("(cursor)")
+    assert len(client.bulk_cancel(collection=collection, dry_run=True).matched) == 2
+    # A real run paged with its own cursor cancels each once
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "-y", "--json")
+    done = json.loads(out)
+    assert code == 0 and done["changed"] == 1 and done["more"]
+    code, out, _ = atf("bulk", "cancel", "--collection", collection, "--limit", "1", "-y", "--cursor", done["cursor"])
     assert code == 0 and "cancel: 1 of 1 matched changed" in out and "--cursor" not in out
-    assert [t.id for t in second] == [first["matched"][0]["id"]], "the first task, passed over, still waits"
-    # And a cursor that is not one exits 2, naming it
+    assert client.bulk_cancel(collection=collection, dry_run=True).matched == []
+    # And a cursor of another action exits 2, naming it
     code, _, err = atf("bulk", "reschedule", "--collection", collection, "--delay", "5", "--cursor", first["cursor"])
     assert code == 2 and err.rstrip().endswith("(cursor)")

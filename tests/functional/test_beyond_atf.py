@@ -19,7 +19,7 @@ from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Consumer, Event
 from atf_core.consumer.consumer import fair_share
-from atf_core.deadletters import DeadLetterFilter, DeadLetters, position
+from atf_core.deadletters import DeadLetterFilter, DeadLetters, letter_position
 from atf_core.definitions import Attr
 from atf_core.errors import Conflict, InputError
 from atf_core.lifecycle import Assoc
@@ -101,7 +101,7 @@ def test_dead_letters_that_died_in_the_same_millisecond_are_paged_each_once(worl
     # When they are listed three at a time, each page from where the last one ended
     pages, after = [letters.page(selection)], None
     while pages[-1].more:
-        after = position(pages[-1].letters[-1])
+        after = letter_position(pages[-1].letters[-1])
         pages.append(letters.page(selection, after))
     # Then each is listed once, in the order of (time of death, id), and only the last page says it is the last
     listed = [d.id for page in pages for d in page.letters]

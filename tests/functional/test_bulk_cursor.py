@@ -7,6 +7,7 @@ once, the drip going on across the calls, even when the tasks it moved are now t
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 from atf_core import bulk, lifecycle
-from atf_core.bulk import BulkChange, BulkChanges, Cursor, task_filter
+from atf_core.bulk import BulkChange, BulkChanges, task_filter
+from atf_core.bulk_cursor import Cursor, Drip
 from atf_core.config import StackConfig
 from atf_core.errors import InputError
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, utcnow
@@ -136,6 +138,78 @@ def test_a_reschedule_paged_with_its_cursor_moves_each_task_once_dripping_on(
     assert [after[i] for i in moved] == [run_at + timedelta(seconds=n / 2) for n in range(5)]
 
 
+def test_a_slow_reschedule_paged_with_its_cursor_moves_the_tasks_its_drip_passes_over(
+    store: DynamoTaskStore, config: StackConfig, collection: str
+) -> None:
+    # Given five tasks 12 s apart, rescheduled from 6 s after the first at one a minute, two a call: the
+    # first call's slots (a minute apart) span the other tasks, which have yet to be reached
+    tasks = _waiting(store, config, collection, [10, 10.2, 10.4, 10.6, 10.8])
+    selection, run_at = task_filter("work", collection, limit=2), _soon(10.1)
+    changes = BulkChanges(store, config)
+    answers = _paged(lambda cursor: changes.reschedule(selection, run_at, False, per_second=1 / 60, cursor=cursor))
+    # Then every task is moved once, each to its own slot a minute apart
+    moved = [t.id for a in answers for t in a.matched]
+    assert moved == [t.id for t in tasks] and sum(a.changed for a in answers) == 5
+    after = {t.id: t.next_at for t in store.get_many(moved)}
+    assert [after[i] for i in moved] == [run_at + timedelta(minutes=n) for n in range(5)]
+
+
+def test_a_continued_reschedule_goes_on_with_its_first_calls_run_time_and_rate(
+    store: DynamoTaskStore, config: StackConfig, collection: str
+) -> None:
+    # Given a reschedule of four tasks, two a call, whose calls repeat a delay (a later run time each call)
+    tasks = _waiting(store, config, collection, [10, 11, 12, 13])
+    selection, changes = task_filter("work", collection, limit=2), BulkChanges(store, config)
+    first = changes.reschedule(selection, _soon(1), False, per_second=1)
+    rest = changes.reschedule(selection, _soon(2), False, per_second=5, cursor=first.cursor)
+    # Then the second call drips on from the first's run time, at its rate
+    assert not rest.more and [t.id for t in first.matched + rest.matched] == [t.id for t in tasks]
+    after = sorted(t.next_at for t in store.get_many([t.id for t in tasks]) if t.next_at is not None)
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(after)] == [1.0, 1.0, 1.0]
+
+
+def test_a_paged_reprioritise_drips_on_across_its_calls(
+    store: DynamoTaskStore, config: StackConfig, collection: str
+) -> None:
+    # Given four low tasks due now, reprioritised to high one a second, two a call
+    tasks = _waiting(store, config, collection, [-1, -1, -1, -1], priority="low")
+    selection, changes = task_filter("work", collection, limit=2), BulkChanges(store, config)
+    answers = _paged(lambda cursor: changes.reprioritise(selection, "high", False, per_second=1, cursor=cursor))
+    # Then the four run a second apart, not two by two
+    assert sum(a.changed for a in answers) == 4
+    after = sorted(t.next_at for t in store.get_many([t.id for t in tasks]) if t.next_at is not None)
+    assert [round((b - a).total_seconds(), 1) for a, b in itertools.pairwise(after)] == [1.0, 1.0, 1.0]
+
+
+def test_a_dry_runs_cursor_is_refused_by_a_real_run_and_nothing_changes(
+    store: DynamoTaskStore, config: StackConfig, collection: str
+) -> None:
+    tasks = _waiting(store, config, collection, [10, 11, 12])
+    selection, changes = task_filter("work", collection, limit=2), BulkChanges(store, config)
+    dry = changes.cancel(selection, True)
+    with pytest.raises(InputError) as refused:
+        changes.cancel(selection, False, cursor=dry.cursor)
+    assert refused.value.field == "cursor" and {t.status for t in store.get_many([t.id for t in tasks])} == {S.NEW}
+
+
+def test_a_cursor_past_the_windows_end_selects_nothing_without_reading_a_range_that_ends_before_it_starts(
+    store: DynamoTaskStore, config: StackConfig, collection: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a paged dry run without a window, and its cursor then given with a window that ends before it
+    _waiting(store, config, collection, [10, 11, 12])
+    changes = BulkChanges(store, config)
+    dry = changes.cancel(task_filter("work", collection, limit=1), True)
+    reads: list[tuple[datetime, datetime]] = []
+    entries = store.entries
+    monkeypatch.setattr(
+        store, "entries", lambda p, low, high, eq=None: reads.append((low, high)) or entries(p, low, high, eq)
+    )
+    narrowed = task_filter("work", collection, until=_soon(5), limit=1)
+    # Then it selects nothing, and no index read has its start after its end (DynamoDB refuses one)
+    assert changes.cancel(narrowed, True, cursor=dry.cursor).matched == []
+    assert all(low <= high for low, high in reads)
+
+
 def test_a_dry_run_cancel_paged_with_its_cursor_lists_every_task_once(
     store: DynamoTaskStore, config: StackConfig, collection: str
 ) -> None:
@@ -155,8 +229,10 @@ def test_a_dry_run_cancel_paged_with_its_cursor_lists_every_task_once(
     [
         "not a cursor",
         "e30",  # {}
-        Cursor("reschedule", (1, "x"), (1, 2), 3).encode() + "=",  # padded: not what an answer gives
-        Cursor("cancel", (1, "x")).encode(),  # another action's
+        Cursor("reschedule", (1, "x"), False, Drip(1, 2, 3)).encode() + "=",  # padded: not what an answer gives
+        Cursor("cancel", (1, "x"), False).encode(),  # another action's
+        Cursor("reschedule", (1, "x"), True, Drip(1, 2, 3)).encode(),  # a dry run's
+        Cursor("reschedule", (1, "x"), False, Drip(1, 0, 3)).encode(),  # a rate of 0
     ],
 )
 def test_a_cursor_not_one_a_reschedule_answered_is_refused_naming_it_and_nothing_changes(

@@ -105,10 +105,9 @@ def _number(name: str, typed: str) -> float:
 
 
 def _whole(name: str, typed: str) -> int:
-    try:
-        return int(typed)
-    except ValueError:
-        raise InputError(f"{name}: must be a whole number, not {typed!r}", name) from None
+    if not typed.strip().isdecimal():  # int() would also take "1_0" and "+1"
+        raise InputError(f"{name}: must be a whole number, not {typed!r}", name)
+    return int(typed)
 
 
 def _utc(typed: str) -> str:
@@ -156,7 +155,7 @@ def _listing(found: BulkChange | None) -> str:
          cell(t.flow_key or ""), cell(t.priority), cell(t.status.value), cell(when(t.next_at))]
         for t in found.matched
     ]  # fmt: skip
-    more = '<p class="muted">More match than shown: act on these, then filter again.</p>' if found.more else ""
+    more = '<p class="muted">More match than shown: act on these, then go on with the rest.</p>' if found.more else ""
     headers = ["task", "lambda", "collection", "flow key", "priority", "state", "runs at (UTC)"]
     return (table(headers, rows, "waiting") if rows else "<p>None match.</p>") + more
 

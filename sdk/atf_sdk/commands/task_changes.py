@@ -124,7 +124,9 @@ def _summary(done: BulkChange, verb: str) -> None:
         out.print(f"they run from {when(done.first_at)} to {when(done.last_at)}")
     if done.more:  # the cursor goes on where this call stopped (a reschedule: without moving any task twice)
         reached = f"more tasks match than the {len(done.matched)} this call reached"
-        out.print(f"{reached}: run it again with --cursor {done.cursor} for the rest")
+        again = "--dry-run --cursor" if done.dry_run else "--cursor"  # a dry run's cursor goes on with a dry run
+        # (a continued reschedule or reprioritise drips on with its first call's run time and rate)
+        out.print(f"{reached}: run it again with {again} {done.cursor} for the rest")
 
 
 def _when_options(verb: argparse.ArgumentParser, required: bool) -> None:
