@@ -188,12 +188,28 @@ class Chains:
         # its last link is written, the sweep writes the rest (a chain is never left half made, key or not).
         if not self._items.put(_chain_item(chain.id), _fields(chain), _sweep_index(now), None):
             existing = self._load(chain.id)
-            if existing.spec.fingerprint() != spec.fingerprint():
+            if self._as_left_out(existing.spec).fingerprint() != self._as_left_out(spec).fingerprint():
                 raise Conflict(f"key {spec.key!r} was used for a different chain", "key")
             chain = existing
         for task in tasks:  # idempotent: a retried request finds the links it made, and writes the rest
             self._store.create(task, f"chain:{chain.id}")
         return self._view(self._unmarked(chain, now) if chain.making else chain)
+
+    def _as_left_out(self, spec: ChainSpec) -> ChainSpec:
+        """The spec with each link's priority or max_attempts equal to its lambda's default taken as left out:
+        the links' tasks are the same either way, so a repeat naming the defaults is the same chain."""
+        links = []
+        for link in spec.links:
+            lambda_spec = self._config.lambdas.get(link.lambda_)
+            if lambda_spec is not None:
+                link = link.model_copy(
+                    update={
+                        "priority": None if link.priority == lambda_spec.default_priority else link.priority,
+                        "max_attempts": None if link.max_attempts == lambda_spec.max_attempts else link.max_attempts,
+                    }
+                )
+            links.append(link)
+        return spec.model_copy(update={"links": links})
 
     def get(self, chain_id: str, lambda_name: str | None = None) -> ChainView:
         """The chain; with `lambda_name` (a lambda's own route), one with a link of another lambda is not found."""

@@ -477,6 +477,22 @@ def test_reusing_a_chain_key_for_another_chain_is_a_conflict(world: World) -> No
         chains(world).create(other)
 
 
+def test_a_chain_repeated_naming_its_links_defaults_is_the_same_chain(world: World) -> None:
+    # Given a keyed chain whose links leave out their priority and max_attempts
+    first = chains(world).create(chain_spec())
+    # When it is asked for again naming each link's lambda's defaults
+    spec = chain_spec().model_dump(by_alias=True)
+    for link in spec["links"]:
+        lambda_spec = world.config.lambdas[link["lambda"]]
+        link |= {"priority": lambda_spec.default_priority, "max_attempts": lambda_spec.max_attempts}
+    again = chains(world).create(ChainSpec.model_validate(spec))
+    # Then it is the same chain, not a conflict; another priority still conflicts
+    assert again.id == first.id
+    spec["links"][0]["priority"] = next(p for p in world.config.lambdas["work"].priorities if p != "normal")
+    with pytest.raises(Conflict):
+        chains(world).create(ChainSpec.model_validate(spec))
+
+
 class CrashingStore:
     """The task store of a frontend that dies after writing `creates` tasks."""
 

@@ -101,8 +101,11 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
     else:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
-    if done.more:
+    if done.more and (done.changed or done.dry_run):
         console().print(f"more of the selection are dead than --limit: {verb} again for the rest")
+    elif done.more:  # the same oldest ones would come back: calling again gets no further
+        done_word = past.split(" ")[0]  # redriven, discarded
+        console().print(f"more are dead, but none of these could be {done_word}: narrow the selection to reach them")
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")

@@ -1,0 +1,34 @@
+"""What `atf dead-letters redrive` says when more are dead than its limit: call again, or, when none of the
+ones it reached could be redriven (their singleton keys held), that calling again gets no further."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from atf_core.deadletters import BulkResult, DeadLetter
+from atf_sdk.commands.dead_letters import _summary
+
+DIED = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def letter(n: int) -> DeadLetter:
+    return DeadLetter(f"{n:032x}", "work", "default", "normal", "Fatal", DIED, flow_key=f"k{n}")
+
+
+@pytest.mark.parametrize(
+    ("changed", "dry_run", "says"),
+    [
+        (1, False, "more of the selection are dead than --limit: redrive again for the rest"),
+        (0, True, "more of the selection are dead than --limit: redrive again for the rest"),
+        (0, False, "more are dead, but none of these could be redriven: narrow the selection to reach them"),
+    ],
+)
+def test_more_says_whether_calling_again_gets_further(
+    changed: int, dry_run: bool, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy = [letter(n).id for n in range(2 - changed)]
+    done = BulkResult(dry_run, [letter(0), letter(1)], changed, key_busy=busy, more=True)
+    _summary(done, "redrive", "redriven")
+    assert says in capsys.readouterr().out.replace("\n", " ")
