@@ -131,8 +131,11 @@ class _Found:
 
     tasks: list[Task] = field(default_factory=list)
     positions: list[Position] = field(default_factory=list)
-    more: bool = False
     stopped_at: Position | None = None
+
+    @property
+    def more(self) -> bool:
+        return self.stopped_at is not None
 
 
 class BulkChanges:
@@ -255,13 +258,13 @@ class BulkChanges:
                 task = by_id.get(entry.id)
                 if task is not None and _selects(selection, task, leave_priority, resume):
                     if len(found.tasks) == selection.limit:  # a further selected task: there are more
-                        found.more, found.stopped_at = True, found.positions[-1]
+                        found.stopped_at = found.positions[-1]
                         return found
                     found.tasks.append(task)
                     found.positions.append(position(entry))
             filled = len(found.tasks) == selection.limit
             if (filled or examined == bound) and next(entries, None) is not None:  # unread entries: go on after
-                found.more, found.stopped_at = True, found.positions[-1] if filled else position(chunk[-1])
+                found.stopped_at = found.positions[-1] if filled else position(chunk[-1])
                 return found
         return found
 
@@ -308,11 +311,9 @@ def _carry_on(result: BulkChange, found: _Found, action: Action, drip: Drip | No
     if not result.more:
         return
     reached = len(result.matched)
-    if reached < len(found.tasks):  # out of time: the rest of what it selected is for the next call
-        after = found.positions[reached - 1]
-    else:
-        assert found.stopped_at is not None  # `more` with every selected task reached: the reading stopped
-        after = found.stopped_at
+    # Out of time, the rest of what it selected is for the next call; else, where the reading stopped
+    after = found.positions[reached - 1] if reached < len(found.tasks) else found.stopped_at
+    assert after is not None  # `more` with every selected task reached: the reading stopped
     # Drip slots, whether the task took its slot or was left as it was
     used = None if drip is None else Drip(drip.base_ms, drip.per_second, drip.used + reached)
     result.cursor = Cursor(action, after, result.dry_run, used).encode()

@@ -202,12 +202,7 @@ class Chains:
         for link in spec.links:
             lambda_spec = self._config.lambdas.get(link.lambda_)
             if lambda_spec is not None:
-                link = link.model_copy(
-                    update={
-                        "priority": None if link.priority == lambda_spec.default_priority else link.priority,
-                        "max_attempts": None if link.max_attempts == lambda_spec.max_attempts else link.max_attempts,
-                    }
-                )
+                link = link.model_copy(update=lambda_spec.defaults_left_out(link.priority, link.max_attempts))
             links.append(link)
         return spec.model_copy(update={"links": links})
 

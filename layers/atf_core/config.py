@@ -156,6 +156,14 @@ class LambdaSpec(BaseModel):
         default=None, description="An attempt's time limit, unless its task sets its own; none: no limit."
     )
 
+    def defaults_left_out(self, priority: str | None, max_attempts: int | None) -> dict[str, str | int | None]:
+        """A request's priority and max_attempts, those equal to this lambda's defaults taken as left out (None):
+        the task is the same either way, so they make the same request (its fingerprint)."""
+        return {
+            "priority": None if priority == self.default_priority else priority,
+            "max_attempts": None if max_attempts == self.max_attempts else max_attempts,
+        }
+
     def time_limit(self, task_timeout: float | None) -> float | None:
         """The time limit of an attempt: its task's own, else this lambda's (None: no limit)."""
         return task_timeout if task_timeout is not None else self.timeout_seconds

@@ -62,12 +62,11 @@ def fingerprint_of(config: StackConfig, request: ScheduleRequest) -> Fingerprint
     the task is the same either way, so a repeat that names the default (or leaves out what the first
     named) is the same request. It carries the fingerprint of the request as given, which versions before
     this one stored: their tasks' repeats still match."""
-    spec = config.lambda_named(request.lambda_)
-    as_left_out = {
-        "priority": None if request.priority == spec.default_priority else request.priority,
-        "max_attempts": None if request.max_attempts == spec.max_attempts else request.max_attempts,
-    }
-    return Fingerprint.of(request.model_copy(update=as_left_out).fingerprint(), request.fingerprint())
+    as_given = request.fingerprint()
+    left_out = config.lambda_named(request.lambda_).defaults_left_out(request.priority, request.max_attempts)
+    if left_out == {"priority": request.priority, "max_attempts": request.max_attempts}:
+        return Fingerprint.of(as_given)  # names no default: one digest, not two
+    return Fingerprint.of(request.model_copy(update=left_out).fingerprint(), as_given)
 
 
 class Scheduling:
