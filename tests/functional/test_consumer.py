@@ -559,3 +559,46 @@ def test_the_hand_over_poll_may_fill_a_queue_past_its_steady_bound(aws: Any, con
     for _ in range(4):
         world.schedule()
     assert world.consumer.poll().total(Event.ENQUEUED) == 2
+
+
+def test_a_hand_back_that_fails_leaves_the_batch_recorded_and_the_other_failed_tasks_handed_back(
+    recording: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three due tasks, an SQS that refuses the first two messages of the batch, and a store whose first
+    # hand-back write is throttled
+    tasks = [recording.schedule(delay_seconds=i / 1000) for i in range(3)]
+    send, sends = recording.sqs.send_message_batch, {"n": 0}
+
+    def first_two_refused(**kwargs: Any) -> Any:
+        sends["n"] += 1
+        if sends["n"] > 1:
+            return send(**kwargs)
+        refused, kept = kwargs["Entries"][:2], kwargs["Entries"][2:]
+        reply = send(**{**kwargs, "Entries": kept})
+        reply["Failed"] = [{"Id": e["Id"], "SenderFault": False, "Code": "InternalError"} for e in refused]
+        return reply
+
+    releases = {"n": 0}
+    transition = recording.store.transition
+
+    def first_release_throttled(ref: TaskRef, which: lifecycle.Transition, change: Change) -> Any:
+        if which is lifecycle.RELEASE:
+            releases["n"] += 1
+            if releases["n"] == 1:
+                raise throttled("UpdateItem")
+        return transition(ref, which, change)
+
+    monkeypatch.setattr(recording.sqs, "send_message_batch", first_two_refused)
+    monkeypatch.setattr(recording.store, "transition", first_release_throttled)
+    recording.advance(1)
+    # When a poll sends them
+    report = recording.consumer.poll()
+    # Then the poll counts the failed hand-back, the message sent is counted, and the other refused task is
+    # handed back at once (only the one whose hand-back failed waits out the enqueue timeout)
+    assert report.total(Event.ERROR) == 1 and report.total(Event.SEND_FAILED) == 2
+    assert report.total(Event.ENQUEUED) == 1
+    assert [recording.status(t) for t in tasks] == [TaskStatus.ENQUEUED, TaskStatus.NEW, TaskStatus.ENQUEUED]
+    assert [m.task_id for m in recording.drain()] == [tasks[2].id]
+    # And the next poll sends the handed-back task, and only it
+    assert recording.consumer.poll().total(Event.ENQUEUED) == 1
+    assert [m.task_id for m in recording.drain()] == [tasks[1].id]

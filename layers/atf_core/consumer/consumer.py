@@ -345,7 +345,8 @@ class Consumer:
         """Record one batch's send; a failed message recorded as enqueued is handed back so the next poll
         retries it. A send that raised is taken as failed whole: its recorded tasks are handed back too, or
         they would wait out the enqueue timeout (were some delivered after all, their claims still win: a
-        released task can be claimed, and the next enqueue of a claimed task is refused)."""
+        released task can be claimed, and the next enqueue of a claimed task is refused). A hand-back that
+        fails is raised once the batch is recorded and the others are handed back: the poll counts it."""
         # Look again when the first deadline could pass: a task claimed at once
         # and left by a dead controller is stuck claim_timeout after the send.
         timeouts = self._config.timeouts
@@ -357,16 +358,17 @@ class Consumer:
             self._release_all([item.message for item in sending.batch if item.recorded], queue, poll.now)
             raise
         for i, item in enumerate(sending.batch):
-            if i in failed:
-                poll.report.count(Event.SEND_FAILED, queue)
-                if item.recorded:
-                    self._release(item.message, queue, poll.now)
-                continue
-            key = (item.entry.id, item.entry.next_ms)
-            self._tracker.wait(key, deadline_ms, where(item.entry))
-            self._tracker.sent(key, poll.now_ms, where(item.entry))
+            if i not in failed:
+                key = (item.entry.id, item.entry.next_ms)
+                self._tracker.wait(key, deadline_ms, where(item.entry))
+                self._tracker.sent(key, poll.now_ms, where(item.entry))
         sent = len(sending.batch) - len(failed)
         poll.report.count(Event.ENQUEUED, queue, sent)
+        if failed:
+            poll.report.count(Event.SEND_FAILED, queue, len(failed))
+            handed_back = [item.message for i, item in enumerate(sending.batch) if i in failed and item.recorded]
+            if error := self._release_all(handed_back, queue, poll.now):
+                raise error
         return sent
 
     def _settle_all(self, poll: Poll, queue: QueueKey, pending: deque[Sending]) -> tuple[int, Exception | None]:
@@ -380,13 +382,17 @@ class Consumer:
                 first_error = first_error or error
         return sent, first_error
 
-    def _release_all(self, messages: Sequence[TaskMessage], queue: QueueKey, now: datetime) -> None:
-        """Hand back each message's task; one whose write fails too is left to the enqueue timeout."""
+    def _release_all(self, messages: Sequence[TaskMessage], queue: QueueKey, now: datetime) -> Exception | None:
+        """Hand back each message's task; one whose write fails too is left to the enqueue timeout. The
+        first such failure."""
+        first_error = None
         for message in messages:
             try:
                 self._release(message, queue, now)
-            except Exception:
+            except Exception as error:
                 log.exception("task %s could not be handed back after its send failed", message.task_id)
+                first_error = first_error or error
+        return first_error
 
     def _release(self, message: TaskMessage, queue: QueueKey, now: datetime) -> None:
         """A send failed after the task was recorded as enqueued: hand it back so the next poll retries
