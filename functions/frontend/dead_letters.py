@@ -54,8 +54,9 @@ def list_dead_letters(
     responses={**ok(200, SELECTION_DOC, BulkResult), **error_responses(400, 415)},
 )
 def redrive_dead_letters(lambda_name: LambdaName, request: Annotated[RedriveRequest, Body()]) -> BulkResult:
+    selection, after = request.filter(lambda_name), request.position()
     return services().dead_letters.redrive(
-        request.filter(lambda_name), request.dry_run, per_second=request.per_second, budget=request.budget
+        selection, request.dry_run, per_second=request.per_second, budget=request.budget, after=after
     )
 
 
@@ -65,4 +66,4 @@ def redrive_dead_letters(lambda_name: LambdaName, request: Annotated[RedriveRequ
     responses={**ok(200, "What matched and how many ended", BulkResult), **error_responses(400, 415)},
 )
 def discard_dead_letters(lambda_name: LambdaName, request: Annotated[DeadLetterSelection, Body()]) -> BulkResult:
-    return services().dead_letters.discard(request.filter(lambda_name), request.dry_run)
+    return services().dead_letters.discard(request.filter(lambda_name), request.dry_run, request.position())

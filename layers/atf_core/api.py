@@ -17,7 +17,14 @@ from pydantic_core import PydanticCustomError
 
 from atf_core.amend import Amendment
 from atf_core.bulk import TaskFilter, task_filter
-from atf_core.deadletters import DeadLetter, DeadLetterFilter, DeadLetterPage, position_text
+from atf_core.deadletters import (
+    POSITION_PATTERN,
+    DeadLetter,
+    DeadLetterFilter,
+    DeadLetterPage,
+    page_next,
+    position_of,
+)
 from atf_core.errors import InputError
 from atf_core.recurrence import Schedule
 from atf_core.schema import (
@@ -36,6 +43,7 @@ from atf_core.schema import (
     TaskStatus,
     utcnow,
 )
+from atf_core.store.positions import Position
 from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 
 MAX_BATCH = 100
@@ -170,6 +178,11 @@ class DeadLetterSelection(BaseModel):
     until: Moment | None = Field(default=None, description="Died at or before (RFC 3339).")
     limit: JsonInt = Field(default=MAX_DEAD_LETTER_ACTION, ge=1, le=MAX_DEAD_LETTER_ACTION, description="Oldest first.")
     dry_run: JsonBool = Field(default=False, description="Say how many and which, and change nothing.")
+    after: str | None = Field(
+        default=None,
+        pattern=POSITION_PATTERN,
+        description="Go on past the letters an earlier call reached: its `next` (those it left dead are skipped).",
+    )
 
     @field_validator("until")
     @classmethod
@@ -181,6 +194,9 @@ class DeadLetterSelection(BaseModel):
 
     def filter(self, lambda_name: str) -> DeadLetterFilter:
         return dead_letter_filter(lambda_name, self.collection, self.error_type, self.since, self.until, self.limit)
+
+    def position(self) -> Position | None:
+        return position_of(self.after) if self.after is not None else None
 
 
 class RedriveRequest(DeadLetterSelection):
@@ -204,8 +220,7 @@ class DeadLetterList(BaseModel):
 
     @classmethod
     def of(cls, page: DeadLetterPage) -> DeadLetterList:
-        last = page.letters[-1] if page.more and page.letters else None
-        return cls(dead_letters=page.letters, next=position_text(last) if last is not None else None)
+        return cls(dead_letters=page.letters, next=page_next(page))
 
 
 # -- schedules and chains -----------------------------------------------------------

@@ -70,6 +70,9 @@ class BulkResult:
     # (redriving them would run two at once); redrive them again once it settles.
     key_busy: list[str] = field(default_factory=list)
     more: bool = False  # the selection holds more than `limit`: call again for the rest
+    # Where this call's selection ended, if more follow: passed back as `after`, the next call goes on past
+    # the letters this one reached (those it left dead too, e.g. key_busy); without it, from the oldest again.
+    next: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,13 +111,19 @@ class DeadLetters:
         return DeadLetterPage(found[:limit], len(found) > limit)
 
     def redrive(
-        self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None = None, budget: int | None = None
+        self,
+        selection: DeadLetterFilter,
+        dry_run: bool,
+        per_second: float | None = None,
+        budget: int | None = None,
+        after: Position | None = None,
     ) -> BulkResult:
-        """Back to new, each with `budget` more attempts, started at most per_second a second."""
+        """Back to new, each with `budget` more attempts, started at most per_second a second; the oldest
+        `limit` of the selection that follow `after`."""
         if per_second is not None and per_second <= 0:
             raise InputError("per_second must be positive", "per_second")
-        page = self.page(selection)
-        matched, result = page.letters, BulkResult(dry_run=dry_run, matched=page.letters, more=page.more)
+        page = self.page(selection, after)
+        matched, result = page.letters, _result_of(page, dry_run)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now, keys_taken = self._clock(), set[str]()
         starts = dripped(now, len(matched), per_second)
@@ -160,9 +169,9 @@ class DeadLetters:
         keys_taken.add(dead.flow_key)
         return busy
 
-    def discard(self, selection: DeadLetterFilter, dry_run: bool) -> BulkResult:
-        page = self.page(selection)
-        matched, result = page.letters, BulkResult(dry_run=dry_run, matched=page.letters, more=page.more)
+    def discard(self, selection: DeadLetterFilter, dry_run: bool, after: Position | None = None) -> BulkResult:
+        page = self.page(selection, after)
+        matched, result = page.letters, _result_of(page, dry_run)
         if not dry_run:
             now = self._clock()
             for dead in matched:
@@ -186,6 +195,15 @@ class DeadLetters:
             for shard in range(self._config.shards_of(selection.lambda_name)):
                 partition = index_partition(Assoc.DEAD_LETTER, selection.lambda_name, priority, shard)
                 yield self._store.entries(partition, low, high, equal)
+
+
+def _result_of(page: DeadLetterPage, dry_run: bool) -> BulkResult:
+    return BulkResult(dry_run, page.letters, more=page.more, next=page_next(page))
+
+
+def page_next(page: DeadLetterPage) -> str | None:
+    """Where a page ended, if more follow (its last letter's position as text); None at the end."""
+    return position_text(page.letters[-1]) if page.more and page.letters else None
 
 
 def letter_position(dead: DeadLetter) -> Position:

@@ -449,11 +449,13 @@ class DeadLetterCalls(ApiClient):
         dry_run: bool = False,
         per_second: float | None = None,
         budget: int | None = None,
+        after: str | None = None,
     ) -> Plan[BulkResult]:
         """Back to new with `budget` more attempts each (default: the lambda's max_attempts), the n-th
-        starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection."""
+        starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection, past
+        `after` (an earlier result's `next`: the letters it reached, those it left dead too, are skipped)."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget}
+        fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget, "after": after}
         return (yield from self._select(lambda_name, "redrive", checked(RedriveRequest, fields)))
 
     @api_call
@@ -467,10 +469,11 @@ class DeadLetterCalls(ApiClient):
         until: datetime | None = None,
         limit: int = MAX_DEAD_LETTER_ACTION,
         dry_run: bool = False,
+        after: str | None = None,
     ) -> Plan[BulkResult]:
-        """End the selected dead letters as fatal_failure."""
+        """End the selected dead letters as fatal_failure (past `after`, an earlier result's `next`)."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
-        request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run})
+        request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run, "after": after})
         return (yield from self._select(lambda_name, "discard", request))
 
     def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Plan[BulkResult]:

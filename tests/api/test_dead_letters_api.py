@@ -126,6 +126,8 @@ def test_bad_selections_are_refused(client: AtfClient, raw: Any, item_count: Any
         ({"since": "2026-01-01T00:00:00"}, "since"),
         ({"dry_run": "maybe"}, "dry_run"),
         ({"lambda": "chore"}, "lambda"),
+        ({"after": "yesterday"}, "after"),
+        ({"after": "9" * 15 + "-" + "a" * 32}, "after"),  # of the pattern's form, past the year 9999
     ):
         reply = raw("POST", "/v1/lambdas/chore/dead-letters/redrive", body)
         assert (reply.status, reply.body["field"]) == (400, field), reply.body

@@ -174,6 +174,28 @@ def test_a_redrive_leaves_a_dead_letter_whose_key_another_task_holds(
     assert client.get(dead.id).status is TaskStatus.NEW
 
 
+def test_a_redrive_goes_on_past_the_letters_it_left_dead_from_its_next(
+    client: AtfClient, store: DynamoTaskStore, stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the SDK and the CLI: without `after`, the held one is the oldest and comes back every time."""
+    # Given a dead letter whose key another task holds, and a younger one whose key is free
+    error_type, held, free = f"GoOn{uuid.uuid4().hex[:8]}", fresh_key(), fresh_key()
+    stuck = kill(store, client.schedule("single", flow_key=held).id, error_type=error_type)
+    client.schedule("single", flow_key=held, delay_seconds=600)
+    younger = kill(store, client.schedule("single", flow_key=free).id, error_type=error_type)
+    # When the oldest one alone is redriven, through the SDK and again through the CLI
+    first = client.redrive("single", error_type=error_type, limit=1)
+    assert (first.changed, first.key_busy, first.more) == (0, [stuck.id], True) and first.next
+    redrive = ["dead-letters", "redrive", "--api-url", stack.api_url, "single", "--error-type", error_type, "-y"]
+    code, out = _cli([*redrive, "--limit", "1"], capsys)
+    assert code == 0 and f"redrive with --after {first.next} to go on past them" in " ".join(out.split())
+    # Then the CLI from that next redrives the younger one
+    code, out = _cli([*redrive, "--limit", "1", "--after", first.next, "--json"], capsys)
+    done = json.loads(out)
+    assert code == 0 and ([d["id"] for d in done["matched"]], done["changed"], done["next"]) == ([younger.id], 1, None)
+    assert client.get(younger.id).status is TaskStatus.NEW and client.get(stuck.id).status is TaskStatus.DEAD_LETTER
+
+
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exited:
         main(argv)

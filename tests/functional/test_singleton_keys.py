@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from atf_core import lifecycle
 from atf_core.config import LambdaSpec, StackConfig
-from atf_core.deadletters import BulkResult, DeadLetterFilter, DeadLetters
+from atf_core.deadletters import BulkResult, DeadLetterFilter, DeadLetters, position_of
 from atf_core.errors import Conflict, FlowKeyBusy, InputError
 from atf_core.lifecycle import Assoc
 from atf_core.schema import ScheduleRequest, Task, TaskStatus
@@ -256,6 +256,34 @@ def test_a_dead_letter_whose_key_another_task_took_stays_dead_and_is_named(keys:
     assert keys.store.key_holder("work", "customer-1") == successor.id
     keys.succeed_after_claim(successor)
     assert keys.redrive().changed == 1 and keys.store.key_holder("work", "customer-1") == dead.id
+
+
+def test_a_redrive_goes_on_past_the_dead_letters_whose_keys_are_held_from_its_next(keys: Keys) -> None:
+    # Given three dead letters, the two oldest (by position) with keys new tasks took meanwhile
+    letters = []
+    for n in range(3):
+        dead = keys.schedule(flow_key=f"customer-{n}").task
+        keys.dead_letter(dead)
+        letters.append(dead)
+    ordered = sorted(letters, key=lambda t: t.id)  # they died in one millisecond: listed in id order
+    for held in ordered[:2]:
+        keys.schedule(flow_key=held.flow_key, payload={"n": 2})
+    dead_letters = DeadLetters(keys.store, keys.config, clock=lambda: T0)
+    # When a redrive of the oldest two reaches only those
+    first = dead_letters.redrive(DeadLetterFilter("work", limit=2), dry_run=False)
+    assert (first.changed, first.key_busy, first.more) == (0, [t.id for t in ordered[:2]], True)
+    assert first.next is not None
+    # Then calling again from its next goes on past them, and redrives the third
+    rest = dead_letters.redrive(DeadLetterFilter("work", limit=2), dry_run=False, after=position_of(first.next))
+    assert ([d.id for d in rest.matched], rest.changed, rest.more, rest.next) == ([ordered[2].id], 1, False, None)
+    assert [keys.status(t) for t in ordered] == [TaskStatus.DEAD_LETTER] * 2 + [TaskStatus.NEW]
+    # And a discard goes on from a next the same way
+    gone = dead_letters.discard(DeadLetterFilter("work", limit=1), dry_run=False, after=position_of(first.next))
+    assert (gone.matched, gone.changed) == ([], 0)
+    second = dead_letters.discard(DeadLetterFilter("work", limit=1), dry_run=True)
+    assert [d.id for d in second.matched] == [ordered[0].id] and second.more
+    last = dead_letters.discard(DeadLetterFilter("work", limit=1), dry_run=False, after=position_of(second.next or ""))
+    assert ([d.id for d in last.matched], last.changed) == ([ordered[1].id], 1)
 
 
 def test_a_dry_run_redrive_names_the_dead_letters_a_real_one_would_leave_dead(keys: Keys) -> None:

@@ -1,5 +1,5 @@
 """What `atf dead-letters redrive` says when more are dead than its limit: call again, or, when none of the
-ones it reached could be redriven (their singleton keys held), that calling again gets no further."""
+ones it reached could be redriven (their singleton keys held), how to go on past them."""
 
 from __future__ import annotations
 
@@ -20,15 +20,16 @@ def letter(n: int) -> DeadLetter:
 @pytest.mark.parametrize(
     ("changed", "dry_run", "says"),
     [
-        (1, False, "more of the selection are dead than --limit: redrive again for the rest"),
-        (0, True, "more of the selection are dead than --limit: redrive again for the rest"),
-        (0, False, "more are dead, but none of these could be redriven: narrow the selection to reach them"),
+        (2, False, "more of the selection are dead than --limit: redrive again for the rest"),
+        (1, False, "redrive again for the rest (--after 1-NEXT skips the 1 left dead)"),
+        (0, True, "more of the selection are dead than --limit: the next ones, --after 1-NEXT"),
+        (0, False, "none of these could be redriven: redrive with --after 1-NEXT to go on past them"),
     ],
 )
 def test_more_says_whether_calling_again_gets_further(
     changed: int, dry_run: bool, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     busy = [letter(n).id for n in range(2 - changed)]
-    done = BulkResult(dry_run, [letter(0), letter(1)], changed, key_busy=busy, more=True)
+    done = BulkResult(dry_run, [letter(0), letter(1)], changed, key_busy=busy, more=True, next="1-NEXT")
     _summary(done, "redrive", "redriven")
     assert says in capsys.readouterr().out.replace("\n", " ")

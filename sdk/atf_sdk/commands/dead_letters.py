@@ -34,12 +34,13 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
         "since": args.since,
         "until": args.until,
         "limit": args.limit,
+        "after": args.after,
     }
 
 
 def _list(args: argparse.Namespace) -> int:
     with client(args) as atf:
-        page = atf.dead_letter_page(args.lambda_name, **_filters(args), after=args.after)
+        page = atf.dead_letter_page(args.lambda_name, **_filters(args))
     if args.json:
         json_out(page)
         return 0
@@ -101,14 +102,24 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
     else:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
-    if done.more and (done.changed or done.dry_run):
-        console().print(f"more of the selection are dead than --limit: {verb} again for the rest")
-    elif done.more:  # the same oldest ones would come back: calling again gets no further
-        done_word = past.split(" ")[0]  # redriven, discarded
-        console().print(f"more are dead, but none of these could be {done_word}: narrow the selection to reach them")
+    if done.more:
+        console().print(_more(done, verb, past))
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")
+
+
+def _more(done: BulkResult, verb: str, past: str) -> str:
+    """What to do about the rest of the selection: call again, or go on past the letters this call reached
+    (the oldest still dead come first: letters left dead would come back, and a dry run shows the same)."""
+    past_these = f"--after {done.next}"
+    if done.dry_run:
+        return f"more of the selection are dead than --limit: the next ones, {past_these}"
+    if not done.changed:
+        done_word = past.split(" ")[0]  # redriven, discarded
+        return f"more are dead, but none of these could be {done_word}: {verb} with {past_these} to go on past them"
+    skip = f" ({past_these} skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
+    return f"more of the selection are dead than --limit: {verb} again for the rest{skip}"
 
 
 def _ids(done: BulkResult) -> str:
@@ -140,9 +151,8 @@ def add_dead_letters_command(verbs: Any) -> None:
         verb.add_argument("--since", type=moment, help="died at or after (RFC 3339)")
         verb.add_argument("--until", type=moment, help="died at or before (RFC 3339)")
         verb.add_argument("--limit", type=int, default=limit, help=f"the oldest N (default {limit})")
-        if name == "list":
-            verb.add_argument("--after", metavar="NEXT", help="the page after a list's `next` (the same filters)")
-        else:
+        verb.add_argument("--after", metavar="NEXT", help="go on past an earlier call's `next` (the same filters)")
+        if name != "list":
             verb.add_argument("--dry-run", action="store_true", help="say how many and which; change nothing")
             add_yes(verb)  # else it asks, naming how many
         if name == "redrive":
