@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from atf_core import lifecycle
 from atf_core.amend import Amendment, amend
 from atf_core.config import KeyLimits, LambdaSpec, Limits, OverRate, StackConfig
 from atf_core.consumer.consumer import fair_share
@@ -18,7 +19,7 @@ from atf_core.limits import IDLE_KEEP_S, Grant, KeyHold, Limiter, Refusal, key_s
 from atf_core.queues import TaskMessage
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import index
-from atf_core.store.base import DueEntry, ReadPast
+from atf_core.store.base import Change, DueEntry, ReadPast, TaskRef
 from atf_core.store.codec import shard_of
 from atf_core.store.counters import Counters
 from atf_core.tasks import Scheduling
@@ -29,6 +30,7 @@ from tests.functional.helpers import raw_item
 from tests.functional.test_consumer import World
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 
 
 def keyed_config(config: StackConfig, **key_limits: Any) -> StackConfig:
@@ -248,6 +250,38 @@ def test_a_task_over_its_keys_rate_limit_ends_dropped_with_the_reason(
     dropped = world.store.get(second.id if ran[0].id == first.id else first.id)
     assert dropped is not None and dropped.status is TaskStatus.DROPPED and dropped.attempt == 0
     assert dropped.reason == "over the rate of flow key 'A' of work (1 starts/s)"
+
+
+@pytest.mark.parametrize("since", ["its attempt failed and waits to retry", "an operator moved it later"])
+def test_a_stale_message_over_its_keys_rate_limit_drops_nothing(
+    aws: Any, config: StackConfig, drained: list[Controller], since: str
+) -> None:
+    # Given a key that starts once a window and drops what comes over it, and a task of the key whose message
+    # is stale by now: claimed and failed retriably (a duplicate of its message comes), or moved an hour later
+    keyed = keyed_config(config, max_starts_per_second=0.2, over_rate="rate_limit")
+    world = World(aws, keyed)
+    world.now = datetime.now(UTC)
+    controller = controller_for(aws, keyed, drained)
+    controller._limiter._clock = lambda: 1_000.5  # one rate window throughout
+    spender, task = world.schedule(flow_key="A"), world.schedule(flow_key="A")
+    world.consumer.poll()
+    messages = {m.task_id: m for m in world.drain()}
+    if since == "an operator moved it later":
+        assert controller.claim("work", buffered(keyed, messages[spender.id]), "h:1") is not None
+        Scheduling(world.store, keyed, clock=lambda: world.now).amend(task.id, Amendment(run_at=world.now + HOUR))
+    else:
+        claimed = controller.claim("work", buffered(keyed, messages[task.id]), "h:1")
+        assert claimed is not None
+        change = Change(now=world.now, attempt=claimed.attempt, next_at=world.now + HOUR)
+        assert world.store.transition(TaskRef.of(claimed), lifecycle.FAIL_RETRIABLE, change).applied
+    before = world.store.get(task.id)
+    # When the stale message meets the key's rate
+    assert controller.claim("work", buffered(keyed, messages[task.id], 1), "h:1") is None
+    # Then the task is not dropped: it waits as it was, for its retry or its new time
+    after = world.store.get(task.id)
+    assert before is not None and after is not None
+    assert (after.status, after.next_at, after.attempt) == (before.status, before.next_at, before.attempt)
+    assert after.status in (TaskStatus.NEW, TaskStatus.RETRIABLE_FAILURE)
 
 
 def held_back_in_a_half_full_buffer(

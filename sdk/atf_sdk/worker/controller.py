@@ -30,6 +30,7 @@ from atf_core.backoff import ceiling
 from atf_core.calls import calls
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
+from atf_core.definitions import Attr
 from atf_core.gating import GateView, hand_back
 from atf_core.limits import KEY_HOLD_METRICS, Grant, KeyHold, Limiter, Refusal
 from atf_core.queues import QueueDirectory, TaskMessage
@@ -291,7 +292,7 @@ class Controller:
         if isinstance(answer, Grant):
             return answer
         if answer.drop:
-            if self._drop(ref, answer.reason, now) and answer.key_hold is not None:
+            if self._drop(ref, message, answer.reason, now) and answer.key_hold is not None:
                 self._count_key_hold(ref, answer.key_hold)
             self._delete(item)
             self._forget_holds(message.task_id)
@@ -363,14 +364,16 @@ class Controller:
 
     def _apply_gate(self, ref: TaskRef, message: TaskMessage, action: GateAction, scope: str, now: datetime) -> None:
         if action is GateAction.DROP:
-            self._drop(ref, f"dropped by gate {scope}", now)
+            self._drop(ref, message, f"dropped by gate {scope}", now)
         else:
             hand_back(self._store, self._config, ref, message.attempt, now)
 
-    def _drop(self, ref: TaskRef, reason: str, now: datetime) -> bool:
+    def _drop(self, ref: TaskRef, message: TaskMessage, reason: str, now: datetime) -> bool:
         """End a task not yet started as dropped (a gate's drop, a flow key's rate limit), with the reason;
-        True if this call ended it."""
-        outcome = self._store.transition(ref, lifecycle.DROP, Change(now=now, reason=reason))
+        True if this call ended it. Fenced as the claim is, by the message's attempt and index entry: a
+        duplicate or stale message (its task failed and waits to retry, or an operator moved it) drops nothing."""
+        fenced = Change(now=now, reason=reason, entry_ms=message.due_ms, observed={Attr.ATTEMPT: message.attempt})
+        outcome = self._store.transition(ref, lifecycle.DROP, fenced)
         if outcome.applied:
             self.metrics.count(Metric.DROPPED, 1, queue(ref.lambda_name, ref.priority))
         return outcome.applied
