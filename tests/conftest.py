@@ -143,10 +143,14 @@ def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object
 
 
 def moto_clients() -> AwsClients:
-    """The framework's four clients on in-process moto."""
+    """The framework's four clients on in-process moto, refusing what DynamoDB refuses and moto does not."""
     from atf_core.aws import make_clients
+    from tests.aws_rules import refuse_what_dynamodb_refuses
 
-    return make_clients(endpoint_url=None, session=moto_session())
+    clients = make_clients(endpoint_url=None, session=moto_session())
+    for dynamodb in (clients.dynamodb, clients.dynamodb_heartbeat):
+        refuse_what_dynamodb_refuses(dynamodb)
+    return clients
 
 
 # The `aws` fixture's clients, handed on to the next test unless a test changed them (tests/reused_clients.py)

@@ -221,6 +221,19 @@ def test_a_paused_collection_waits_while_others_run(world: World) -> None:
     assert world.status(slow) is TaskStatus.NEW
 
 
+def test_more_paused_collections_than_an_in_list_holds_still_leave_the_others_running(world: World) -> None:
+    """DynamoDB refuses an IN list of more than 100 values (the tests' clients do too: tests/aws_rules.py):
+    every Query of the lambda's partitions would be refused, and none of its tasks sent."""
+    for n in range(120):
+        world.gate(GateAction.PAUSE, collection=f"tenant-{n}")
+    paused = world.schedule(collection="tenant-7")
+    running = world.schedule(collection="fast")
+    report = world.consumer.poll()
+    assert report.total(Event.ERROR) == 0
+    assert [m.task_id for m in world.drain()] == [running.id]
+    assert world.status(paused) is TaskStatus.NEW
+
+
 def test_a_pause_lifts_by_itself_at_its_until_time(world: World) -> None:
     world.gate(GateAction.PAUSE, until=datetime.now().astimezone() + timedelta(seconds=30))
     world.now = datetime.now().astimezone()

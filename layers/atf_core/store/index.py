@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # it stops after this many, about 110 read units (0.9 MB). Counted in entries, not in DynamoDB's 1 MB
 # pages, which moto's server fills by whole items rather than by the index's projection.
 READ_PAST = 6000
+MAX_IN_VALUES = 100  # DynamoDB's bound on the values of one IN list (its expression reference)
 
 
 class IndexStore:
@@ -40,13 +41,14 @@ class IndexStore:
     ) -> Iterator[DueEntry]:
         """Entries due by `up_to`, oldest first, but for those of the collections to skip; the first page of
         `first_page` entries, if given, each next one twice as large, up to the page size."""
-        filter = _skipping(sorted(set(skip_collections)), [])
+        skipped, left_out = _split_skips(skip_collections)
+        filter = _skipping(skipped, [])
         limit, grow_to = self._page_size, None
         if first_page is not None:
             limit, grow_to = min(first_page, self._page_size or first_page), self._page_size
         pages = self._table.query_index(partition, high=to_ms(up_to), filter=filter, limit=limit, grow_to=grow_to)
         for page in pages:
-            yield from _entries(page)
+            yield from _entries(page, left_out)
 
     @calls("dynamodb:Query")
     def read_past(
@@ -61,13 +63,14 @@ class IndexStore:
         """Up to `limit` entries due by `up_to` (from `since_ms` on) that are not of `flows`, oldest first,
         having passed over at most READ_PAST entries; and where every entry passed over was theirs: up to
         the first one found, else to where the read stopped (its last key), else to `up_to`."""
-        filter = _skipping(sorted(set(skip_collections)), sorted(set(flows), key=str))
+        skipped, left_out = _split_skips(skip_collections)
+        filter = _skipping(skipped, sorted(set(flows), key=str))
         high = to_ms(up_to)
         pages = self._table.query_index(partition, low=since_ms, high=high, filter=filter, limit=READ_PAST)
         found: list[DueEntry] = []
         evaluated, clear_to = 0, high
         for page in pages:
-            found += _entries(page)
+            found += _entries(page, left_out)
             evaluated += int(page.get("ScannedCount", len(page.get("Items", []))))
             last = page.get("LastEvaluatedKey")
             if found:
@@ -116,6 +119,15 @@ class IndexStore:
         return [codec.due_entry(item) for item in page.get("Items", [])], "LastEvaluatedKey" in page
 
 
+def _split_skips(collections: Iterable[str]) -> tuple[list[str], frozenset[str]]:
+    """The collections to skip as (those the Query's filter leaves out, those left out here once read).
+    DynamoDB takes at most MAX_IN_VALUES values in an IN list (moto takes any number): a lambda with more
+    paused collections than that would have every Query of its partitions refused, and none of its tasks
+    sent. Their entries are then read and dropped here (the collection is projected into the index)."""
+    skipped = sorted(set(collections))
+    return (skipped, frozenset()) if len(skipped) <= MAX_IN_VALUES else ([], frozenset(skipped))
+
+
 def _skipping(collections: list[str], flows: list[Flow]) -> Expression | None:
     """A filter leaving out the entries of some collections, and of some flows: a keyed flow by its key
     (in any collection), a flow without a key by its collection among the entries without one."""
@@ -142,6 +154,7 @@ def _skipping(collections: list[str], flows: list[Flow]) -> Expression | None:
     return Expression(text, {n: a for n, a in names.items() if n in text}, values)
 
 
-def _entries(page: Any) -> list[DueEntry]:
+def _entries(page: Any, left_out: frozenset[str] = frozenset()) -> list[DueEntry]:
     # (An item that left the index as the query read it comes back without its key on moto's server.)
-    return [codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item]
+    entries = [codec.due_entry(item) for item in page.get("Items", []) if Attr.INDEX_SK in item]
+    return [entry for entry in entries if entry.collection not in left_out] if left_out else entries
