@@ -16,9 +16,10 @@ for good: the controller ends it dropped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -62,6 +63,7 @@ class Refusal:
     reason: str
     drop: bool = False
     key_hold: KeyHold | None = None
+    others_may_start: bool = False  # a collection's or a key's limit refused: other tasks of the lambda may start
 
 
 # Idle counters of a key stay this long past their last lease or window before DynamoDB's TTL removes them.
@@ -98,14 +100,26 @@ class Limiter:
         (a hot key's task asking again every LIMITED_RETRY_S would otherwise spend the lambda's starts)."""
         slots: list[str] = []
         starts: list[tuple[str, int]] = []
-        for scope, limits in self.scopes(lambda_name, collection, flow_key):
-            refusal = self._take(scope, limits, task_id, slots, starts)
-            if refusal is not None:
-                self._give_back(slots, task_id)
-                for counted in starts:
-                    self._counters.give_back_start(*counted)
-                return refusal
+        try:
+            for scope, limits in self.scopes(lambda_name, collection, flow_key):
+                refusal = self._take(scope, limits, task_id, slots, starts)
+                if refusal is not None:
+                    self._undo(slots, starts, task_id)
+                    # A narrower scope than the lambda's (a collection, a key) leaves the lambda's other tasks free
+                    return replace(refusal, others_may_start=scope != lambda_name)
+        except Exception:
+            # A later scope's write failed (a throttle past botocore's retries): what the earlier ones took is
+            # given back, or a slot would stay held, by no running task, until its lease lapses (as it does
+            # where giving back fails too: the first error is the one raised)
+            with contextlib.suppress(Exception):
+                self._undo(slots, starts, task_id)
+            raise
         return Grant(task_id, tuple(slots))
+
+    def _undo(self, slots: list[str], starts: list[tuple[str, int]], task_id: str) -> None:
+        self._give_back(slots, task_id)
+        for counted in starts:
+            self._counters.give_back_start(*counted)
 
     def _take(
         self, scope: str, limits: Limits, task_id: str, slots: list[str], starts: list[tuple[str, int]]

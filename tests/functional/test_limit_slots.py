@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from atf_core import lifecycle
 from atf_core.config import Limits, StackConfig
 from atf_core.limits import Grant, Limiter, Refusal
@@ -18,7 +20,7 @@ from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from atf_sdk.worker.buffers import Buffered, Received
-from atf_sdk.worker.controller import CLAIM_RETRY_S
+from atf_sdk.worker.controller import CLAIM_RETRY_S, ControllerSettings
 from tests.conftest import work_controller
 
 
@@ -111,3 +113,69 @@ def test_a_claim_whose_write_failed_gives_its_slot_back_and_tries_again_shortly(
     # Then the message waits in the buffer (not out of sight for its visibility timeout), and is claimed next
     claimed = controller.next_work("work", wait_s=CLAIM_RETRY_S + 2)
     assert claimed is not None and claimed.id == item.message.task_id and claimed.status is TaskStatus.CLAIMED
+
+
+def test_a_grant_whose_later_write_fails_gives_back_the_slot_it_took(
+    aws: Any, config: StackConfig, drained: list[Any], monkeypatch: Any
+) -> None:
+    # Given a lambda that runs one task at a time, whose collection's starts are counted too
+    config = one_at_a_time(config)
+    limited = config.lambdas["work"].model_copy(
+        update={"collection_limits": {"default": Limits(max_starts_per_second=100)}}
+    )
+    config = config.model_copy(update={"lambdas": {**config.lambdas, "work": limited}})
+    controller, store, _ = work_controller(aws, config, drained)
+    counters = Counters(aws.dynamodb, config.table_name)
+    item = sent(store, config)
+
+    def throttled(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("ProvisionedThroughputExceededException, past botocore's retries")
+
+    # When the collection's start counter fails after the lambda's slot was taken
+    monkeypatch.setattr(Counters, "take_start", throttled)
+    assert controller.claim("work", item) is None
+    # Then the slot is not left held by a task that does not run: another task may start
+    assert counters.slots("work") == {}
+    monkeypatch.undo()
+    assert controller.claim("work", sent(store, config)) is not None
+
+
+def held_back(
+    aws: Any, config: StackConfig, drained: list[Any], capacity: int, **limits: Any
+) -> tuple[Any, Any, Buffered]:
+    """A lambda limited as given, one task of its `default` collection running; the controller's buffer of
+    `capacity` half full (or with no room for a full receive beside one more), and a second task refused."""
+    spec = config.lambdas["work"].model_copy(update=limits)
+    config = config.model_copy(update={"lambdas": {**config.lambdas, "work": spec}})
+    controller, store, _ = work_controller(aws, config, drained, ControllerSettings(buffer_per_lambda=capacity))
+    assert controller.claim("work", sent(store, config)) is not None
+    buffer, waiting = controller._buffers["work"], sent(store, config)
+    for n in range(capacity // 2):
+        buffer.hold(
+            Buffered(0, 0, 10 + n, TaskMessage(f"other-{n}", 0, 0, "other"), "https://queue.invalid/w", "r"), 60
+        )
+    return controller, store, waiting
+
+
+@pytest.mark.parametrize("capacity", [20, 12])
+def test_a_collections_backlog_goes_back_to_the_index_rather_than_fill_the_buffer(
+    aws: Any, config: StackConfig, drained: list[Any], capacity: int
+) -> None:
+    """Else the lambda's other collections stay in SQS while one collection's backlog waits in every host's
+    buffer (a buffer of 12 half full has no room for a full receive of ten beside one more)."""
+    limits = {"collection_limits": {"default": Limits(max_running=1)}}
+    controller, store, waiting = held_back(aws, config, drained, capacity, **limits)
+    assert controller.claim("work", waiting) is None
+    after = store.get(waiting.message.task_id)
+    assert after is not None and after.status is TaskStatus.NEW and after.attempt == 0
+    assert after.next_at is not None and to_ms(after.next_at) > waiting.message.due_ms  # deferred, not lost
+    assert controller._buffers["work"].room() == capacity - capacity // 2  # not held in the buffer
+
+
+def test_a_lambdas_own_limit_keeps_its_tasks_in_the_buffer(aws: Any, config: StackConfig, drained: list[Any]) -> None:
+    """No other task of the lambda could start meanwhile: sending it back to the index would only cost writes."""
+    controller, store, waiting = held_back(aws, config, drained, 20, limits=Limits(max_running=1))
+    assert controller.claim("work", waiting) is None
+    after = store.get(waiting.message.task_id)
+    assert after is not None and after.status is TaskStatus.ENQUEUED and to_ms(after.next_at) <= waiting.message.due_ms
+    assert controller._buffers["work"].room() == 20 - 10 - 1  # held, to be asked again
