@@ -204,8 +204,7 @@ class Controller:
         # A queue that may hold more is read again at once, without waiting for new messages.
         wait = 0 if buffer.expects_more(rank, part) else self._settings.receive_wait_s
         reply = self._long_poll.receive_message(QueueUrl=url, MaxNumberOfMessages=ask, WaitTimeSeconds=wait)
-        messages = reply.get("Messages", [])
-        received = [Received(TaskMessage.decode(m["Body"]), url, m["ReceiptHandle"]) for m in messages]
+        received = _decoded(reply.get("Messages", []), url)
         if self._draining.is_set():  # it was in flight as the host began to drain: not ours to run
             self._release(received)
         else:
@@ -228,7 +227,7 @@ class Controller:
             if item is None:
                 return None
             if not wanted():
-                buffer.hold(item, 0)
+                self._hold(lambda_name, item, 0)
                 return None
             task = self.claim(lambda_name, item, worker)
             if task is not None:
@@ -260,7 +259,7 @@ class Controller:
             # its visibility timeout, and a slot it was granted is not held meanwhile (a claim that did land
             # unseen is refused next time by its attempt, and its task re-sent once the claim times out).
             log.exception("claim of %s failed; trying again in %g s", message.task_id, CLAIM_RETRY_S)
-            self._buffers[lambda_name].hold(item, CLAIM_RETRY_S)
+            self._hold(lambda_name, item, CLAIM_RETRY_S)
             self._give_back(grant)
             return None
         self._delete(item)  # claimed, or a duplicate / stale message: either way it is done
@@ -301,7 +300,7 @@ class Controller:
         if answer.key_hold is not None:
             self._count_key_hold(ref, answer.key_hold)
         if not answer.others_may_start or not self._defer(lambda_name, item, ref, now):
-            self._buffers[lambda_name].hold(item, LIMITED_RETRY_S)
+            self._hold(lambda_name, item, LIMITED_RETRY_S)
         return False
 
     def _defer(self, lambda_name: str, item: Buffered, ref: TaskRef, now: datetime) -> bool:
@@ -430,6 +429,15 @@ class Controller:
             self._release(buffer.drain())
         self._deletes.close()
 
+    def _hold(self, lambda_name: str, item: Buffered, seconds: float) -> None:
+        """Put a message back in its buffer, to be handed out again `seconds` later. Once the host drains, the
+        buffer is emptied no more: what comes back after (a claim under way as the drain began) goes back to
+        SQS at once, or it would wait out its visibility timeout."""
+        buffer = self._buffers[lambda_name]
+        buffer.hold(item, seconds)
+        if self._draining.is_set():
+            self._release(buffer.drain())
+
     @calls("sqs:ChangeMessageVisibility")
     def _release(self, items: Iterable[Buffered | Received]) -> None:
         """Make messages this host will not run visible again at once, for this host or another."""
@@ -547,6 +555,21 @@ def _stopped(worker: str) -> bool:
         return False
     fields = stat.rpartition(")")[2].split()  # the state follows the command's name, which may hold anything
     return bool(fields) and fields[0] in ("T", "t")
+
+
+def _decoded(messages: list[Any], url: str) -> list[Received]:
+    """The task messages of a receive. One that does not decode (sent by hand, or by another framework's
+    version) is left alone: it comes back after its visibility timeout and, received maxReceiveCount times,
+    goes to the queue's dead-letter queue for an operator to see. It must not cost the messages that came
+    with it their visibility timeout, as a receive that raised did."""
+    received = []
+    for message in messages:
+        try:
+            received.append(Received(TaskMessage.decode(message["Body"]), url, message["ReceiptHandle"]))
+        except Exception as error:  # noqa: BLE001 - whatever its body holds, it is not a task message
+            log.warning("message %s of %s is not a task message (%r): left for the dead-letter queue",
+                        message.get("MessageId"), url, error)  # fmt: skip
+    return received
 
 
 def _trace_claim(task: Task, started_ns: int) -> None:

@@ -1,0 +1,83 @@
+"""A worker host's controller at its edges: a receive that brings a message it cannot read, and a message
+that comes back to its buffer as the host drains (in-process moto, one controller)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from atf_core.config import Limits, StackConfig
+from atf_core.limits import Refusal
+from atf_core.queues import TaskMessage
+from atf_core.schema import ScheduleRequest, Task, to_ms, utcnow
+from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import Scheduling
+from tests.conftest import work_controller
+
+
+def scheduled(store: DynamoTaskStore, config: StackConfig) -> Task:
+    return Scheduling(store, config).schedule(ScheduleRequest.model_validate({"lambda": "work"})).task
+
+
+def message_of(task: Task) -> TaskMessage:
+    return TaskMessage(task.id, 0, to_ms(utcnow()), task.collection, task.flow_key)
+
+
+def ready_to_receive(controller: Any) -> None:
+    """No priority waits for a higher one's first receive."""
+    buffer = controller._buffers["work"]
+    for rank in range(len(buffer._more)):
+        buffer.may_hold_more(rank, False)
+
+
+@pytest.mark.parametrize("body", ['{"id": "x"}', "not json", '["a list"]'])
+def test_a_message_that_is_no_task_message_does_not_hold_up_those_received_with_it(
+    aws: Any, config: StackConfig, drained: list[Any], caplog: pytest.LogCaptureFixture, body: str
+) -> None:
+    # Given a queue holding a message sent by hand (or by another version), then a task's
+    controller, store, _ = work_controller(aws, config, drained, limits=False)
+    url, task = controller.queue_url("work", "normal"), scheduled(store, config)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=body)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=message_of(task).encode())
+    ready_to_receive(controller)
+    # When one receive brings both
+    assert controller._receive_once("work", "normal", 1)
+    # Then the task is claimed now, and the other is named in the log and left for the dead-letter queue
+    claimed = controller.next_work("work", wait_s=0.5)
+    assert claimed is not None and claimed.id == task.id
+    assert any("is not a task message" in r.getMessage() for r in caplog.records)
+
+
+def test_a_message_put_back_as_the_host_drains_is_handed_back_to_sqs(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a lambda that runs one task at a time, and a task's message received
+    spec = config.lambdas["work"].model_copy(update={"limits": Limits(max_running=1)})
+    config = config.model_copy(update={"lambdas": {**config.lambdas, "work": spec}})
+    controller, store, _ = work_controller(aws, config, drained)
+    url, task = controller.queue_url("work", "normal"), scheduled(store, config)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=message_of(task).encode())
+    ready_to_receive(controller)
+    controller._receive_once("work", "normal", 1)
+    released: list[str] = []
+    release = controller._release
+
+    def recorded(items: Any) -> None:
+        items = list(items)
+        released.extend(item.message.task_id for item in items)
+        release(items)
+
+    def refused_as_the_drain_begins(*_: Any, **__: Any) -> Refusal:
+        controller.drain()
+        return Refusal("work runs 1 at most")
+
+    controller._release = recorded
+    controller._limiter.acquire = refused_as_the_drain_begins
+    # When an executor's claim is refused by the limit while SIGTERM drains the host
+    assert controller.next_work("work", wait_s=0.5) is None
+    # Then its message goes back to SQS at once, not left in a buffer no one empties again
+    assert released == [task.id]
+    assert controller._buffers["work"].drain() == []
+    reply = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    assert [TaskMessage.decode(m["Body"]).task_id for m in reply.get("Messages", [])] == [task.id]
