@@ -20,7 +20,7 @@ from atf_core.store.base import Change, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import MetricBuffer
-from atf_sdk.worker.executor import TaskRunner, build_runner
+from atf_sdk.worker.executor import TaskRunner, _run_one, build_runner
 from atf_sdk.worker.heartbeat import Heartbeats
 from atf_sdk.worker.registry import TaskContext
 from tests.telemetry.test_worker_metrics import claimed
@@ -55,6 +55,52 @@ def test_a_callback_raising_a_base_exception_fails_its_attempt_and_is_no_longer_
     assert after is not None and after.status is TaskStatus.RETRIABLE_FAILURE and after.attempt == task.attempt
     assert after.last_error is not None and after.last_error.type == raised
     assert task.id not in heartbeats._running
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for this one")
+
+
+def raises_unprintable(_: TaskContext) -> None:
+    raise Unprintable
+
+
+def test_a_callback_raising_an_exception_whose_message_cannot_be_read_fails_its_attempt(
+    aws: Any, config: StackConfig
+) -> None:
+    # Given a claimed task whose callback raises an exception whose __str__ raises
+    store = DynamoTaskStore(aws.dynamodb, config)
+    task = claimed(store, config, "work")
+    heartbeats = Heartbeats(store, config.timeouts)
+    # When its executor thread runs it, nothing escapes the run (an escape ended the executor thread for good)
+    TaskRunner(store, config, task.lambda_, raises_unprintable, heartbeats).run(task)
+    # Then the attempt is recorded as a retriable failure naming the class, and no longer heartbeated
+    after = store.get(task.id)
+    assert after is not None and after.status is TaskStatus.RETRIABLE_FAILURE
+    assert after.last_error is not None and after.last_error.type == "Unprintable"
+    assert after.last_error.message == "Unprintable (its message could not be read)"
+    assert task.id not in heartbeats._running
+
+
+def test_an_error_escaping_the_runner_costs_the_attempt_not_the_executor_thread(
+    aws: Any, config: StackConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a claimed task, and a runner that fails before the callback runs (a bug of the framework's)
+    store = DynamoTaskStore(aws.dynamodb, config)
+    task = claimed(store, config, "work")
+    heartbeats = Heartbeats(store, config.timeouts)
+    runner = TaskRunner(store, config, task.lambda_, lambda _: None, heartbeats)
+
+    def broken(_: Any) -> None:
+        raise RuntimeError("a bug")
+
+    runner._started = broken  # type: ignore[method-assign]
+    # When the executor thread runs it, the error goes no further than the log
+    _run_one(runner, task)
+    # Then the attempt is no longer heartbeated: its lease lapses and it runs again
+    assert task.id not in heartbeats._running
+    assert any("runs again once its lease lapses" in r.getMessage() for r in caplog.records)
 
 
 def test_an_attempt_whose_task_moved_on_leaves_the_limit_slot_to_the_attempt_after_it(

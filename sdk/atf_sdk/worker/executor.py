@@ -124,9 +124,19 @@ def _work_loop(spec: ExecutorSpec, runner: TaskRunner) -> None:
             except (EOFError, OSError):
                 return  # the controller is gone: nothing more to do
             if isinstance(reply, Work):
-                runner.run(reply.task())
+                _run_one(runner, reply.task())
             elif reply.stop:
                 return
+
+
+def _run_one(runner: TaskRunner, task: Task) -> None:
+    """An error escaping the runner (not the callback's: those are the attempt's outcome) costs this attempt,
+    never the executor thread: the attempt is no longer heartbeated, so its lease lapses and it runs again."""
+    try:
+        runner.run(task)
+    except Exception:
+        log.exception("running %s attempt %d failed; it runs again once its lease lapses", task.id, task.attempt)
+        runner.heartbeats.untrack(task)
 
 
 def build_runner(
@@ -344,5 +354,13 @@ def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task, bool], No
 
 
 def _error_of(error: BaseException, attempt: int, now: datetime, host: str) -> TaskError:
-    message = str(error) or type(error).__name__
-    return TaskError(type=type(error).__name__, message=message, attempt=attempt, at=now, host=host)
+    return TaskError(type=type(error).__name__, message=_text_of(error), attempt=attempt, at=now, host=host)
+
+
+def _text_of(error: BaseException) -> str:
+    """An exception's message; its class's name where it has none, or where its __str__ itself raises (a
+    team's exception class): the failure is recorded either way."""
+    try:
+        return str(error) or type(error).__name__
+    except Exception:  # noqa: BLE001 - any error of a team's __str__
+        return f"{type(error).__name__} (its message could not be read)"
