@@ -1,6 +1,7 @@
 """What a worker host's fork server imports before it forks executors (atf_sdk.worker.preload) must be safe to
 fork from: no thread (a lock one holds as the server forks stays held in the executor), no AWS session or client
-(each executor makes its own), and a SIGTERM to the host's process group must not end the server."""
+(each executor makes its own), and a SIGTERM to the host's process group must not end the server (it is
+taken and dropped: ignored, it would stay ignored in the processes callbacks start)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ create_client = botocore.session.Session.create_client
 botocore.session.Session.create_client = lambda self, *a, **k: made.append(a) or create_client(self, *a, **k)
 import boto3
 import {PRELOAD}
-print(threading.active_count(), len(made), boto3.DEFAULT_SESSION, signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)
+print(threading.active_count(), len(made), boto3.DEFAULT_SESSION, callable(signal.getsignal(signal.SIGTERM)))
 """
 
 

@@ -42,7 +42,7 @@ from atf_sdk.worker.observe import service_name, setup_logging, task_context, wo
 from atf_sdk.worker.protocol import NextWork, Work
 from atf_sdk.worker.registry import Callback, Fatal, Retry, TaskContext, load_lambdas
 from atf_sdk.worker.results import result_json
-from atf_sdk.worker.stop_signals import ignore_stop_signals
+from atf_sdk.worker.stop_signals import absorb_stop_signals
 from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
 
 log = logging.getLogger("atf.executor")
@@ -76,7 +76,7 @@ def executor_main(spec: ExecutorSpec) -> None:
     """Entry point of an executor process."""
     # The host decides when to stop; a Ctrl-C or SIGTERM sent to the whole
     # process group must not cut a callback short.
-    ignore_stop_signals()
+    absorb_stop_signals()
     os.environ.clear()
     os.environ.update(spec.environ)
     try:

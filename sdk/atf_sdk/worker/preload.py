@@ -9,10 +9,12 @@ and SIGINT, as executors do: the host decides when its executors stop, and a SIG
 process group (systemd's default, `kill -TERM -<pgid>`, a terminal) must not end the server. The host learns of
 each executor's exit through the server that forked it, and would take the server's death for the death of them
 all. The host starts the server with both ignored (host._start_fork_server), so one sent while the server's
-interpreter starts already finds them ignored; they stay so here, whoever started the server.
+interpreter starts already finds them ignored; from here on they are taken and dropped (absorb_stop_signals),
+whoever started the server, so the executors it forks, and the processes their callbacks start, do not
+inherit them ignored.
 """
 
 import atf_sdk.worker.executor  # noqa: F401  (imported for the fork server's sake, see above)
-from atf_sdk.worker.stop_signals import ignore_stop_signals
+from atf_sdk.worker.stop_signals import absorb_stop_signals
 
-ignore_stop_signals()
+absorb_stop_signals()

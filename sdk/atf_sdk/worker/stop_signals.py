@@ -25,5 +25,20 @@ def stop_signals_held() -> Iterator[None]:
 
 
 def ignore_stop_signals() -> dict[signal.Signals, Any]:
-    """Ignore the stop signals from now on (an executor, the fork server); the handlers they had, to restore."""
+    """Ignore the stop signals from now on, also across an exec (the fork server as the host starts it); the
+    handlers they had, to restore."""
     return {stop_signal: signal.signal(stop_signal, signal.SIG_IGN) for stop_signal in STOP_SIGNALS}
+
+
+def absorb_stop_signals() -> None:
+    """Take the stop signals and do nothing with them (an executor, the fork server once started). Unlike an
+    ignored signal, a handled one is reset to its default by exec: the processes a callback starts (ffmpeg, a
+    shell) can be stopped by it with terminate(), which an ignored SIGTERM, inherited, made do nothing.
+    Interrupted system calls are restarted, as they would be were the signal ignored."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _absorbed)
+        signal.siginterrupt(stop_signal, False)
+
+
+def _absorbed(signum: int, frame: Any) -> None:
+    """The host decides when its executors stop: a stop signal sent to the whole process group is dropped."""
