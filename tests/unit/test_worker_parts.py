@@ -114,7 +114,7 @@ def test_an_attempt_that_ends_leaves_the_next_attempt_of_its_task_heartbeated() 
 def test_slow_renewals_of_limit_slots_do_not_delay_the_heartbeats() -> None:
     # Given two tasks of one executor, beats every 50 ms against a 1 s lease, and slot renewals of 0.6 s each
     # (a throttled slots item): in turn with the beats, a task would wait 1.25 s between its beats
-    timeouts = SimpleNamespace(heartbeat_interval=0.05, heartbeat=2.0, lease_floor=1.0)
+    timeouts = SimpleNamespace(heartbeat_interval=0.05, heartbeat=2.0, lease_floor=1.0, call_budget=0.3)
     ended: list[str] = []
     renewed: list[str] = []
     store = ScriptedStore([])
@@ -137,10 +137,45 @@ def test_slow_renewals_of_limit_slots_do_not_delay_the_heartbeats() -> None:
 def test_a_process_that_was_paused_past_its_lease_ends_before_writing() -> None:
     beats, reasons, store = heartbeats([], interval=0.01)
     beats.track(task())
+    written = len(store.calls)  # a lease this short is renewed before the task starts
     time.sleep(3 * 0.01 + Timeouts(heartbeat_interval=0.01, heartbeat=10, claim=10).call_budget + 0.05)
     beats.beat_all()
     assert reasons and "no successful heartbeat" in reasons[0]
-    assert store.calls == []
+    assert len(store.calls) == written
+
+
+def late(claimed_s_ago: float) -> Task:
+    from datetime import timedelta
+
+    from atf_core.schema import utcnow
+
+    return task().model_copy(update={"claimed_at": utcnow() - timedelta(seconds=claimed_s_ago)})
+
+
+def test_a_task_handed_over_late_is_heartbeated_before_it_starts() -> None:
+    """Else the beat loop's next round, up to an interval away, and its call could come after the watchdog
+    took the lease for lost and ended the process, with every other task it runs."""
+    # Given beats every second: a lease floor of 3 s and one call's budget, a claim that much less 2.6 s old
+    beats, reasons, store = heartbeats([])
+    floor = Timeouts(heartbeat_interval=1.0, heartbeat=10, claim=10).lease_floor
+    assert beats.track(late(floor - 2.6))
+    # Then a heartbeat landed at once, renewing the lease
+    assert store.transitions == ["heartbeat"] and reasons == []
+    # And one handed over with a whole round of beats left is not
+    assert beats.track(late(0.0).model_copy(update={"id": "t2"})) and len(store.transitions) == 1
+
+
+def test_a_task_handed_over_too_late_is_not_started_and_the_process_goes_on() -> None:
+    # Given an executor running a task, and a second task whose lease ran out before it got to a thread, or
+    # whose first heartbeat, needed at once, fails
+    floor = Timeouts(heartbeat_interval=1.0, heartbeat=10, claim=10).lease_floor
+    for claimed_s_ago, script, tried in ((60.0, [], 0), (floor - 2.6, ["error"], 1)):
+        beats, reasons, store = heartbeats(script)
+        assert beats.track(task("running"))
+        # Then the second is refused, and the process (with the task it runs) is not ended
+        assert not beats.track(late(claimed_s_ago))
+        assert reasons == [] and set(beats._running) == {"running"}
+        assert len(store.transitions) == tried  # the beat it needed was tried, where it had lease left
 
 
 def message(task_id: str, due_ms: int = 0) -> TaskMessage:

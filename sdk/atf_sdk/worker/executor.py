@@ -204,7 +204,8 @@ class TaskRunner:
         return lifecycle.FAIL_TO_DEAD_LETTER if self._lambda_spec.dead_letter else lifecycle.FAIL_FATAL
 
     def run(self, task: Task) -> None:
-        self.heartbeats.track(task)
+        if not self.heartbeats.track(task):
+            return  # its lease ran out before it got here: not started, it runs again once its claim times out
         with task_context(task):
             self._started(task)
             try:

@@ -74,16 +74,36 @@ class Heartbeats:
         self._to_renew: dict[str, Task] = {}
         self._renewals_due = threading.Event()
 
-    def track(self, task: Task) -> None:
+    def track(self, task: Task) -> bool:
+        """Heartbeat this attempt from now on; False, and it is not tracked, where its lease ran out before it
+        got here (it must not start, and it runs again once its claim times out: the process and the other
+        tasks it runs go on). A lease so short that the next round could come too late is renewed first."""
         # The lease began at the claim (the controller is on this host, on this clock), not
         # when this thread got the task: a process paused while its controller handed it a
         # task must not start it once the lease is gone.
         age = max(0.0, (self._clock() - task.claimed_at).total_seconds()) if task.claimed_at else 0.0
         entry = _Running(task, TaskRef.of(task), task.attempt, time.monotonic() - age)
-        if self._expired(entry):
-            self._terminate(f"task {task.id} attempt {task.attempt} was claimed {age:.1f}s ago: its lease is gone")
+        if self._expired(entry) or (self._short(entry) and not self._renewed_first(entry)):
+            log.warning(
+                "task %s attempt %d was handed over %.1fs after its claim: not started", task.id, task.attempt, age
+            )
+            return False
         with self._lock:
             self._running[task.id] = entry
+        return True
+
+    def _short(self, entry: _Running) -> bool:
+        """Whether the lease left is shorter than a round of beats and the longest one beat can take."""
+        left = self._timeouts.lease_floor - LEASE_MARGIN_S - (time.monotonic() - entry.last_ok)
+        return left < self._timeouts.heartbeat_interval + self._timeouts.call_budget
+
+    def _renewed_first(self, entry: _Running) -> bool:
+        """One heartbeat before the task starts; whether it landed."""
+        try:
+            return self._write_beat(entry)
+        except Exception as error:  # noqa: BLE001 - not started: the claim times out and it runs again
+            log.warning("heartbeat for %s failed before its start: %s: %s", entry.ref.id, type(error).__name__, error)
+            return False
 
     def untrack(self, task: Task) -> None:
         """Stop heartbeating this attempt; a later attempt of the task this process already runs (its retry,
@@ -130,28 +150,34 @@ class Heartbeats:
         if self._expired(entry):
             self._terminate(f"no successful heartbeat for {silent_for:.1f}s on task {entry.ref.id}")
             return
+        try:
+            landed = self._write_beat(entry)
+        except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
+            self._missed(entry, f"{type(error).__name__}: {error}")
+            return
+        if not landed and self._still_running(entry):
+            # The task moved on without us (re-enqueued, or its attempt changed): stop now.
+            self._terminate(f"lease on task {entry.ref.id} attempt {entry.attempt} was lost")
+
+    def _write_beat(self, entry: _Running) -> bool:
+        """One heartbeat of the entry's attempt; whether it landed (what the write raises, raised)."""
         now = self._clock()
         next_at = now + timedelta(seconds=self._timeouts.heartbeat)
         moves = lifecycle.heartbeat_moves_entry(entry.entry_due, now, self._timeouts.heartbeat)
         transition = lifecycle.HEARTBEAT if moves else lifecycle.HEARTBEAT_STAMP
         change = Change(now=now, attempt=entry.attempt, next_at=next_at)
         sent = time.monotonic()
-        try:
-            outcome = self._store.transition(entry.ref, transition, change)
-        except Exception as error:  # noqa: BLE001 - a miss; three in a row end the process
-            self._missed(entry, f"{type(error).__name__}: {error}")
-            return
-        if outcome.applied:
-            entry.last_ok, entry.misses = sent, 0
-            if moves:
-                entry.entry_due = next_at
-            if self._on_beat is not None:
-                with self._lock:
-                    self._to_renew[entry.ref.id] = entry.task
-                self._renewals_due.set()
-        elif self._still_running(entry):
-            # The task moved on without us (re-enqueued, or its attempt changed): stop now.
-            self._terminate(f"lease on task {entry.ref.id} attempt {entry.attempt} was lost")
+        outcome = self._store.transition(entry.ref, transition, change)
+        if not outcome.applied:
+            return False
+        entry.last_ok, entry.misses = sent, 0
+        if moves:
+            entry.entry_due = next_at
+        if self._on_beat is not None:
+            with self._lock:
+                self._to_renew[entry.ref.id] = entry.task
+            self._renewals_due.set()
+        return True
 
     def _renew_as_due(self) -> None:
         while not self._stop.is_set():
