@@ -403,6 +403,14 @@ class ScheduleRequest(BaseModel):
             raise refusal("on_conflict applies to a task with a flow_key", "on_conflict")
         return self
 
+    def in_utc(self) -> ScheduleRequest:
+        """The request with its times as UTC instants (itself where they are already): the offset a time is
+        written with is not what the request asks for, so a repeat from another time zone is the same one."""
+        times = {name: at.astimezone(UTC) for name in ("run_at", "expire_at") if (at := getattr(self, name))}
+        if all(at.utcoffset() == getattr(self, name).utcoffset() for name, at in times.items()):
+            return self
+        return self.model_copy(update=times)
+
     def due_time(self, now: datetime) -> datetime:
         if self.run_at is not None:
             return self.run_at.astimezone(UTC)

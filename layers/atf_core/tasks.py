@@ -58,15 +58,20 @@ def build_task(config: StackConfig, request: ScheduleRequest, now: datetime) -> 
 
 
 def fingerprint_of(config: StackConfig, request: ScheduleRequest) -> Fingerprint:
-    """The request's fingerprint, a priority or max_attempts equal to the lambda's default taken as left out:
-    the task is the same either way, so a repeat that names the default (or leaves out what the first
-    named) is the same request. It carries the fingerprint of the request as given, which versions before
-    this one stored: their tasks' repeats still match."""
-    as_given = request.fingerprint()
+    """The request's fingerprint, a priority or max_attempts equal to the lambda's default taken as left out,
+    and its times as UTC instants: the task is the same either way, so a repeat that names the default (or
+    leaves out what the first named), or writes a time with another offset, is the same request. It carries
+    the fingerprints earlier versions stored for it (the request as given; then with the defaults left out
+    and the times as given): their tasks' repeats still match."""
+    earlier = [request.fingerprint()]
     left_out = config.lambda_named(request.lambda_).defaults_left_out(request.priority, request.max_attempts)
-    if left_out == {"priority": request.priority, "max_attempts": request.max_attempts}:
-        return Fingerprint.of(as_given)  # names no default: one digest, not two
-    return Fingerprint.of(request.model_copy(update=left_out).fingerprint(), as_given)
+    same = request
+    if left_out != {"priority": request.priority, "max_attempts": request.max_attempts}:
+        same = request.model_copy(update=left_out)
+        earlier.append(same.fingerprint())
+    in_utc = same.in_utc()
+    current = earlier[-1] if in_utc is same else in_utc.fingerprint()  # a request naming neither: one digest
+    return Fingerprint.of(current, *earlier)
 
 
 class Scheduling:
