@@ -351,7 +351,10 @@ class Chains:
     def _load(self, chain_id: str, lambda_name: str | None = None) -> StoredChain:
         """The stored chain; with `lambda_name`, a chain is that lambda's when every link runs it (a chain
         spanning lambdas is an all-lambdas one): another is answered as none, so a scoped caller learns nothing.
-        A chain's links never change lambda, so the check needs no condition in later writes."""
+        A chain's links never change lambda, so the check needs no condition in later writes. A lambda the stack
+        does not have is refused as unknown."""
+        if lambda_name is not None:
+            self._config.lambda_named(lambda_name)
         raw = self._items.get(_chain_item(chain_id))
         spec = ChainSpec.model_validate_json(raw["cspec"], context=STORED) if raw is not None else None
         if raw is None or spec is None or (lambda_name is not None and _lambdas(spec) != {lambda_name}):

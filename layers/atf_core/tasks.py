@@ -97,7 +97,10 @@ class Scheduling:
             return result
 
     def get(self, task_id: str, lambda_name: str | None = None) -> Task:
-        """The task; with `lambda_name` (a lambda's own route), a task of another lambda is not found either."""
+        """The task; with `lambda_name` (a lambda's own route), a task of another lambda is not found either, and
+        a lambda the stack does not have is refused as unknown (a typo must not read as a missing task)."""
+        if lambda_name is not None:
+            self._config.lambda_named(lambda_name)
         task = self._store.get(task_id)
         if task is None or (lambda_name is not None and task.lambda_ != lambda_name):
             raise NotFound(f"no task {task_id!r}", "id")
