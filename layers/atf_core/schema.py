@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    AllowInfNan,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -105,6 +106,16 @@ def from_ms(millis: int | float) -> datetime:
 
 def maybe_from_ms(millis: int | float | None) -> datetime | None:
     return None if millis is None else from_ms(millis)
+
+
+def decode_json(text: str | bytes) -> Any:
+    """JSON as RFC 8259 has it: Python's reader also takes NaN, Infinity and -Infinity, which JSON has no words
+    for (a ValueError here, as for any text that is not JSON)."""
+    return json.loads(text, parse_constant=_not_json)
+
+
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not a JSON value")
 
 
 def encode_payload(payload: dict[str, Any]) -> str:
@@ -276,7 +287,8 @@ Moment = Annotated[datetime, BeforeValidator(_a_time), AfterValidator(_zoned)]
 # be written with a value its caller never sent). A whole number is still a number. Times stay lax: JSON
 # carries them as strings.
 JsonInt = Annotated[int, Strict()]
-JsonNumber = Annotated[float, Strict()]
+# Not NaN nor an infinity: neither is a number JSON can carry, and NaN compares false with every bound.
+JsonNumber = Annotated[float, Strict(), AllowInfNan(False)]
 JsonBool = Annotated[bool, Strict()]
 
 # An attempt's time limit wherever one is set (a lambda, a task, a chain's link, a periodic schedule).

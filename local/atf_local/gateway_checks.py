@@ -13,10 +13,10 @@ Both answer in the frontend's error shape, as the deployed API's GatewayResponse
 
 from __future__ import annotations
 
-import json
 import re
 
 from atf_core.access import DOCUMENT, ROUTES, WITH_BODY
+from atf_core.schema import decode_json
 from atf_local.gateway_auth import MISSING, Headers, Refusal
 
 _PARAMETER = re.compile(r"^\{[a-z_]+\}$")
@@ -47,7 +47,7 @@ def invalid_body(method: str, headers: Headers, body: bytes) -> Refusal | None:
     if method.upper() not in WITH_BODY or media_type != "application/json" or not body:
         return None
     try:
-        parsed = json.loads(body)
+        parsed = decode_json(body)  # API Gateway's validator reads JSON strictly: NaN is no JSON value
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):

@@ -28,6 +28,26 @@ TOO_DEEP = nested(MAX_JSON_DEPTH + 1)
 CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     # API Gateway's request validator: a JSON body that is not a JSON object never reaches the function
     ("malformed JSON", "POST", "/v1/tasks", b'{"lambda": "work",', "application/json", 400, "invalid_input", "body"),
+    (
+        "NaN is no JSON",
+        "POST",
+        "/v1/tasks",
+        b'{"lambda": "work", "delay_seconds": NaN}',
+        "application/json",
+        400,
+        "invalid_input",
+        "body",
+    ),
+    (
+        "an infinity is no JSON",
+        "POST",
+        "/v1/tasks",
+        b'{"lambda": "work", "delay_seconds": Infinity}',
+        "application/json",
+        400,
+        "invalid_input",
+        "body",
+    ),
     ("not an object", "POST", "/v1/tasks", [GOOD], "application/json", 400, "invalid_input", "body"),
     ("empty body", "POST", "/v1/tasks", None, "application/json", 400, "missing_field", "body"),
     ("missing lambda", "POST", "/v1/tasks", {"payload": {}}, "application/json", 400, "missing_field", "lambda"),
