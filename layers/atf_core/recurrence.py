@@ -136,6 +136,14 @@ class ScheduleSpec(BaseModel):
             raise refusal("give exactly one of cron or every_seconds", "every_seconds")
         return self
 
+    @model_validator(mode="after")
+    def _zone_with_cron(self, info: ValidationInfo) -> ScheduleSpec:
+        # A rate runs every so many seconds in any zone: one named with it would be stored and shown, meaning
+        # nothing. A schedule stored before this check still reads.
+        if self.every_seconds is not None and self.timezone != "UTC" and not read_back(info):
+            raise refusal("timezone applies to a cron schedule; every_seconds runs at its rate in any zone", "timezone")
+        return self
+
     def due(self, after: datetime, up_to: datetime, anchor: datetime) -> Occurrences:
         """The occurrences in (after, up_to]: how many, and the latest of them, as many as the catch-up policy
         may run. The latest are found from up_to backwards, so a gap of any length costs the same to fire."""

@@ -119,6 +119,7 @@ def test_stats_show_the_lambdas_schedules(client: AtfClient) -> None:
         ({"lambda": "chore", "cron": "* * * * *", "every_seconds": 5}, "every_seconds"),
         ({"lambda": "chore", "every_seconds": 0.5}, "every_seconds"),
         ({"lambda": "chore", "every_seconds": 5, "timezone": "Mars/Olympus"}, "timezone"),
+        ({"lambda": "chore", "every_seconds": 5, "timezone": "Europe/Paris"}, "timezone"),
         ({"lambda": "chore", "every_seconds": 5, "overlap": "queue"}, "overlap"),
         ({"lambda": "chore", "every_seconds": 5, "catch_up_limit": 0}, "catch_up_limit"),
         ({"lambda": "chore", "every_seconds": 5, "when": "now"}, "when"),

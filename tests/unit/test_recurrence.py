@@ -8,8 +8,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from pydantic import ValidationError
 
 from atf_core.recurrence import COUNTED_AT_MOST, ScheduleSpec
+from atf_core.schema import STORED
 
 ANCHOR = datetime(2027, 1, 1, tzinfo=UTC)
 PARIS = ZoneInfo("Europe/Paris")
@@ -105,11 +107,23 @@ def test_a_zone_file_that_is_not_an_iana_zone_is_refused(zone: str) -> None:
 
 
 def test_iana_zones_are_taken() -> None:
-    assert [spec(every_seconds=60, timezone=zone).timezone for zone in ("UTC", "Europe/Paris", "EST5EDT")] == [
+    assert [spec(cron="0 3 * * *", timezone=zone).timezone for zone in ("UTC", "Europe/Paris", "EST5EDT")] == [
         "UTC",
         "Europe/Paris",
         "EST5EDT",
     ]
+
+
+def test_a_zone_is_refused_beside_every_seconds_naming_it() -> None:
+    """A rate runs every so many seconds in any zone: the zone would be stored and shown, and mean nothing."""
+    with pytest.raises(ValidationError) as caught:
+        spec(every_seconds=60, timezone="Europe/Paris")
+    assert "timezone applies to a cron schedule" in str(caught.value)
+    assert spec(every_seconds=60, timezone="UTC").every_seconds == 60
+    stored = ScheduleSpec.model_validate(
+        {"lambda": "work", "every_seconds": 60, "timezone": "Europe/Paris"}, context=STORED
+    )
+    assert stored.timezone == "Europe/Paris"  # one stored before the check still reads
 
 
 @pytest.mark.parametrize(
