@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from urllib.parse import quote, urlencode
@@ -214,16 +214,13 @@ def task_page(task: Task) -> str:
 # -- dead letters ------------------------------------------------------------------
 
 
-def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter, found: list[DeadLetter]) -> str:
-    options = "".join(
-        f"<option{' selected' if n == chosen.lambda_name else ''}>{escape(n)}</option>" for n in config.lambdas
-    )
-    collection, error_type = escape(chosen.collection or ""), escape(chosen.error_type or "")
-    filters = (
-        f'<select name="lambda" aria-label="lambda">{options}</select> '
-        f'<input name="collection" value="{collection}" placeholder="collection" aria-label="collection"> '
-        f'<input name="error_type" value="{error_type}" placeholder="error class" aria-label="error class"> '
-    )
+def dead_letters_page(
+    config: StackConfig, form: Mapping[str, str], chosen: DeadLetterFilter | None, found: list[DeadLetter]
+) -> str:
+    """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`)."""
+    filters = f"<section><h2>Dead letters</h2>{_dead_letter_filter(config, form)}</section>"
+    if chosen is None:
+        return filters
     rows = [
         [f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection), cell(d.priority),
          cell(d.error_type or "-"), cell(when(d.died_at))]
@@ -231,25 +228,41 @@ def dead_letters_page(config: StackConfig, chosen: DeadLetterFilter, found: list
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
-    # The redrive acts on the selection shown: the filter travels in hidden fields.
+    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, len(found))}</p></section>"
+
+
+def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
+    typed = form.get("lambda", "")
+    # A lambda the stack has not is not shown as another one chosen: the select says to choose one.
+    unknown = "" if typed in config.lambdas else '<option value="" selected>choose a lambda</option>'
+    options = unknown + "".join(
+        f"<option{' selected' if n == typed else ''}>{escape(n)}</option>" for n in config.lambdas
+    )
+    collection, error_type = escape(form.get("collection", "")), escape(form.get("error_type", ""))
+    return (
+        f'<form method="get" action="/dead-letters" id="filter"><select name="lambda" aria-label="lambda">'
+        f"{options}</select> "
+        f'<input name="collection" value="{collection}" placeholder="collection" aria-label="collection"> '
+        f'<input name="error_type" value="{error_type}" placeholder="error class" aria-label="error class"> '
+        '<button type="submit">Filter</button></form>'
+    )
+
+
+def _redrive_form(chosen: DeadLetterFilter, count: int) -> str:
+    # The redrive acts on the selection shown: the filter, as checked, travels in hidden fields.
     selection = "".join(
-        f'<input type="hidden" name="{name}" value="{value}">'
+        f'<input type="hidden" name="{name}" value="{escape(value or "")}">'
         for name, value in (
-            ("lambda", escape(chosen.lambda_name)),
-            ("collection", collection),
-            ("error_type", error_type),
+            ("lambda", chosen.lambda_name),
+            ("collection", chosen.collection),
+            ("error_type", chosen.error_type),
         )
     )
-    redrive = (
+    return (
         f'<form method="post" action="/dead-letters/redrive" id="redrive">{selection}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
-        f'<button type="submit" class="resume">Redrive these {len(found)}</button></form>'
-    )
-    return (
-        f'<section><h2>Dead letters</h2><form method="get" action="/dead-letters" id="filter">{filters}'
-        f'<button type="submit">Filter</button></form></section>'
-        f"<section>{listing}<p>{redrive}</p></section>"
+        f'<button type="submit" class="resume">Redrive these {count}</button></form>'
     )
 
 

@@ -27,7 +27,6 @@ from pydantic import ValidationError
 from atf_core.api import BulkRescheduleRequest, GateRequest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
-from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError, from_validation
 from atf_core.schema import gate_scope, utcnow
 from atf_local.background import BackgroundServer, LocalHTTPServer
@@ -106,10 +105,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
     def _dead_letters(self, query: Form, message: str = "", error: bool = False) -> None:
-        chosen = _selection(query, self.server.config) or DeadLetterFilter(next(iter(self.server.config.lambdas)))
-        found = self.server.data.dead_letters(chosen)
-        body = pages.dead_letters_page(self.server.config, chosen, found)
+        config = self.server.config
+        # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
+        form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
+        try:
+            chosen = waiting.dead_letter_selection(config, form)
+        except AtfError as refused:
+            self._refused_dead_letters(form, refused)
+            return
+        body = pages.dead_letters_page(config, form, chosen, self.server.data.dead_letters(chosen))
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
+
+    def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
+        """The filter as typed, with the reason, and nothing listed: no redrive form for any other selection."""
+        body = pages.dead_letters_page(self.server.config, form, None, [])
+        self._html(HTTPStatus.OK, self._page("Dead letters", body, f"{refused.code}: {refused}", error=True))
 
     def _waiting(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
         found = None
@@ -138,9 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         return pages.back_to("/", message=f"{gate.action.value.capitalize()} gate on {gate.scope}")
 
     def _redrive(self, form: Form) -> None:
-        chosen = _selection(form, self.server.config)
-        if chosen is None:
-            self._dead_letters(form, "Choose a lambda", error=True)
+        try:
+            chosen = waiting.dead_letter_selection(self.server.config, form)
+        except AtfError as refused:  # a selection other than the page's: nothing written, nothing listed
+            self._refused_dead_letters(form, refused)
             return
         try:
             per_second = waiting.redrive_rate(form)
@@ -200,15 +211,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _form(text: str) -> Form:
     return {key: values[-1] for key, values in parse_qs(text, keep_blank_values=True).items()}
-
-
-def _selection(form: Form, config: StackConfig) -> DeadLetterFilter | None:
-    lambda_name = form.get("lambda", "")
-    if lambda_name not in config.lambdas:
-        return None
-    return DeadLetterFilter(
-        lambda_name, collection=form.get("collection") or None, error_type=form.get("error_type") or None
-    )
 
 
 class _Server(LocalHTTPServer):

@@ -26,6 +26,7 @@ from atf_core.api import (
 )
 from atf_core.bulk import WAITING, BulkChange
 from atf_core.config import StackConfig
+from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import InputError, input_error
 from atf_core.schema import Task
 from atf_core.vocabulary import MAX_BULK
@@ -62,6 +63,14 @@ def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSe
 def redrive_rate(form: Mapping[str, str]) -> float | None:
     """The dead-letter page's per_second, checked as the redrive route checks it (blank: all at once)."""
     return _parsed(RedriveRequest, form, ("per_second",)).per_second
+
+
+def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadLetterFilter:
+    """The dead-letter page's filter, checked as the dead-letter routes check theirs: a lambda the stack
+    has (UnknownLambda, naming it, if not) and a collection and error class their patterns take."""
+    lambda_name = form.get("lambda", "")
+    config.lambda_named(lambda_name)
+    return _parsed(RedriveRequest, form, ("collection", "error_type")).filter(lambda_name)
 
 
 def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:

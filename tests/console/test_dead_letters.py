@@ -1,0 +1,74 @@
+"""The dead-letter page's filter, checked as the API's dead-letter routes check theirs, over HTTP."""
+
+from __future__ import annotations
+
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from atf_core.schema import TaskStatus
+from tests.console.conftest import ConsoleStack
+
+
+def get(stack: ConsoleStack, path: str) -> str:
+    with urllib.request.urlopen(f"{stack.console}{path}", timeout=30) as reply:
+        return reply.read().decode()
+
+
+def post(stack: ConsoleStack, path: str, form: dict[str, str]) -> str:
+    data = urllib.parse.urlencode(form).encode()
+    request = urllib.request.Request(f"{stack.console}{path}", data=data, headers={"Origin": stack.console})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return reply.read().decode()
+
+
+@pytest.fixture(scope="module")
+def dead_work(console_stack: ConsoleStack) -> list[str]:
+    """Dead letters of the stack's first lambda, the one a page that named no lambda would show."""
+    assert next(iter(console_stack.config.lambdas)) == "work"
+    ids = [console_stack.client.schedule("work", {"fatal": "bad input"}, collection="filtered").id for _ in range(2)]
+    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    return ids
+
+
+def test_an_unknown_lambda_is_refused_not_swapped_for_the_first(
+    console_stack: ConsoleStack, dead_work: list[str]
+) -> None:
+    page = get(console_stack, "/dead-letters?lambda=nope")
+    assert "unknown_lambda" in page and "nope" in page, page[-2000:]
+    # Neither the first lambda's letters nor a form that would redrive them
+    assert 'id="redrive"' not in page and not any(i in page for i in dead_work)
+    assert "<option selected>work" not in page
+
+
+def test_the_header_link_without_a_lambda_shows_the_first(console_stack: ConsoleStack, dead_work: list[str]) -> None:
+    page = get(console_stack, "/dead-letters")
+    assert "<option selected>work" in page and 'id="redrive"' in page and all(i in page for i in dead_work)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [("collection=bad%20coll", "collection"), ("error_type=1bad%20class", "error_type")],
+    ids=["a collection no task can carry", "an error class no exception has"],
+)
+def test_a_filter_the_api_refuses_is_refused_naming_the_field(
+    console_stack: ConsoleStack, dead_work: list[str], query: str, named: str
+) -> None:
+    page = get(console_stack, f"/dead-letters?lambda=work&{query}")
+    assert "invalid_input" in page and named in page, page[-2000:]
+    assert 'id="redrive"' not in page
+
+
+@pytest.mark.parametrize(
+    "form",
+    [{"lambda": "nope"}, {"lambda": ""}, {"lambda": "work", "collection": "bad coll"}],
+    ids=["an unknown lambda", "no lambda", "a bad collection"],
+)
+def test_a_redrive_of_a_refused_selection_changes_nothing(
+    console_stack: ConsoleStack, dead_work: list[str], form: dict[str, str]
+) -> None:
+    page = post(console_stack, "/dead-letters/redrive", form)
+    assert "unknown_lambda" in page or "invalid_input" in page, page[-2000:]
+    assert 'id="redrive"' not in page
+    assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
