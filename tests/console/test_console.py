@@ -168,6 +168,41 @@ def test_a_post_from_another_origin_is_refused(console_stack: ConsoleStack, orig
 
 
 @pytest.mark.parametrize(
+    "headers",
+    [{}, {"Referer": "http://evil.example/page"}, {"Referer": "null"}],
+    ids=["neither Origin nor Referer", "a Referer elsewhere", "a Referer of no page"],
+)
+def test_a_post_that_names_no_console_page_is_refused(console_stack: ConsoleStack, headers: dict[str, str]) -> None:
+    # curl -X POST -d 'lambda=work&action=pause' .../gates: no Origin, so nothing says the console sent it
+    request = urllib.request.Request(
+        f"{console_stack.console}/gates", data=b"action=pause&lambda=work", headers=headers
+    )
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        console_stack.client.resume("work")  # taken: lift the gate, so the tests after this one are not held
+        raise AssertionError("the console accepted a POST that names none of its pages")
+    except urllib.error.HTTPError as error:
+        assert error.code == 403
+        assert "Origin" in error.read().decode()
+    assert not console_stack.client.gates()
+
+
+def test_a_post_without_origin_from_a_console_page_is_taken(console_stack: ConsoleStack) -> None:
+    # A browser that sent no Origin still names the page: its Referer, one of the console's
+    request = urllib.request.Request(
+        f"{console_stack.console}/gates",
+        data=b"action=pause&lambda=mail&reason=referer",
+        headers={"Referer": f"{console_stack.console}/?refresh=5"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert "Pause gate on mail/*" in reply.read().decode()
+        assert [g.scope for g in console_stack.client.gates()] == ["mail/*"]
+    finally:  # the other tests run mail's tasks
+        console_stack.client.resume("mail")
+
+
+@pytest.mark.parametrize(
     ("form", "named"),
     [(b"lambda=work&action=bogus", "action"), (b"lambda=work&action=pause&collection=bad%20coll!", "collection")],
     ids=["an unknown action", "a collection no task can carry"],
@@ -177,7 +212,9 @@ def test_a_gate_form_the_core_refuses_answers_a_page_naming_the_field(
 ) -> None:
     # Given the gate form, filled with a value the API's models refuse; when it is sent (the connection had dropped)
     request = urllib.request.Request(
-        f"{console_stack.console}/gates", data=form, headers={"Content-Type": "application/x-www-form-urlencoded"}
+        f"{console_stack.console}/gates",
+        data=form,
+        headers={"Origin": console_stack.console, "Content-Type": "application/x-www-form-urlencoded"},
     )
     with urllib.request.urlopen(request, timeout=10) as reply:
         page = reply.read().decode()

@@ -42,7 +42,8 @@ def filter_by(page: Any, stack: ConsoleStack, collection: str) -> None:
 
 def post(stack: ConsoleStack, path: str, form: dict[str, str]) -> str:
     data = urllib.parse.urlencode(form).encode()
-    with urllib.request.urlopen(f"{stack.console}{path}", data=data, timeout=30) as reply:
+    request = urllib.request.Request(f"{stack.console}{path}", data=data, headers={"Origin": stack.console})
+    with urllib.request.urlopen(request, timeout=30) as reply:
         return reply.read().decode()
 
 

@@ -10,8 +10,9 @@
     POST /tasks/<id>/change     change the run time, priority or payload of a task not yet claimed
     GET  /api/snapshot          the overview as JSON, for `atf top --console-url`
 
-A POST from another origin is refused: any page a browser visits could
-otherwise post to a console on loopback.
+A POST is refused (403) unless its Origin, or with no Origin its Referer, is
+the console itself: any page a browser visits could otherwise post to a
+console on loopback.
 """
 
 from __future__ import annotations
@@ -62,11 +63,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         form = _form(self.rfile.read(length).decode("utf-8", "replace")) if length else {}
-        # A browser names the page a POST comes from; "null" is an opaque one (a sandboxed frame, a data: or
-        # file: page) that any site can make, so only this console's own pages, or a client that is no browser.
-        origin = self.headers.get("Origin")
-        if origin not in (None, f"http://{self.headers.get('Host')}"):
-            self._html(HTTPStatus.FORBIDDEN, self._page("Refused", "", "Cross-origin request refused", error=True))
+        if not _from_console(self.headers.get("Origin"), self.headers.get("Referer"), self.headers.get("Host")):
+            why = "Refused: a POST must name the console as its Origin (or, without one, its Referer)"
+            self._html(HTTPStatus.FORBIDDEN, self._page("Refused", "", why, error=True))
             return
         path = urlsplit(self.path).path
         try:
@@ -211,6 +210,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _form(text: str) -> Form:
     return {key: values[-1] for key, values in parse_qs(text, keep_blank_values=True).items()}
+
+
+def _from_console(origin: str | None, referer: str | None, host: str | None) -> bool:
+    """Whether a POST names one of the console's own pages as where it comes from.
+
+    A browser sends Origin on every POST; "null" is an opaque page (a sandboxed frame, a data: or file: page)
+    that any site can make. A request that names no page at all is refused too, rather than taken as some
+    client that is no browser: nothing tells it from a browser that left both headers out, and a client
+    that means it can send the console's Origin.
+    """
+    if not host:
+        return False
+    console = f"http://{host}"
+    if origin is not None:
+        return origin == console
+    came_from = urlsplit(referer or "")
+    return f"{came_from.scheme}://{came_from.netloc}" == console
 
 
 class _Server(LocalHTTPServer):
