@@ -1,13 +1,17 @@
-"""The dead-letter page's filter, checked as the API's dead-letter routes check theirs, over HTTP."""
+"""The dead-letter page: its filter, checked as the API's dead-letter routes check theirs (over HTTP), and
+what a redrive says it did."""
 
 from __future__ import annotations
 
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 
 import pytest
 
+from atf_core.deadletters import BulkResult, DeadLetter, position_text
 from atf_core.schema import TaskStatus
+from atf_local.console.pages import redrive_message
 from tests.console.conftest import ConsoleStack
 
 
@@ -72,3 +76,21 @@ def test_a_redrive_of_a_refused_selection_changes_nothing(
     assert "unknown_lambda" in page or "invalid_input" in page, page[-2000:]
     assert 'id="redrive"' not in page
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
+
+
+def _result(dry_run: bool, more: bool) -> BulkResult:
+    died = datetime(2026, 1, 1, tzinfo=UTC)
+    letters = [DeadLetter(f"{i:032x}", "work", "c", "normal", "Fatal", died) for i in range(3)]
+    next_ = position_text(letters[-1]) if more else None
+    return BulkResult(dry_run, letters, changed=0 if dry_run else 3, more=more, next=next_)
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["a redrive", "a dry run"])
+def test_the_redrive_message_says_when_more_of_the_selection_are_dead(dry_run: bool) -> None:
+    # Given a call that reached the oldest `limit` letters of a selection that holds more (the core's `more`)
+    said = redrive_message(_result(dry_run, more=True))
+    # Then the message says more are dead, and (for a real redrive) that another redrive takes the next ones
+    assert "More of the selection are dead" in said, said
+    assert ("redrive again for the next ones" in said) is not dry_run, said
+    # And a call that reached the whole selection says nothing of the kind
+    assert "More" not in redrive_message(_result(dry_run, more=False))

@@ -271,7 +271,17 @@ def redrive_message(result: BulkResult) -> str:
     count = len(result.matched) if result.dry_run else result.changed
     span = f" ({when(result.first_at)} to {when(result.last_at)} UTC)" if result.first_at and count else ""
     busy = f" {len(result.key_busy)} left: another task holds their singleton flow key." if result.key_busy else ""
-    return f"{verb.capitalize()} {count} of {len(result.matched)} matching dead letters{span}.{busy}"
+    message = f"{verb.capitalize()} {count} of {len(result.matched)} matching dead letters{span}.{busy}"
+    return message + _more_dead(result)
+
+
+def _more_dead(result: BulkResult) -> str:
+    """What the call did not reach: a call takes the oldest `limit` of a selection, the rest stay dead."""
+    if not result.more:
+        return ""
+    if result.dry_run:  # a dry run changed nothing: another one would list the same letters again
+        return " More of the selection are dead than this dry run reached."
+    return " More of the selection are dead: redrive again for the next ones."
 
 
 def back_to(path: str, **params: str) -> str:
