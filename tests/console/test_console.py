@@ -221,3 +221,19 @@ def test_a_gate_form_the_core_refuses_answers_a_page_naming_the_field(
     # Then the page it lands on names the field, and no gate was set
     assert "invalid_input" in page and named in page, page[-2000:]
     assert not console_stack.client.gates()
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "taken"),
+    [
+        ("http://127.0.0.1:8081", "127.0.0.1:8081", True),
+        ("http://localhost:8081", "localhost:8081", True),
+        ("http://[::1]:8081", "[::1]:8081", True),
+        # a page of a site whose name resolves to 127.0.0.1 (DNS rebinding) names its own host in both
+        ("http://rebound.example:8081", "rebound.example:8081", False),
+    ],
+)
+def test_a_post_is_taken_only_from_the_console_on_a_loopback_name(origin: str, host: str, taken: bool) -> None:
+    from atf_local.console.server import _from_console
+
+    assert _from_console(origin, None, host) is taken

@@ -212,6 +212,9 @@ def _form(text: str) -> Form:
     return {key: values[-1] for key, values in parse_qs(text, keep_blank_values=True).items()}
 
 
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
 def _from_console(origin: str | None, referer: str | None, host: str | None) -> bool:
     """Whether a POST names one of the console's own pages as where it comes from.
 
@@ -220,7 +223,9 @@ def _from_console(origin: str | None, referer: str | None, host: str | None) -> 
     client that is no browser: nothing tells it from a browser that left both headers out, and a client
     that means it can send the console's Origin.
     """
-    if not host:
+    # The Host must be a loopback name too: a site whose name resolves to 127.0.0.1 (DNS rebinding) would
+    # otherwise send its own name as both Host and Origin, and match.
+    if not host or urlsplit(f"http://{host}").hostname not in LOOPBACK_NAMES:
         return False
     console = f"http://{host}"
     if origin is not None:
