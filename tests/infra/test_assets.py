@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import re
 import shutil
 import subprocess
@@ -40,8 +41,22 @@ def test_source_bundling_copies_atf_core_alone(tmp_path: Path) -> None:
     assert layer.LocalLayerBundling(core_source(), with_dependencies=False).try_bundle(str(tmp_path), None)
     package = tmp_path / "python" / "atf_core"
     assert (package / "definitions.py").read_text() == (ROOT / "layers" / "atf_core" / "definitions.py").read_text()
-    assert not list(package.rglob("__pycache__"))
     assert sorted(p.name for p in (tmp_path / "python").iterdir()) == ["atf_core"]
+
+
+def test_the_layer_carries_its_bytecode_as_lambda_would_read_it_and_the_same_each_time(tmp_path: Path) -> None:
+    """/opt is read-only on Lambda: bytecode not shipped is compiled anew at every cold start."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        assert layer.LocalLayerBundling(core_source(), with_dependencies=False).try_bundle(str(out), None)
+    package = first / "python" / "atf_core"
+    compiled = package / "__pycache__" / f"definitions.{sys.implementation.cache_tag}.pyc"
+    code = marshal.loads(compiled.read_bytes()[16:])
+    assert code.co_filename == "/opt/python/atf_core/definitions.py"  # where Lambda puts the layer
+    assert int.from_bytes(compiled.read_bytes()[4:8], "little") & 0b11 == 0b11  # checked by the source's hash
+    sources = {p.relative_to(first): p.read_bytes() for p in first.rglob("*") if p.is_file()}
+    assert sources == {p.relative_to(second): p.read_bytes() for p in second.rglob("*") if p.is_file()}
+    assert {p.stem for p in package.glob("*.py")} <= {p.name.split(".")[0] for p in (package / "__pycache__").iterdir()}
 
 
 def test_pip_bundling_installs_the_requirements_next_to_atf_core(
@@ -68,6 +83,8 @@ def test_function_package_keeps_its_import_path_and_gets_the_configuration(tmp_p
     assert (tmp_path / "functions" / "consumer" / "handler.py").is_file()
     assert not (tmp_path / "functions" / "frontend").exists()
     assert (tmp_path / CONFIG_FILE).read_text() == '{"name": "atf-x"}'
+    compiled = tmp_path / "functions" / "consumer" / "__pycache__" / f"handler.{sys.implementation.cache_tag}.pyc"
+    assert marshal.loads(compiled.read_bytes()[16:]).co_filename == "/var/task/functions/consumer/handler.py"
 
 
 @pytest.mark.parametrize(

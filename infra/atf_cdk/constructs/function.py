@@ -21,7 +21,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from atf_cdk.builders import log_group
-from atf_cdk.constructs.layer import ARCHITECTURE, RUNTIME
+from atf_cdk.constructs.layer import ARCHITECTURE, RUNTIME, compile_for_lambda
 from atf_cdk.nag import acknowledge
 from atf_cdk.sources import functions_source
 from atf_core.config import CONFIG_ENV, CONFIG_FILE_ENV, StackConfig
@@ -48,6 +48,7 @@ class CopyPackage:
         shutil.copytree(self._source / self._name, target / self._name, ignore=_IGNORE)
         shutil.copy2(self._source / "__init__.py", target / "__init__.py")
         (Path(output_dir) / CONFIG_FILE).write_text(self._config)
+        compile_for_lambda(target, "/var/task/functions")
         return True
 
 
