@@ -3,17 +3,26 @@
 Where a call knows the lambda, it takes the lambda's route (/v1/lambdas/{lambda}/...), which IAM can grant
 per lambda; without one, the all-lambdas route, which only a principal granted every lambda may call.
 
-Names are escaped into one path segment each: valid ids, lambdas and collections need no escaping
-(":" is allowed in a segment), and anything else stays one segment so the server refuses it, naming it.
+Every id and name is checked against the pattern the API's route holds it to before it goes into a path:
+an empty one or one with a "/" would route elsewhere (a 403 for no route, or another route's refusal), so
+it is refused here as the API refuses a bad path parameter, InputError naming it. Checked ones need no
+escaping (":" is allowed in a segment); they are escaped all the same, one segment each.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from atf_core.errors import InputError
+from pydantic import StringConstraints, TypeAdapter, ValidationError
+
+from atf_core.api import TASK_ID_PATTERN
+from atf_core.chains import LINK_NAME_PATTERN
+from atf_core.errors import InputError, input_error
+from atf_core.recurrence import SCHEDULE_NAME_PATTERN
+from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
 
 TASKS = "/v1/tasks"
 BATCH = "/v1/tasks/batch"
@@ -23,8 +32,33 @@ CHAINS = "/v1/chains"
 OPENAPI = "/v1/openapi.json"
 
 
+# Each path parameter: the field the API names when refusing it, and the pattern its route holds it to
+# (functions/frontend/params.py).
+TASK_ID = ("id", TASK_ID_PATTERN)
+CHAIN_ID = ("id", TASK_ID_PATTERN)
+LAMBDA = ("lambda", NAME_PATTERN)
+COLLECTION = ("collection", COLLECTION_PATTERN)
+SCHEDULE_NAME = ("name", SCHEDULE_NAME_PATTERN)
+LINK_NAME = ("link", LINK_NAME_PATTERN)
+
+
 def segment(value: str) -> str:
     return quote(str(value), safe=":")
+
+
+@cache
+def _matching(pattern: str) -> TypeAdapter[str]:
+    return TypeAdapter(Annotated[str, StringConstraints(pattern=pattern)])
+
+
+def checked(value: str, parameter: tuple[str, str]) -> str:
+    """`value` as one path segment, once it matches its parameter's pattern; else InputError naming it."""
+    field, pattern = parameter
+    try:
+        _matching(pattern).validate_python(value, strict=True)
+    except ValidationError as error:
+        raise input_error(error, within=field) from None
+    return segment(value)
 
 
 def with_query(path: str, params: dict[str, Any]) -> str:
@@ -34,7 +68,7 @@ def with_query(path: str, params: dict[str, Any]) -> str:
 
 def lambda_root(lambda_name: str) -> str:
     """Where one lambda's routes are: IAM can grant them for that lambda only (atf_core.access)."""
-    return f"/v1/lambdas/{segment(lambda_name)}"
+    return f"/v1/lambdas/{checked(lambda_name, LAMBDA)}"
 
 
 def tasks(lambda_name: str | None) -> str:
@@ -49,7 +83,7 @@ def batch(lambda_name: str | None) -> str:
 def task(task_id: str, lambda_name: str | None = None) -> str:
     """A task by id: the lambda's route when the caller names it (a task of another lambda is then not
     found), the all-lambdas route otherwise (a principal granted every lambda may call it)."""
-    return f"{tasks(lambda_name)}/{segment(task_id)}"
+    return f"{tasks(lambda_name)}/{checked(task_id, TASK_ID)}"
 
 
 def task_change(task_id: str, lambda_name: str | None = None) -> str:
@@ -65,9 +99,9 @@ def gate(lambda_name: str, collection: str | None) -> str:
     path = f"{lambda_root(lambda_name)}/gates"
     if collection is None:
         return path
-    if collection == "":  # the path would end in "/", which routes to the whole lambda's gate
+    if collection == "":  # said apart from a bad name: leaving it out is what the caller may have meant
         raise InputError("collection: an empty name; leave it out to gate every collection of the lambda", "collection")
-    return f"{path}/{segment(collection)}"
+    return f"{path}/{checked(collection, COLLECTION)}"
 
 
 def stats(lambda_name: str) -> str:
@@ -86,7 +120,7 @@ def schedules(lambda_name: str | None) -> str:
 
 def schedule(name: str, action: str | None = None, lambda_name: str | None = None) -> str:
     """A periodic schedule; with an action (pause, resume), that action on it."""
-    path = f"{schedules(lambda_name)}/{segment(name)}"
+    path = f"{schedules(lambda_name)}/{checked(name, SCHEDULE_NAME)}"
     return f"{path}/{action}" if action else path
 
 
@@ -95,8 +129,8 @@ def chains(lambda_name: str | None) -> str:
 
 
 def chain(chain_id: str, lambda_name: str | None = None) -> str:
-    return f"{chains(lambda_name)}/{segment(chain_id)}"
+    return f"{chains(lambda_name)}/{checked(chain_id, CHAIN_ID)}"
 
 
 def link_retry(chain_id: str, link: str, lambda_name: str | None = None) -> str:
-    return f"{chain(chain_id, lambda_name)}/links/{segment(link)}/retry"
+    return f"{chain(chain_id, lambda_name)}/links/{checked(link, LINK_NAME)}/retry"

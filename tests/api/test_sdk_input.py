@@ -240,6 +240,8 @@ SAME_AS_THE_API: list[tuple[str, Call, str, str, Any]] = [
         {"lambda": "work", "payload": TOO_DEEP},
     ),
     ("chain cycle", lambda a: a.create_chain(CYCLE), "POST", "/v1/chains", CYCLE),
+    ("malformed task id", lambda a: a.get("not-an-id"), "GET", "/v1/tasks/not-an-id", None),
+    ("malformed schedule name", lambda a: a.get_schedule("a b"), "GET", "/v1/schedules/a%20b", None),
 ]
 
 
