@@ -154,7 +154,9 @@ class TaskCalls(ApiClient):
         batches = list(_batches(tasks))
         if len(batches) > 1:
             for start, chunk in batches:
-                yield from self._dry_run(chunk, start)
+                yield from self._dry_run(tasks, list(range(start, start + len(chunk))))
+            for indices in _keys_across_batches(tasks, batches):
+                yield from self._dry_run(tasks, indices)
         results: list[BatchItem] = []
         for start, chunk in batches:
             try:
@@ -168,13 +170,14 @@ class TaskCalls(ApiClient):
                 on_progress(len(chunk))
         return results
 
-    def _dry_run(self, tasks: Sequence[ScheduleRequest], offset: int) -> Plan[None]:
-        """The API's checks of one batch, writing nothing."""
-        body = {"tasks": [_wire(task) for task in tasks], "dry_run": True}
+    def _dry_run(self, tasks: Sequence[ScheduleRequest], indices: list[int]) -> Plan[None]:
+        """The API's checks of the tasks at `indices`, as one batch, writing nothing."""
+        body = {"tasks": [_wire(tasks[i]) for i in indices], "dry_run": True}
+        path = routes.batch(one_lambda([tasks[i].lambda_ for i in indices]))
         try:
-            yield from self._request("POST", routes.batch(one_lambda([task.lambda_ for task in tasks])), body)
+            yield from self._request("POST", path, body)
         except AtfError as error:
-            raise _renumbered(error, list(range(offset, offset + len(tasks)))) from None
+            raise _renumbered(error, indices) from None
 
     def _batch(self, tasks: Sequence[ScheduleRequest], offset: int) -> Plan[list[BatchItem]]:
         """One batch, resending the items the store throttled until they are written or attempts run out."""
@@ -574,12 +577,17 @@ def _wire(request: ScheduleRequest) -> dict[str, Any]:
     return request.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def _cost(task: ScheduleRequest) -> int:
+    """What a task adds to a batch's body as its Lambda event counts it."""
+    return in_an_event(json.dumps(_wire(task)))  # as the transport writes it; its quotes pay for the comma
+
+
 def _batches(tasks: list[ScheduleRequest]) -> Iterator[tuple[int, list[ScheduleRequest]]]:
     """`tasks` in order, as (first index, batch): at most MAX_BATCH a batch, and a batch's body within
     MAX_EVENT_BODY_BYTES as its Lambda event counts it (a task's payload alone may be 256 KiB)."""
     start, size = 0, 0
     for index, task in enumerate(tasks):
-        cost = in_an_event(json.dumps(_wire(task)))  # as the transport writes it; its quotes pay for the comma
+        cost = _cost(task)
         if index > start and (index - start == MAX_BATCH or size + cost > MAX_EVENT_BODY_BYTES):
             yield start, tasks[start:index]
             start, size = index, 0
@@ -588,9 +596,45 @@ def _batches(tasks: list[ScheduleRequest]) -> Iterator[tuple[int, list[ScheduleR
         yield start, tasks[start:]
 
 
+def _keys_across_batches(
+    tasks: list[ScheduleRequest], batches: list[tuple[int, list[ScheduleRequest]]]
+) -> Iterator[list[int]]:
+    """Batches for the API to check a key used in more than one batch: its first task with each later one that
+    is not plainly the same request. The API checks a reused key within one batch only, and only it knows
+    whether two requests differ (one naming the lambda's default priority is the same as one leaving it out)."""
+    batch_of = {start + i: start for start, chunk in batches for i in range(len(chunk))}
+    first: dict[tuple[str, str | None], int] = {}
+    later: dict[int, list[int]] = {}
+    for index, task in enumerate(tasks):
+        leader = first.setdefault((task.lambda_, task.key), index)
+        if batch_of[leader] != batch_of[index] and tasks[leader].fingerprint() != task.fingerprint():
+            later.setdefault(leader, []).append(index)
+    for leader, others in later.items():
+        yield from _beside(tasks, leader, others)
+
+
+def _beside(tasks: list[ScheduleRequest], leader: int, others: list[int]) -> Iterator[list[int]]:
+    """`others` in batches that each start with `leader`, within a batch's count and size."""
+    chunk: list[int] = []
+    size = _cost(tasks[leader])
+    for index in others:
+        if chunk and (len(chunk) + 1 == MAX_BATCH or size + _cost(tasks[index]) > MAX_EVENT_BODY_BYTES):
+            yield [leader, *chunk]
+            chunk, size = [], _cost(tasks[leader])
+        chunk.append(index)
+        size += _cost(tasks[index])
+    if chunk:
+        yield [leader, *chunk]
+
+
 def _renumbered(error: AtfError, indices: list[int]) -> AtfError:
-    """A batch error names tasks[i] of what was sent; name the caller's index instead."""
-    match = re.match(r"tasks\[(\d+)\](.*)", error.field or "")
-    if match and int(match.group(1)) < len(indices):
-        error.field = f"tasks[{indices[int(match.group(1))]}]{match.group(2)}"
+    """A batch error names tasks[i] of what was sent, in its field and message; name the caller's index instead."""
+
+    def caller_index(match: re.Match[str]) -> str:
+        sent = int(match.group(1))
+        return f"tasks[{indices[sent]}]" if sent < len(indices) else match.group(0)
+
+    if error.field:
+        error.field = re.sub(r"^tasks\[(\d+)\]", caller_index, error.field)
+    error.message = re.sub(r"\btasks\[(\d+)\]", caller_index, error.message)
     return error

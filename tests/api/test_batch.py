@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from atf_core.errors import AtfError, UnknownLambda, UnknownPriority
+from atf_core.errors import AtfError, Conflict, UnknownLambda, UnknownPriority
 from atf_core.schema import ScheduleRequest
 from atf_sdk.client import AtfClient
 
@@ -60,6 +60,48 @@ def test_a_task_the_api_refuses_in_a_later_batch_is_named_and_nothing_is_written
         client.schedule_many(requests)
     # Then the error names it by its index in the caller's list, and not one task was written
     assert refused.value.field == f"tasks[210].{field}"
+    assert item_count() == before
+
+
+def test_a_key_reused_differently_in_two_batches_is_refused_and_nothing_is_written(
+    client: AtfClient, item_count: Any
+) -> None:
+    # Given 150 tasks, two batches, where the 51st and the 121st use one key with different payloads
+    requests: list[dict[str, Any]] = [{"lambda": "work", "delay_seconds": 600} for _ in range(150)]
+    requests[50] = {"lambda": "work", "key": "across-batches", "payload": {"v": 1}}
+    requests[120] = {"lambda": "work", "key": "across-batches", "payload": {"v": 2}}
+    before = item_count()
+    # When they are scheduled
+    with pytest.raises(Conflict) as refused:
+        client.schedule_many(requests)
+    # Then the conflict names both by their index in the caller's list, and not one task was written
+    assert refused.value.field == "tasks[120].key"
+    assert "tasks[50] and tasks[120] use key 'across-batches'" in refused.value.message
+    assert item_count() == before
+
+
+def test_a_key_reused_alike_in_two_batches_is_one_task(client: AtfClient) -> None:
+    # Given 150 tasks where two in different batches are the same request, one naming the lambda's default
+    requests: list[dict[str, Any]] = [{"lambda": "work", "delay_seconds": 600} for _ in range(150)]
+    requests[10] = {"lambda": "work", "key": "alike-across-batches", "delay_seconds": 600}
+    requests[140] = {**requests[10], "priority": "normal"}
+    # When they are scheduled; Then both are answered with the one task
+    results = client.schedule_many(requests)
+    assert results[140].task and results[10].task and results[140].task.id == results[10].task.id
+    assert (results[10].status, results[140].status) == (201, 200)
+
+
+def test_a_key_reused_within_a_later_batch_is_named_by_the_callers_indices(client: AtfClient, item_count: Any) -> None:
+    # Given 150 tasks where the 131st and 141st, both in the second batch, use one key differently
+    requests: list[dict[str, Any]] = [{"lambda": "work", "delay_seconds": 600} for _ in range(150)]
+    requests[130] = {"lambda": "work", "key": "within-a-batch", "payload": {"v": 1}}
+    requests[140] = {"lambda": "work", "key": "within-a-batch", "payload": {"v": 2}}
+    before = item_count()
+    # When they are scheduled; Then the field and the message both count from the caller's first task
+    with pytest.raises(Conflict) as refused:
+        client.schedule_many(requests)
+    assert refused.value.field == "tasks[140].key"
+    assert "tasks[130] and tasks[140]" in refused.value.message
     assert item_count() == before
 
 
