@@ -199,7 +199,29 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     return requests
 
 
+# What `atf schedule` takes for one task, by its argparse dest: a file's lines say all of it for each task.
+_ONE_TASK_OPTIONS = {
+    "lambda_name": "LAMBDA",
+    "payload": "--payload",
+    "collection": "--collection",
+    "priority": "--priority",
+    "run_at": "--run-at",
+    "delay": "--delay",
+    "key": "--key",
+    "flow_key": "--flow-key",
+    "on_conflict": "--on-conflict",
+    "max_attempts": "--max-attempts",
+    "expire_at": "--expire-at",
+    "timeout": "--timeout",
+}
+
+
 def _schedule_file(args: argparse.Namespace) -> int:
+    from atf_core.errors import InputError
+
+    given = [label for dest, label in _ONE_TASK_OPTIONS.items() if getattr(args, dest) is not None]
+    if given:  # each line is a whole request: an option beside it would be silently ignored, or half applied
+        raise InputError(f"{', '.join(given)}: not taken with --file (each line is a whole request)", "file")
     requests = _read_tasks(args.file)
     with client(args) as atf, progress("scheduling", len(requests)) as advance:
         results = atf.schedule_many(requests, on_progress=advance)
@@ -445,7 +467,9 @@ def _print_keys(stats: LambdaStats) -> None:
 def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb = verbs.add_parser("schedule", parents=[parent], help="schedule a task, or every task of a JSON-lines file")
     verb.add_argument("lambda_name", nargs="?", metavar="LAMBDA")
-    verb.add_argument("--file", help="JSON lines, one schedule request a line ('-' for stdin); shows progress")
+    verb.add_argument(
+        "--file", help="JSON lines, one whole schedule request a line ('-' for stdin; no LAMBDA nor task options)"
+    )
     verb.add_argument("--payload", type=json_object, help="the payload, a JSON object")
     verb.add_argument("--collection")
     verb.add_argument("--priority")

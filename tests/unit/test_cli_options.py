@@ -3,8 +3,10 @@ report healthy), and refused choices named as they are typed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,27 @@ def test_output_to_a_reader_that_has_gone_ends_quietly() -> None:
         writer.stdout.close()
         err = writer.stderr.read().decode()
         assert writer.wait(timeout=30) == 1 and err == "", err[-500:]
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["work"], "LAMBDA"),
+        (["--priority", "high"], "--priority"),
+        (["--collection", "c", "--delay", "5", "--max-attempts", "2"], "--collection, --delay, --max-attempts"),
+        (["work", "--payload", "{}", "--key", "k"], "LAMBDA, --payload, --key"),
+    ],
+)
+def test_schedule_file_refuses_a_task_option_beside_it_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], named: str
+) -> None:
+    # Given a file of whole requests and options for one task beside it
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"lambda": "work"}\n')
+    # When it is scheduled (nothing listens at the API: a call would fail otherwise)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["schedule", "--file", str(tasks), *extra, "--api-url", "http://127.0.0.1:9", "--json"])
+    # Then it is a usage error naming the options, before anything is sent
+    refused = json.loads(capsys.readouterr().err)
+    assert exited.value.code == 2 and refused["code"] == "invalid_input" and refused["field"] == "file"
+    assert refused["message"].startswith(f"{named}: not taken with --file")
