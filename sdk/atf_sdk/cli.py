@@ -236,16 +236,21 @@ def _schedule_file(args: argparse.Namespace) -> int:
 
 
 def _print_batch_ids(results: list[BatchItem]) -> None:
-    """One task id a line, in the file's order; a task not scheduled is a line on stderr."""
+    """One line a task, in the file's order: its id, or an empty line for a task not scheduled (so the
+    n-th line is the n-th task's), with why on stderr."""
     for item in results:
-        if item.task is not None:
-            print(item.task.id)
-        else:
-            error = item.error
-            print(
-                f"atf: task {item.index + 1}: {error.code + ': ' + error.message if error else item.status}",
-                file=sys.stderr,
-            )
+        print(item.task.id if item.task is not None else "")
+        if item.task is None:
+            print(f"atf: {_item_refusal(item)}", file=sys.stderr)
+
+
+def _item_refusal(item: BatchItem) -> str:
+    """Why a task of the file was not scheduled, named tasks[i].field as a bad line of the file is named."""
+    error = item.error
+    if error is None:
+        return f"tasks[{item.index}]: {item.status}"
+    where = f"tasks[{item.index}]" + (f".{error.field}" if error.field else "")
+    return f"{where}: {error.code}: {error.message}"
 
 
 def _print_batch_summary(results: list[BatchItem]) -> None:
@@ -262,8 +267,7 @@ def _print_batch_summary(results: list[BatchItem]) -> None:
     out = console()
     out.print(table)
     for item in [i for i in results if i.status not in (200, 201)][:20]:
-        error = item.error
-        out.print(f"  task {item.index + 1}: {error.code + ': ' + error.message if error else item.status}")
+        out.print(f"  {_item_refusal(item)}", markup=False)
 
 
 def _task_table(tasks: list[Task]) -> None:
@@ -488,7 +492,9 @@ def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
     )
-    verb.add_argument("-q", "--quiet", action="store_true", help="print only the task id (one a line with --file)")
+    verb.add_argument(
+        "-q", "--quiet", action="store_true", help="print only the task id (with --file one a line, empty if refused)"
+    )
     verb.set_defaults(run=guarded(_schedule))
 
 

@@ -241,6 +241,27 @@ def test_schedule_quiet_prints_only_the_id(atf: Any, client: Any, tmp_path: Path
     assert code == 0 and [client.get(i).payload for i in ids] == [{"i": 0}, {"i": 1}, {"i": 2}]
 
 
+def test_a_file_s_refused_tasks_are_named_from_0_as_the_batch_route_names_them(
+    atf: Any, client: Any, tmp_path: Path
+) -> None:
+    # Given a file whose second task reuses the key of a task already scheduled, with another payload
+    client.schedule("mail", {"v": 1}, key="file-taken", delay_seconds=600)
+    lines = [{"lambda": "mail", "delay_seconds": 600}, {"lambda": "mail", "key": "file-taken", "payload": {"v": 2}}]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in [*lines, lines[0]]))
+    # When it is scheduled with --quiet; Then one line a task, empty for the refused one, named tasks[1].key
+    code, out, err = atf("schedule", "--file", str(tasks), "-q")
+    printed = out.split("\n")[:-1]
+    assert code == 1 and len(printed) == 3 and printed[1] == "" and all(printed[0::2])
+    assert err.startswith("atf: tasks[1].key: conflict: ")
+    # And the table's line names it alike, as does --json by its index (the API's batch item)
+    code, out, _ = atf("schedule", "--file", str(tasks))
+    assert code == 1 and "  tasks[1].key: conflict: " in out
+    code, out, _ = atf("schedule", "--file", str(tasks), "--json")
+    refused = [json.loads(line) for line in out.splitlines() if json.loads(line)["status"] == 409]
+    assert [(item["index"], item["error"]["field"]) for item in refused] == [(1, "key")]
+
+
 def test_status_waits_until_tasks_finish(atf: Any) -> None:
     later = atf("schedule", "work", "--delay", "600", "-q")[1].strip()
     gone = atf("schedule", "work", "--delay", "600", "-q")[1].strip()
