@@ -301,7 +301,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     if args.json:
         json_out(tasks)  # a list, however many ids: one shape for scripts
-    else:
+    elif tasks or not refused:  # not an empty table above the lines saying why no task is shown
         _task_table(tasks)
         if len(tasks) == 1 and tasks[0].error_history():
             _error_history(tasks[0])
@@ -346,7 +346,10 @@ def _cancel(args: argparse.Namespace) -> int:
         return Exit.FAILED
     with client(args) as atf, progress("cancelling", len(args.ids)) as advance:
         tasks, refused = each_id(args.ids, lambda one: atf.cancel(one, lambda_name=args.lambda_name), advance)
-    json_out(tasks) if args.json else _task_table(tasks)
+    if args.json:
+        json_out(tasks)
+    elif tasks:  # not an empty table above the lines saying why no task was cancelled
+        _task_table(tasks)
     return report_refused(args, refused, len(tasks))
 
 

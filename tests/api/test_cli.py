@@ -110,8 +110,22 @@ def test_schedule_takes_a_flow_key_and_refuses_a_bad_one(atf: Any, client: Any) 
 def test_errors_are_one_line_or_json_with_their_exit_status(atf: Any) -> None:
     code, _, err = atf("schedule", "nope")
     assert code == 2 and err.startswith("atf: unknown_lambda:") and err.rstrip().endswith("(lambda)")
-    code, _, err = atf("status", "0" * 32, "--json")
-    assert code == 3 and json.loads(err) == {"code": "not_found", "message": f"no task '{'0' * 32}'", "field": "id"}
+    code, _, err = atf("stats", "nope", "--json")
+    assert code == 2 and json.loads(err)["code"] == "unknown_lambda" and json.loads(err)["field"] == "lambda"
+
+
+@pytest.mark.parametrize("verb", [["status"], ["cancel", "--yes"]], ids=["status", "cancel"])
+def test_one_unknown_id_is_reported_as_one_of_several_is(atf: Any, verb: list[str]) -> None:
+    # Given an id no task has
+    missing = "0" * 32
+    refusal = {"id": missing, "code": "not_found", "message": f"no task '{missing}'", "field": "id"}
+    # When it alone is shown or cancelled with --json
+    code, out, err = atf(verb[0], missing, *verb[1:], "--json")
+    # Then the list is printed, empty, and the error names the id, as with several ids; the exit status is 3
+    assert (code, json.loads(out), [json.loads(line) for line in err.splitlines()]) == (3, [], [refusal])
+    # And without --json the refusal is the line a refused id of several gets, under no empty table
+    code, out, err = atf(verb[0], missing, *verb[1:])
+    assert (code, out, err) == (3, "", f"atf: {missing}: not_found: no task '{missing}'\n")
 
 
 def test_schedule_a_file_with_progress(atf: Any, tmp_path: Path) -> None:

@@ -65,8 +65,9 @@ _ONE_TASKS = (404, 409)
 def each_id(
     ids: list[str], act: Callable[[str], T], advance: Callable[[int], None] = lambda _: None
 ) -> tuple[list[T], list[tuple[str, AtfError]]]:
-    """`act` on every id, in order: what it gave, and the ids whose task refused it, with why. One id alone
-    raises, so the verb exits with its error's own status."""
+    """`act` on every id, in order: what it gave, and the ids whose task refused it, with why. One id is no
+    exception: its refusal is reported as any of several is, so --json prints a list and an error with its id
+    whatever the number of ids (report_refused gives it its own exit status)."""
     from atf_core.errors import AtfError
 
     done, failed = [], []
@@ -74,7 +75,7 @@ def each_id(
         try:
             done.append(act(one))
         except AtfError as error:
-            if len(ids) == 1 or error.status not in _ONE_TASKS:
+            if error.status not in _ONE_TASKS:
                 raise
             failed.append((one, error))
         advance(1)
