@@ -43,7 +43,7 @@ from atf_core.bulk import BulkChange
 from atf_core.bulk_cursor import Action, Cursor
 from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
-from atf_core.errors import AtfError, input_error
+from atf_core.errors import AtfError, InputError, input_error
 from atf_core.recurrence import Schedule, ScheduleSpec
 from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.stats import LambdaStats
@@ -217,7 +217,7 @@ class TaskCalls(ApiClient):
         self, task_id: str, timeout_s: float = 60.0, poll_s: float = 0.5, *, lambda_name: str | None = None
     ) -> Plan[Task]:
         """The task once it has settled (ended, or a dead letter); TimeoutError if it has not within timeout_s."""
-        return (yield from self._settled(task_id, timeout_s, poll_s, lambda_name))
+        return (yield from self._settled(task_id, _waitable(timeout_s, "timeout_s"), poll_s, lambda_name))
 
     def _settled(self, task_id: str, timeout_s: float, poll_s: float, lambda_name: str | None) -> Plan[Task]:
         deadline = time.monotonic() + timeout_s
@@ -240,7 +240,7 @@ class TaskCalls(ApiClient):
     ) -> Plan[Any]:
         """What the task's callback returned (None if nothing), once it succeeded, waiting up to `wait`
         seconds for a final state; TaskFailed if it ended otherwise, TimeoutError if it has not ended."""
-        task = yield from self._settled(task_id, wait, poll_s, lambda_name)
+        task = yield from self._settled(task_id, _waitable(wait, "wait"), poll_s, lambda_name)
         if task.status is not TaskStatus.SUCCESS:
             raise TaskFailed(task)
         return task.result
@@ -565,6 +565,13 @@ class ChainCalls(ApiClient):
 
 class Calls(TaskCalls, ChangeCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):
     """Every call of the API; a client is these plus a driver (Blocking or Asynchronous)."""
+
+
+def _waitable(seconds: float, argument: str) -> float:
+    """A wait in seconds, 0 or more (0 reads once): a negative one (or NaN) would read as having timed out."""
+    if not seconds >= 0:  # NaN too
+        raise InputError(f"{argument}: {seconds!r} is not a number of seconds, 0 or more", argument)
+    return seconds
 
 
 def one_lambda(names: Iterable[str]) -> str | None:
