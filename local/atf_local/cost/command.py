@@ -61,7 +61,9 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     verb.add_argument("--config", help=f"{CONFIG_HELP}, else the defaults")
     verb.add_argument("--payload-bytes", type=int, default=Estimate.payload_bytes)
-    verb.add_argument("--rate", type=float, default=Estimate.rate, help="tasks/s, to spread fixed costs over")
+    verb.add_argument(
+        "--rate", type=_tasks_per_second, default=Estimate.rate, help="tasks/s (above 0), to spread fixed costs over"
+    )
     verb.add_argument(
         "--tasks-per-request",
         type=int,
@@ -76,6 +78,17 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
     verb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     verb.set_defaults(run=run_cost_command)
     return verb
+
+
+def _tasks_per_second(text: str) -> float:
+    """A rate to spread the fixed costs over: 0 or less would divide them by nothing (or make them a credit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tasks a second") from None
+    if not 0 < value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not a number of tasks a second above 0")
+    return value
 
 
 def run_cost_command(args: argparse.Namespace) -> int:
