@@ -310,12 +310,27 @@ def served_lambdas(settings: HostSettings, config: StackConfig) -> list[str]:
             f" (its lambdas: {', '.join(config.lambdas) or 'none'})"
         )
     served = [n for n in registered if n in config.lambdas and (not settings.only or n in settings.only)]
+    _warn_of_unknown(settings, config, registered)
     if not served:
         raise LambdasMisnamed(
             f"none of the lambdas {settings.lambdas_spec} registers ({', '.join(registered) or 'none'})"
             f" is a lambda of stack {config.name} ({', '.join(config.lambdas) or 'none'})"
         )
     return served
+
+
+def _warn_of_unknown(settings: HostSettings, config: StackConfig, registered: list[str]) -> None:
+    """Say which registered lambdas the stack does not know: the host serves the others, and a misspelt or
+    undeployed lambda would otherwise just never run. With `only` the choice was made, so nothing is said."""
+    unknown = [n for n in registered if n not in config.lambdas]
+    if unknown and not settings.only:
+        log.warning(
+            "%s registers %s, not lambdas of stack %s (its lambdas: %s): not served",
+            settings.lambdas_spec,
+            ", ".join(unknown),
+            config.name,
+            ", ".join(config.lambdas) or "none",
+        )
 
 
 def _listen(controller: Controller, authkey: bytes) -> tuple[NextWorkServer, SocketDirectory]:
