@@ -71,8 +71,21 @@ def span(name: str, kind: Kind, attributes: Attributes, *, parent: str | None = 
 
     context = _extracted(parent) if parent else None
     tracer = trace.get_tracer(TRACER_NAME)
-    with tracer.start_as_current_span(name, context=context, kind=trace.SpanKind[kind], attributes=attributes) as now:
-        yield Traced(_traceparent_of(now), now)
+    # The exception is recorded here, not by OpenTelemetry: its record calls str() on it, and one whose __str__
+    # raises (a team's exception class) would leave the block as that error instead of its own.
+    with tracer.start_as_current_span(
+        name,
+        context=context,
+        kind=trace.SpanKind[kind],
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as now:
+        try:
+            yield Traced(_traceparent_of(now), now)
+        except BaseException as error:
+            _failed(now, error)
+            raise
 
 
 @contextmanager
@@ -83,17 +96,26 @@ def outgoing(name: str, attributes: Attributes) -> Iterator[Traced]:
         yield Traced()
         return
     from opentelemetry import trace
-    from opentelemetry.trace import Status, StatusCode
 
     started = trace.get_tracer(TRACER_NAME).start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
     try:
         yield Traced(_traceparent_of(started), started)
     except BaseException as error:
-        started.record_exception(error)
-        started.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        _failed(started, error)
         raise
     finally:
         started.end()
+
+
+def _failed(span: Any, error: BaseException) -> None:
+    """Mark a span failed by `error`; one whose message cannot be read is named by its class alone."""
+    from opentelemetry.trace import Status, StatusCode
+
+    try:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    except Exception:  # noqa: BLE001 - its __str__ raised: the span must not replace the error it records
+        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
 
 
 def record(name: str, kind: Kind, attributes: Attributes, *, parent: str | None, started_ns: int) -> None:

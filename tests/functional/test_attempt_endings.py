@@ -66,10 +66,17 @@ def raises_unprintable(_: TaskContext) -> None:
     raise Unprintable
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
 def test_a_callback_raising_an_exception_whose_message_cannot_be_read_fails_its_attempt(
-    aws: Any, config: StackConfig
+    aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch, traced: bool
 ) -> None:
-    # Given a claimed task whose callback raises an exception whose __str__ raises
+    # Given a claimed task whose callback raises an exception whose __str__ raises, with spans recorded or not
+    # (OpenTelemetry's own record of an exception calls str() on it)
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider() if traced else trace.NoOpTracerProvider()
+    monkeypatch.setattr(trace, "get_tracer", lambda name, *_, **__: provider.get_tracer(name))
     store = DynamoTaskStore(aws.dynamodb, config)
     task = claimed(store, config, "work")
     heartbeats = Heartbeats(store, config.timeouts)
