@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,9 +62,12 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
         "cost", help="AWS cost per task for a stack configuration, measured on an embedded AWS"
     )
     verb.add_argument("--config", help=f"{CONFIG_HELP}, else the defaults")
-    verb.add_argument("--payload-bytes", type=int, default=Estimate.payload_bytes)
+    verb.add_argument("--payload-bytes", type=_number(int, 0, "bytes", inclusive=True), default=Estimate.payload_bytes)
     verb.add_argument(
-        "--rate", type=_tasks_per_second, default=Estimate.rate, help="tasks/s (above 0), to spread fixed costs over"
+        "--rate",
+        type=_number(float, 0, "tasks a second"),
+        default=Estimate.rate,
+        help="tasks/s (above 0), to spread fixed costs over",
     )
     verb.add_argument(
         "--tasks-per-request",
@@ -72,23 +77,37 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
         metavar="1..100",
         help="tasks per API request (the batch route takes 100)",
     )
-    verb.add_argument("--frontend-ms", type=float, default=Estimate.frontend_ms, help="assumed frontend duration")
-    verb.add_argument("--consumer-groups", type=int, default=Estimate.consumer_groups)
-    verb.add_argument("--batch", type=int, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)")
+    verb.add_argument(
+        "--frontend-ms",
+        type=_number(float, 0, "milliseconds"),
+        default=Estimate.frontend_ms,
+        help="assumed frontend duration",
+    )
+    groups = _number(int, 1, "consumer groups", inclusive=True)
+    verb.add_argument("--consumer-groups", type=groups, default=Estimate.consumer_groups)
+    tasks = _number(int, 1, "tasks", inclusive=True)
+    verb.add_argument("--batch", type=tasks, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)")
     verb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     verb.set_defaults(run=run_cost_command)
     return verb
 
 
-def _tasks_per_second(text: str) -> float:
-    """A rate to spread the fixed costs over: 0 or less would divide them by nothing (or make them a credit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tasks a second") from None
-    if not 0 < value < float("inf"):  # NaN too
-        raise argparse.ArgumentTypeError(f"{text} is not a number of tasks a second above 0")
-    return value
+def _number(kind: Callable[[str], Any], low: float, what: str, inclusive: bool = False) -> Callable[[str], Any]:
+    """An option's type: a finite number (int or float) above `low`, or at least it; else a usage error naming
+    the option and what it counts. A rate of 0 would divide the fixed costs by nothing, a negative size or count
+    would price nonsense."""
+    bound = f"of at least {low:g}" if inclusive else f"above {low:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
+        if not math.isfinite(value) or value < low or (value == low and not inclusive):  # NaN fails isfinite
+            raise argparse.ArgumentTypeError(f"{text} is not a number of {what} {bound}")
+        return value
+
+    return parse
 
 
 def run_cost_command(args: argparse.Namespace) -> int:
