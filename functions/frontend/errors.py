@@ -36,7 +36,6 @@ from atf_core.errors import (
 )
 from atf_core.errors import field_path as core_field_path
 from atf_core.errors import from_validation as core_from_validation
-from atf_core.schema import decode_json
 
 JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -88,13 +87,6 @@ def media_type_lowercased(event: dict[str, Any]) -> dict[str, Any]:
 def _lowercased(content_type: str) -> str:
     media_type, separator, parameters = content_type.partition(";")
     return media_type.strip().lower() + separator + parameters
-
-
-def _refuse_non_json_numbers(text: str | None) -> None:
-    """Refused as malformed: NaN or an infinity, which Powertools' reader took (parsed again, strictly, only
-    where the text holds one of those words at all)."""
-    if text and ("NaN" in text or "Infinity" in text):
-        decode_json(text)
 
 
 def _undeclared_query(app: APIGatewayRestResolver) -> UnknownField | None:
@@ -189,8 +181,7 @@ class _Handlers:
         if event.http_method.upper() not in METHODS_WITH_BODY or not event.body:
             return next_middleware(app)
         try:
-            body = event.json_body
-            _refuse_non_json_numbers(event.decoded_body)
+            body = event.json_body  # read strictly (handler.py): NaN and the infinities are malformed
         except ValueError as error:  # a route's own validation says so first; a path no route matches does not
             return error_response(MalformedJson(f"the body is not valid JSON: {error}"))
         if not isinstance(body, dict):

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from atf_core.access import route
 from atf_core.api import BatchRequest, BatchResult, GateList, GateRequest, ScheduledTask
-from atf_core.schema import Gate, ScheduleRequest, Task
+from atf_core.schema import Gate, ScheduleRequest, Task, decode_json
 from atf_core.stats import LambdaStats
 from atf_core.telemetry import metrics_namespace
 from functions.frontend import (
@@ -45,7 +45,8 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 logger = Logger(service="atf-frontend")
 metrics = Metrics(namespace=metrics_namespace(), service="frontend")
 tracer = Tracer(service="atf-frontend")
-app = APIGatewayRestResolver(enable_validation=True, serializer=write_body)
+# Bodies read as strict JSON: Python's reader takes NaN and the infinities, which JSON has no words for.
+app = APIGatewayRestResolver(enable_validation=True, serializer=write_body, json_body_deserializer=decode_json)
 errors.install(app, logger)
 
 

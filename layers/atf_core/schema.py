@@ -115,7 +115,8 @@ def decode_json(text: str | bytes) -> Any:
 
 
 def _not_json(word: str) -> None:
-    raise ValueError(f"{word} is not a JSON value")
+    # The error a malformed text raises (a ValueError), so a reader catching that one takes this one too
+    raise json.JSONDecodeError(f"{word} is not a JSON value", word, 0)
 
 
 def encode_payload(payload: dict[str, Any]) -> str:

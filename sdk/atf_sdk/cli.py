@@ -199,27 +199,10 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     return requests
 
 
-# What `atf schedule` takes for one task, by its argparse dest: a file's lines say all of it for each task.
-_ONE_TASK_OPTIONS = {
-    "lambda_name": "LAMBDA",
-    "payload": "--payload",
-    "collection": "--collection",
-    "priority": "--priority",
-    "run_at": "--run-at",
-    "delay": "--delay",
-    "key": "--key",
-    "flow_key": "--flow-key",
-    "on_conflict": "--on-conflict",
-    "max_attempts": "--max-attempts",
-    "expire_at": "--expire-at",
-    "timeout": "--timeout",
-}
-
-
 def _schedule_file(args: argparse.Namespace) -> int:
     from atf_core.errors import InputError
 
-    given = [label for dest, label in _ONE_TASK_OPTIONS.items() if getattr(args, dest) is not None]
+    given = [label for dest, label in args.one_task_options.items() if getattr(args, dest) is not None]
     if given:  # each line is a whole request: an option beside it would be silently ignored, or half applied
         raise InputError(f"{', '.join(given)}: not taken with --file (each line is a whole request)", "file")
     requests = _read_tasks(args.file)
@@ -473,32 +456,39 @@ def _print_keys(stats: LambdaStats) -> None:
 
 def _add_schedule(verbs: Any, parent: argparse.ArgumentParser) -> None:
     verb = verbs.add_parser("schedule", parents=[parent], help="schedule a task, or every task of a JSON-lines file")
-    verb.add_argument("lambda_name", nargs="?", metavar="LAMBDA")
     verb.add_argument(
         "--file", help="JSON lines, one whole schedule request a line ('-' for stdin; no LAMBDA nor task options)"
     )
-    verb.add_argument("--payload", type=json_object, help="the payload, a JSON object")
-    verb.add_argument("--collection")
-    verb.add_argument("--priority")
     timing = verb.add_mutually_exclusive_group()
-    timing.add_argument("--run-at", type=moment, help="RFC 3339 time, e.g. 2026-01-01T00:00:00Z")
-    timing.add_argument("--delay", type=float, help="seconds from now")
-    verb.add_argument("--key", help="idempotency key (default: a new one)")
-    verb.add_argument("--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key")
-    verb.add_argument(
-        "--on-conflict",
-        choices=ON_CONFLICT,
-        help="a singleton flow key held by another task: refuse (default) or replace that task if it has not started",
-    )
-    verb.add_argument("--max-attempts", type=int)
-    verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires")
-    verb.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
-    )
+    # What says one task: a file's lines say all of it for each, so --file refuses these beside it
+    one_task = [
+        verb.add_argument("lambda_name", nargs="?", metavar="LAMBDA"),
+        verb.add_argument("--payload", type=json_object, help="the payload, a JSON object"),
+        verb.add_argument("--collection"),
+        verb.add_argument("--priority"),
+        timing.add_argument("--run-at", type=moment, help="RFC 3339 time, e.g. 2026-01-01T00:00:00Z"),
+        timing.add_argument("--delay", type=float, help="seconds from now"),
+        verb.add_argument("--key", help="idempotency key (default: a new one)"),
+        verb.add_argument(
+            "--flow-key", help="flow-control key (say, a customer id): the lambda's key_limits apply per key"
+        ),
+        verb.add_argument(
+            "--on-conflict",
+            choices=ON_CONFLICT,
+            help="a singleton flow key held by another task: refuse (default) or replace that task if it has not "
+            "started",
+        ),
+        verb.add_argument("--max-attempts", type=int),
+        verb.add_argument("--expire-at", type=moment, help="RFC 3339 time after which a task not yet started expires"),
+        verb.add_argument(
+            "--timeout", type=float, metavar="SECONDS", help="stop an attempt running longer (default: the lambda's)"
+        ),
+    ]
     verb.add_argument(
         "-q", "--quiet", action="store_true", help="print only the task id (with --file one a line, empty if refused)"
     )
-    verb.set_defaults(run=guarded(_schedule))
+    labels = {action.dest: action.option_strings[0] if action.option_strings else action.metavar for action in one_task}
+    verb.set_defaults(run=guarded(_schedule), one_task_options=labels)
 
 
 def _add_api_verbs(verbs: Any) -> None:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("atf.controller")
 LIMITED_RETRY_S = 0.2
 CLAIM_RETRY_S = 1.0  # a claim that failed (not refused: its write raised) is tried again this much later
-KEY_DEFER_S = 1.0  # how much later a task a collection's or key's limit holds back is looked at again, once deferred
+DEFER_S = 1.0  # how much later a task a collection's or key's limit holds back is looked at again, once deferred
 RECEIVE_RETRY_S = (1.0, 15.0)  # a failing receive is retried with backoff (no jitter) from the first to the second
 RECEIVE_GRACE_S = 5.0  # beyond its wait, how long a receive in flight may take to come back on drain
 DRAIN_POLL_S = 0.1  # how often a drain's waits look whether a second stop signal cut them short
@@ -306,7 +306,7 @@ class Controller:
     def _defer(self, lambda_name: str, item: Buffered, ref: TaskRef, now: datetime) -> bool:
         """A collection's or a flow key's limit holds its task back: while the buffer has room, it waits
         there; past half of it (or where holding it would leave no room for a full receive), the task goes
-        back to the index KEY_DEFER_S later and its message is deleted, so one collection's or key's backlog
+        back to the index DEFER_S later and its message is deleted, so one collection's or key's backlog
         cannot fill the buffer and keep the lambda's other tasks from being received. True if deferred.
         The write is fenced as the claim is, by the message's attempt, index entry and priority: a task an
         operator (or a debounce merge) has moved since the message was sent keeps its new time and priority.
@@ -314,7 +314,7 @@ class Controller:
         buffer = self._buffers[lambda_name]
         if buffer.room() > max(buffer.capacity // 2, min(BATCH, buffer.capacity)):
             return False
-        later = now + timedelta(seconds=KEY_DEFER_S)
+        later = now + timedelta(seconds=DEFER_S)
         change = Change(now=now, attempt=item.message.attempt, entry_ms=item.message.due_ms, next_at=later)
         outcome = self._store.transition(ref, lifecycle.AMEND, change)
         if not outcome.applied and outcome.task is not None and outcome.task.status is TaskStatus.RETRIABLE_FAILURE:
