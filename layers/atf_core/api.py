@@ -138,6 +138,11 @@ class GateRequest(BaseModel):
             raise ValueError("more than a year ahead")  # the answer names the field: "until: more ..."
         return until
 
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _no_reason_is_empty(cls, reason: object) -> object:
+        return "" if reason is None else reason  # null reads as no reason, as a null `until` reads as no end
+
 
 class GateList(BaseModel):
     gates: list[Gate]

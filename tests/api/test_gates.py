@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,19 @@ def test_a_gate_past_the_gates_budget_is_a_409_naming_its_field_and_changes_noth
     finally:
         for collection in set_:
             client.resume("work", collection)
+
+
+def test_a_gate_body_may_say_null_for_no_reason_as_for_no_end(client: AtfClient, raw: Any) -> None:
+    # Given a gate body from a client that writes its unset fields as null
+    body = {"action": "pause", "until": None, "reason": None}
+
+    # When it is put on a collection
+    reply = raw("PUT", "/v1/gates/work/null-fields", body)
+
+    # Then the gate is set, without an end and without a reason
+    try:
+        assert reply.status == 200, reply.body
+        (gate,) = [g for g in client.gates() if g.collection == "null-fields"]
+        assert (gate.action, gate.until, gate.reason) == (GateAction.PAUSE, None, "")
+    finally:
+        client.resume("work", "null-fields")
