@@ -20,7 +20,9 @@ from atf_core.consumer import Consumer, Event, PollReport, run_until
 from atf_core.consumer.consumer import ConsumerGroup, Housekeeping
 from atf_core.consumer.due_soon import DueSoon
 from atf_core.consumer.tick import NEXT_START_S, time_to_poll
+from atf_core.consumer.wake import QueueWake
 from atf_core.periodic_schedules import Schedules
+from atf_core.queues import QueueDirectory
 from atf_core.store.index import IndexStore
 from atf_core.store.items import ItemStore
 from atf_core.store.tasks import DynamoTaskStore
@@ -64,16 +66,18 @@ def _consumer(index: int, of: int) -> Consumer:
     config = _config()
     store = DynamoTaskStore(clients.dynamodb, config)
     items = ItemStore(clients.dynamodb, config.table_name)
+    queues = QueueDirectory(clients.sqs, config)
     chores: list[Housekeeping] = []
-    if index == 0:  # one group fires schedules and sweeps chains (a second one would only be redundant)
+    if index == 0:  # one group does the chores (a second one would only be redundant)
         chains = Chains(store, items, config, clock=process_clock)
 
         def sweep_chains(now: datetime, _lookahead: float) -> None:
             chains.sweep(now)
 
-        chores = [Schedules(store, items, config, clock=process_clock).fire_due, sweep_chains]
+        schedules = Schedules(store, items, config, clock=process_clock)
+        chores = [schedules.fire_due, sweep_chains, QueueWake(queues, config)]
     group = ConsumerGroup(index, of)
-    return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores)
+    return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores, queues=queues)
 
 
 @cache

@@ -19,7 +19,9 @@ Two policies act on the one ECS service:
   `min_tasks`, zero included, once nothing is queued, in flight or due;
 - from zero: target tracking multiplies the current count by the ratio, so it cannot leave zero.
   An alarm on "a backlog and no desired task" sets the count at once (ExactCapacity, idempotent while
-  the alarm lasts), from 1 up to `max_tasks` by the size of the backlog.
+  the alarm lasts), from 1 up to `max_tasks` by the size of the backlog. The queue metrics it reads
+  keep flowing while the service is at zero because the consumer reads every queue hourly
+  (atf_core.consumer.wake): SQS publishes nothing for a queue left six hours without a call.
 
 CloudWatch takes at most 10 metrics in an alarm's expression: a service scales on 2 per queue, 1 per
 lambda and 1 task count, so it may serve up to 4 queues of one lambda (or 2 lambdas of 1-2 priorities...).

@@ -99,6 +99,7 @@ class Consumer:
         clock: Callable[[], datetime] = utcnow,
         housekeeping: Sequence[Housekeeping] = (),
         io_threads: int | None = None,
+        queues: QueueDirectory | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -107,7 +108,7 @@ class Consumer:
         # Threads for the I/O of a poll (overlap.py); 1 makes every call in turn, as it is needed.
         self._overlap = Overlap(io_threads_for(config) if io_threads is None else io_threads)
         self._mode = enqueue_mode(config, store, self._overlap)
-        self._queues = QueueDirectory(sqs, config)
+        self._queues = queues or QueueDirectory(sqs, config)  # one given is shared with a chore (wake.py)
         self._budget = QueueBudget(self._queues.depth, self._in_flight_cap, clock=lambda: self._clock().timestamp())
         self._seconds_in_flight = sizing.seconds_in_flight(config.lookahead, config.poll_interval)
         self._tracker = InFlightTracker()
