@@ -109,21 +109,21 @@ def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch)
 def test_a_warm_consumer_lambda_of_the_first_group_wakes_every_queue_each_hour(
     consumer_env: None, config: StackConfig, monkeypatch: pytest.MonkeyPatch, group: int, wakes: bool
 ) -> None:
-    # Given a stack with no task at all, and the consumer Lambda of one of two groups, invoked once
+    # Given a stack with no task at all, and the consumer of one of two groups, warm: it has polled
     shift = {"by": timedelta(0)}
     monkeypatch.setattr(handler, "process_clock", lambda: utcnow() + shift["by"])
     reads: Counter[str] = Counter()
     handler._clients().sqs.meta.events.register(
         "provide-client-params.sqs.GetQueueAttributes", lambda params, **_: reads.update([params["QueueUrl"]])
     )
-    event = {"group": {"index": group, "of": 2}}
-    handler.lambda_handler(event, FakeLambdaContext(timeout_s=2.6))
+    handler._consumer(group, 2).poll()
+    handler._due_soon(group, 2)
 
-    # When it is invoked again, warm, an hour later
+    # When its Lambda is invoked an hour later (its last poll comes whatever the machine's load)
     reads.clear()
     shift["by"] = WAKE_EVERY
-    handler.lambda_handler(event, FakeLambdaContext(timeout_s=2.6))
+    result = handler.lambda_handler({"group": {"index": group, "of": 2}}, FakeLambdaContext(timeout_s=4.0))
 
     # Then the first group read every queue once (though it sent nothing), and the other group none
     expected = dict.fromkeys(every_queue(handler._clients().sqs, config), 1) if wakes else {}
-    assert dict(reads) == expected
+    assert result["polls"] >= 1 and dict(reads) == expected
