@@ -75,7 +75,7 @@ def _consumer(index: int, of: int) -> Consumer:
             chains.sweep(now)
 
         schedules = Schedules(store, items, config, clock=process_clock)
-        chores = [schedules.fire_due, sweep_chains, QueueWake(queues, config)]
+        chores = [schedules.fire_due, sweep_chains, QueueWake(queues, config).wake]
     group = ConsumerGroup(index, of)
     return Consumer(store, clients.sqs, config, group, clock=process_clock, housekeeping=chores, queues=queues)
 

@@ -57,17 +57,17 @@ def test_each_queue_is_read_once_an_hour_and_not_in_between(aws: Any, split_conf
 
     provision(aws, split_config)
     sqs = CountedReads(aws.sqs)
-    wake = QueueWake(QueueDirectory(sqs, split_config), split_config)  # type: ignore[arg-type]
+    queue_wake = QueueWake(QueueDirectory(sqs, split_config), split_config)  # type: ignore[arg-type]
     expected = every_queue(aws.sqs, split_config)
     assert len(expected) == 7  # work: 3 priorities x 2 parts; sleepy: 1
 
     # When it runs at the first poll, through the hour, and past it
-    wake(T0, 1.0)
+    queue_wake.wake(T0, 1.0)
     after_first = dict(sqs.reads)
     for minutes in (1, 30, 59):
-        wake(T0 + timedelta(minutes=minutes), 1.0)
+        queue_wake.wake(T0 + timedelta(minutes=minutes), 1.0)
     in_the_hour = dict(sqs.reads)
-    wake(T0 + WAKE_EVERY, 1.0)
+    queue_wake.wake(T0 + WAKE_EVERY, 1.0)
 
     # Then every queue was read once at first, none again within the hour, and each once more after it
     assert after_first == dict.fromkeys(expected, 1)
@@ -83,12 +83,12 @@ def test_a_failed_read_waits_for_the_next_round(aws: Any, config: StackConfig) -
             raise RuntimeError("throttled")
 
     sqs = Refusing(aws.sqs)
-    wake = QueueWake(QueueDirectory(sqs, config), config)  # type: ignore[arg-type]
+    queue_wake = QueueWake(QueueDirectory(sqs, config), config)  # type: ignore[arg-type]
 
     # When it fails at one poll, and the consumer polls again a second later
     with pytest.raises(RuntimeError):
-        wake(T0, 1.0)
-    wake(T0 + timedelta(seconds=1), 1.0)
+        queue_wake.wake(T0, 1.0)
+    queue_wake.wake(T0 + timedelta(seconds=1), 1.0)
 
     # Then it tried one queue once, rather than every poll: the next try is the next round's
     assert sum(sqs.reads.values()) == 1

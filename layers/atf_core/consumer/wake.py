@@ -1,8 +1,8 @@
 """Keeps every worker queue's CloudWatch metrics flowing, so that a service at zero can leave it.
 
 SQS publishes a queue's metrics only while the queue is active: for up to six hours after any call on
-it. A worker service scaled to zero (`min_tasks` 0) makes no call, and the consumer calls a queue only
-when it sends to it, so after a quiet night the first message finds the queue's metrics asleep. They
+it. A worker service scaled to zero (`min_tasks` 0) makes no call, and a warm consumer calls a queue
+only when it sends to it, so after a quiet night the first message finds the queue's metrics asleep. They
 come back minutes later, and the service's alarm from zero (atf_cdk.constructs.scaling), which reads
 them, starts no host until then. One GetQueueAttributes a queue an hour keeps every queue awake, at
 about 720 requests a queue a month.
@@ -19,7 +19,7 @@ WAKE_EVERY = timedelta(hours=1)  # six chances within SQS's six hours, should a 
 
 
 class QueueWake:
-    """A consumer chore: reads every (lambda, priority)'s queues once every WAKE_EVERY."""
+    """A consumer chore (`wake`): reads every (lambda, priority)'s queues once every WAKE_EVERY."""
 
     def __init__(self, queues: QueueDirectory, config: StackConfig, every: timedelta = WAKE_EVERY) -> None:
         self._queues = queues
@@ -27,7 +27,7 @@ class QueueWake:
         self._every = every
         self._woke_at: datetime | None = None
 
-    def __call__(self, now: datetime, _lookahead: float) -> None:
+    def wake(self, now: datetime, _lookahead: float) -> None:
         if self._woke_at is not None and now - self._woke_at < self._every:
             return
         # Marked before the calls: a failing one waits for the next round instead of being retried each poll.
