@@ -142,6 +142,23 @@ def aws(config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[object
         REUSED.give_back(clients)
 
 
+@pytest.fixture
+def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The consumer Lambda's handler on in-process moto with the test configuration, its cached configuration,
+    clients and consumers built anew (and dropped after); yields a task store on the same moto."""
+    from atf_core.store.tasks import DynamoTaskStore
+    from functions.consumer import handler
+
+    monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
+    cached = (handler._config, handler._clients, handler._consumer, handler._due_soon)
+    for function in cached:
+        function.cache_clear()
+    handler.metrics.flush()
+    yield DynamoTaskStore(aws.dynamodb, config)
+    for function in cached:
+        function.cache_clear()
+
+
 def moto_clients() -> AwsClients:
     """The framework's four clients on in-process moto, refusing what DynamoDB refuses and moto does not."""
     from atf_core.aws import make_clients

@@ -4,7 +4,6 @@ scales from (atf_core.consumer.wake)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from atf_core.config import StackConfig
 from atf_core.consumer.wake import WAKE_EVERY, QueueWake
+from atf_core.definitions import queue_specs
 from atf_core.queues import QueueDirectory
 from atf_core.schema import utcnow
 from atf_local.consumer_process import FakeLambdaContext
@@ -36,12 +36,7 @@ class CountedReads:
 
 def every_queue(sqs: Any, config: StackConfig) -> set[str]:
     queues = QueueDirectory(sqs, config)
-    return {
-        queues.url(name, priority, part)
-        for name, spec in config.lambdas.items()
-        for priority in spec.priorities
-        for part in range(config.queue_parts_of(name))
-    }
+    return {queues.url(q.lambda_name, q.priority, q.part) for q in queue_specs(config)}
 
 
 @pytest.fixture
@@ -94,20 +89,9 @@ def test_a_failed_read_waits_for_the_next_round(aws: Any, config: StackConfig) -
     assert sum(sqs.reads.values()) == 1
 
 
-@pytest.fixture
-def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
-    cached = (handler._config, handler._clients, handler._consumer, handler._due_soon)
-    for function in cached:
-        function.cache_clear()
-    yield
-    for function in cached:
-        function.cache_clear()
-
-
 @pytest.mark.parametrize(("group", "wakes"), [(0, True), (1, False)])
 def test_a_warm_consumer_lambda_of_the_first_group_wakes_every_queue_each_hour(
-    consumer_env: None, config: StackConfig, monkeypatch: pytest.MonkeyPatch, group: int, wakes: bool
+    consumer_env: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch, group: int, wakes: bool
 ) -> None:
     # Given a stack with no task at all, and the consumer of one of two groups, warm: it has polled
     shift = {"by": timedelta(0)}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -19,21 +17,6 @@ from atf_core.telemetry import CONSUMER_SERVICE, Metric
 from atf_local.consumer_process import FakeLambdaContext
 from functions.consumer import handler
 from tests.telemetry.emf import named
-
-
-@pytest.fixture
-def consumer_env(aws: Any, config: StackConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoTaskStore]:
-    monkeypatch.setenv("ATF_CONFIG", config.model_dump_json())
-    handler._config.cache_clear()
-    handler._clients.cache_clear()
-    handler._consumer.cache_clear()
-    handler._due_soon.cache_clear()
-    handler.metrics.flush()
-    yield DynamoTaskStore(aws.dynamodb, config)
-    handler._config.cache_clear()
-    handler._clients.cache_clear()
-    handler._consumer.cache_clear()
-    handler._due_soon.cache_clear()
 
 
 def test_an_invocation_emits_enqueued_and_dropped_per_lambda_and_priority(

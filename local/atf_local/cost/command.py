@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from atf_local.cost.estimate import Estimate
 from atf_sdk.commands.stack_file import CONFIG_HELP
+from atf_sdk.commands.support import at_least_one
 
 # The rest is imported when the verb runs: the CLI adds this verb to its parser for every command it runs,
 # and the lifecycles bring the consumer, the worker's parts, boto3 and moto (~0.3 s of CPU).
@@ -83,10 +84,10 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
         default=Estimate.frontend_ms,
         help="assumed frontend duration",
     )
-    groups = _number(int, 1, "consumer groups", inclusive=True)
-    verb.add_argument("--consumer-groups", type=groups, default=Estimate.consumer_groups)
-    tasks = _number(int, 1, "tasks", inclusive=True)
-    verb.add_argument("--batch", type=tasks, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)")
+    verb.add_argument("--consumer-groups", type=at_least_one, default=Estimate.consumer_groups)
+    verb.add_argument(
+        "--batch", type=at_least_one, default=Estimate.batch, help="tasks per lifecycle (10 fills SQS batches)"
+    )
     verb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     verb.set_defaults(run=run_cost_command)
     return verb
@@ -94,8 +95,8 @@ def add_cost_command(subparsers: Any) -> argparse.ArgumentParser:
 
 def _number(kind: Callable[[str], Any], low: float, what: str, inclusive: bool = False) -> Callable[[str], Any]:
     """An option's type: a finite number (int or float) above `low`, or at least it; else a usage error naming
-    the option and what it counts. A rate of 0 would divide the fixed costs by nothing, a negative size or count
-    would price nonsense."""
+    the option and what it counts. A rate of 0 would divide the fixed costs by nothing, a negative size would
+    price nonsense. (A count of at least one is atf_sdk's `at_least_one`.)"""
     bound = f"of at least {low:g}" if inclusive else f"above {low:g}"
 
     def parse(text: str) -> Any:
