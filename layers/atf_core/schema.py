@@ -296,6 +296,11 @@ JsonBool = Annotated[bool, Strict()]
 TimeoutSeconds = Annotated[JsonNumber, Field(gt=0, le=MAX_TIMEOUT_SECONDS)]
 
 
+# The error type of an attempt whose executor died or fell silent while running it: recorded by its host when it
+# saw the executor's connection close, or by the consumer once the attempt's lease lapsed.
+LOST_EXECUTION = "LostExecution"
+
+
 class TaskError(BaseModel):
     """Why an attempt failed, kept on the task record."""
 

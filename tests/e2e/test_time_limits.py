@@ -114,7 +114,7 @@ def test_an_async_callback_deaf_to_cancelling_is_stopped_with_its_process(
         assert_timed_out_then_retried(stack, task, tmp_path, 1.0)
 
 
-def test_the_tasks_sharing_the_stopped_process_run_again_once_their_lease_is_gone(
+def test_the_tasks_sharing_the_stopped_process_are_recorded_as_lost_and_run_again(
     stack: RunningStack, worker_host: Host, tmp_path: Path
 ) -> None:
     # Given an executor of two threads, one running a task that will finish in 4 s, within its limit
@@ -124,8 +124,12 @@ def test_the_tasks_sharing_the_stopped_process_run_again_once_their_lease_is_gon
     # When the other thread's task overruns its limit
     task = schedule(stack, **{"lambda": "sleepy"}, payload={"dir": str(tmp_path)}, timeout_seconds=1.0)
     assert_timed_out_then_retried(stack, task, tmp_path, 1.0)
-    # Then the sibling, stopped with the process, is not lost: it runs again, after its first attempt's process
+    # Then the sibling, stopped with the process, is not lost: its host records the loss, and it runs again after
+    # its first attempt's process
     (done,) = stack.wait_for([sibling.id], finished, timeout_s=60)
     assert (done.status, done.attempt) == (TaskStatus.SUCCESS, 2)
+    assert [(e.type, "as its host saw its connection close" in e.message) for e in done.errors] == [
+        ("LostExecution", True)
+    ]
     second = attempt_record(tmp_path, sibling, 2)
     assert second["overlaps"] == [] and second["pid"] != sibling_first["pid"]

@@ -83,7 +83,7 @@ def test_the_process_of_an_attempt_over_its_limit_ends_before_its_retry_is_due_h
     # Given a callback over its limit, and a store slow to answer the watcher's write
     run, _, _ = runner(lambda context: time.sleep(2.5))
     store = SlowToAnswer([])
-    run._store = store  # type: ignore[assignment]
+    run.ends._store = store  # type: ignore[assignment]
     ended_at: list[datetime] = []
     run.time_limits._terminate = lambda reason: ended_at.append(datetime.now(UTC))
     # When the watcher stops it

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from atf_core.config import Timeouts
 from atf_core.definitions import Attr
-from atf_core.schema import Task, TaskError, TaskStatus, to_ms
+from atf_core.schema import LOST_EXECUTION, Task, TaskError, TaskStatus, to_ms
 
 
 def deadline_of(task: Task, timeouts: Timeouts) -> datetime | None:
@@ -55,7 +55,7 @@ def lost_attempt(task: Task, timeouts: Timeouts, now: datetime) -> TaskError:
             " (a callback that crashed its executor at once leaves none either)"
         )
     message = f"attempt {task.attempt} was lost, {how}; its executor died, was paused or could not reach the store"
-    return TaskError(type="LostExecution", message=message, attempt=task.attempt, at=now, host=task.claimed_by)
+    return TaskError(type=LOST_EXECUTION, message=message, attempt=task.attempt, at=now, host=task.claimed_by)
 
 
 def _moment(when: datetime) -> str:

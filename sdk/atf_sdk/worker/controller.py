@@ -455,13 +455,24 @@ class Controller:
 
 
 class NextWorkServer:
-    """Serves NextWork to executor threads over a Unix socket."""
+    """Serves NextWork to executor threads over a Unix socket.
 
-    def __init__(self, controller: Controller, address: str, authkey: bytes) -> None:
+    A thread's connection closes while it holds a task only when its process died: `lost(task, how)` records
+    that attempt's end (AttemptEnds.lost) without waiting for its lease to lapse."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        address: str,
+        authkey: bytes,
+        lost: Callable[[Task, str], None] = lambda task, how: None,
+    ) -> None:
         self._controller = controller
+        self._lost = lost
         self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
         self.address = address
         self.connections = 0  # executor threads that have connected: the host is ready when all have
+        self._serving: list[threading.Thread] = []
         self._closed = threading.Event()
 
     def serve_forever(self) -> None:
@@ -477,7 +488,9 @@ class NextWorkServer:
                 self._closed.wait(ACCEPT_RETRY_S)
                 continue
             self.connections += 1
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+            serving = threading.Thread(target=self._serve, args=(connection,), daemon=True)
+            self._serving = [thread for thread in self._serving if thread.is_alive()] + [serving]  # before it serves
+            serving.start()
 
     def _serve(self, connection: Connection) -> None:
         running: Task | None = None  # what this executor thread was handed, until it asks for more
@@ -487,7 +500,7 @@ class NextWorkServer:
                     request = connection.recv()
                 except (EOFError, OSError):  # the executor process ended (finished, or died)
                     if running is not None:
-                        _ended_while_running(running)
+                        self._ended_holding(running, "ended while running it")
                     return
                 try:
                     running = self._next_task(request, connection)
@@ -500,8 +513,23 @@ class NextWorkServer:
                     connection.send(answer)
                 except OSError:  # it died while it waited
                     if running is not None:
-                        _ended_while_running(running)
+                        self._ended_holding(running, "ended before it was handed the task")
                     return
+
+    def _ended_holding(self, task: Task, how: str) -> None:
+        """An executor thread's connection closed while it held a task: its process died (or the thread did)."""
+        with task_context(task):
+            log.warning(
+                "executor %s ended while running task %s attempt %d: the attempt is recorded as lost unless it "
+                "recorded its end first",
+                task.claimed_by,
+                task.id,
+                task.attempt,
+            )
+            try:
+                self._lost(task, f"its executor {task.claimed_by} {how}, as its host saw its connection close")
+            except Exception:  # its lease lapses, and the consumer records the loss then
+                log.exception("recording the loss of task %s attempt %d failed", task.id, task.attempt)
 
     def _next_task(self, request: NextWork, connection: Connection) -> Task | None:
         if self._controller.draining:
@@ -513,6 +541,14 @@ class NextWorkServer:
             wanted=lambda: not _closed(connection) and not _stopped(request.worker),
         )
 
+    def settle(self, timeout_s: float) -> None:
+        """Wait, up to `timeout_s`, for the connections of executors that have ended to be done with: the
+        losses of the attempts they held recorded."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._serving):
+            if thread.ident is not None:  # started (an accept may be between listing and starting it)
+                thread.join(max(0.0, deadline - time.monotonic()))
+
     def close(self) -> None:
         self._closed.set()
         self._listener.close()
@@ -520,18 +556,6 @@ class NextWorkServer:
 
 def _as_json(task: Task) -> str:
     return task.model_dump_json(by_alias=True)
-
-
-def _ended_while_running(task: Task) -> None:
-    """An executor thread's connection closed while it held a task: its process died (or the thread did)."""
-    with task_context(task):
-        log.warning(
-            "executor %s ended while running task %s attempt %d: unless it recorded the attempt's end first "
-            "(a time limit does), the task runs again once its lease lapses",
-            task.claimed_by,
-            task.id,
-            task.attempt,
-        )
 
 
 def _closed(connection: Connection) -> bool:

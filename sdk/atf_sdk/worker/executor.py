@@ -12,7 +12,6 @@ import atexit
 import inspect
 import logging
 import os
-import random
 import socket
 import threading
 import time
@@ -25,18 +24,14 @@ from typing import Any
 
 from atf_core import lifecycle, tracing
 from atf_core.aws import AwsClients, make_clients
-from atf_core.backoff import equal_jitter
-from atf_core.chains import Chains
 from atf_core.clock import Clock, process_clock
 from atf_core.config import StackConfig
-from atf_core.limits import Limiter
 from atf_core.schema import Task, TaskError, utcnow
-from atf_core.store.base import Change, TaskRef, TaskStore
-from atf_core.store.counters import Counters
-from atf_core.store.items import ItemStore
+from atf_core.store.base import Change, TaskStore
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import LogLine, Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.async_callbacks import completed
+from atf_sdk.worker.attempt_ends import AttemptEnds, Recorded, after_finish, limits_and_chains
 from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
@@ -46,15 +41,6 @@ from atf_sdk.worker.stop_signals import absorb_stop_signals
 from atf_sdk.worker.time_limits import ASYNC_GRACE_S, RETRY_FLOOR_S, TaskTimeout, TimeLimits
 
 log = logging.getLogger("atf.executor")
-REPORT_TRIES = 5
-# The metrics a result counts once its write applies: a fatal failure counts
-# as one whether or not the lambda keeps its dead letters.
-OUTCOME_METRICS = {
-    lifecycle.SUCCEED.name: (Metric.SUCCEEDED,),
-    lifecycle.FAIL_RETRIABLE.name: (Metric.RETRIABLE_FAILURES,),
-    lifecycle.FAIL_FATAL.name: (Metric.FATAL_FAILURES,),
-    lifecycle.FAIL_TO_DEAD_LETTER.name: (Metric.FATAL_FAILURES, Metric.DEAD_LETTERED),
-}
 
 
 @dataclass(frozen=True)
@@ -151,7 +137,7 @@ def build_runner(
     """An executor's task runner as its process composes it: the results written through the main client, the
     heartbeats through their own, limit slots renewed with each beat and given back after, chains advanced."""
     store = DynamoTaskStore(clients.dynamodb, config)
-    limiter = Limiter(Counters(clients.dynamodb, config.table_name), config)
+    limiter, chains = limits_and_chains(store, clients.dynamodb, config, clock)
     heartbeats = Heartbeats(
         DynamoTaskStore(clients.dynamodb_heartbeat, config),
         config.timeouts,
@@ -160,8 +146,7 @@ def build_runner(
         clock=clock,
     )
     runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
-    chains = Chains(store, ItemStore(clients.dynamodb, config.table_name), config, clock)
-    runner.after_finish = _after_finish(chains, limiter)
+    runner.ends.after_finish = after_finish(limiter, chains)
     runner.parent_results = chains.parent_results
     return runner
 
@@ -179,17 +164,13 @@ class TaskRunner:
         metrics: MetricBuffer | None = None,
         clock: Clock = utcnow,
     ) -> None:
-        self._store = store
-        self._config = config
         self._callback = callback
         self._lambda_spec = config.lambdas[lambda_name]
         self.heartbeats = heartbeats
         self._clock = clock
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
-        # What follows an attempt's end (its limit slots back, its chain advanced); told whether the task had
-        # moved on without it (its result refused: a later attempt holds the task, and its slots).
-        self.after_finish: Callable[[Task, bool], None] = lambda task, moved_on: None
+        self.ends = AttemptEnds(store, config, self.metrics, clock)
         self._moved_on: set[tuple[str, int]] = set()  # (task id, attempt) whose result was refused
         self._moved_on_lock = threading.Lock()
         # A chain's link is given its parents' results: (chain id, task id) -> results by link name.
@@ -197,11 +178,6 @@ class TaskRunner:
         # An attempt over its time limit is stopped by the watcher, once its executor runs it (executor_main);
         # a coroutine is cancelled at its limit first, and given a moment to unwind.
         self.time_limits = TimeLimits(self._overran)
-
-    @property
-    def _fatal(self) -> lifecycle.Transition:
-        """Where a task that failed for good goes: the dead letters, unless its lambda opts out."""
-        return lifecycle.FAIL_TO_DEAD_LETTER if self._lambda_spec.dead_letter else lifecycle.FAIL_FATAL
 
     def run(self, task: Task) -> None:
         if not self.heartbeats.track(task):
@@ -245,7 +221,7 @@ class TaskRunner:
             moved_on = (task.id, task.attempt) in self._moved_on
             self._moved_on.discard((task.id, task.attempt))
         try:
-            self.after_finish(task, moved_on)
+            self.ends.after_finish(task, moved_on)
         except Exception:
             log.warning("after-finish work for %s failed", task.id, exc_info=True)
 
@@ -255,7 +231,7 @@ class TaskRunner:
         except _TakenOver:
             return
         except Fatal as error:
-            self._finish(task, self._fatal, error)
+            self._finish(task, self.ends.fatal(task), error)
         except Retry as error:
             self._retry(task, error, error.after)
         except Exception as error:  # noqa: BLE001 - any other exception is a retriable failure
@@ -278,16 +254,8 @@ class TaskRunner:
         self._retry(task, TaskTimeout(limit_s), None, leased=True)
 
     def _retry(self, task: Task, error: BaseException, after: float | None, leased: bool = False) -> None:
-        if task.attempt >= task.max_attempts:
-            self._finish(task, self._fatal, error, leased=leased)
-            return
-        timeouts = self._config.timeouts
-        delay = (
-            after
-            if after is not None
-            else equal_jitter(task.attempt, timeouts.backoff_base, timeouts.backoff_max, random.random())
-        )
-        self._finish(task, lifecycle.FAIL_RETRIABLE, error, max(delay, RETRY_FLOOR_S) if leased else delay, leased)
+        transition, delay = self.ends.failing(task, after, RETRY_FLOOR_S if leased else 0.0)
+        self._finish(task, transition, error, delay, leased)
 
     def _finish(
         self,
@@ -311,47 +279,15 @@ class TaskRunner:
             result=result,
         )
         try:
-            self._report(task, transition, change)
-        finally:
-            self.heartbeats.untrack(task)
-
-    def _report(self, task: Task, transition: lifecycle.Transition, change: Change) -> None:
-        for _ in range(REPORT_TRIES):
-            try:
-                outcome = self._store.transition(TaskRef.of(task), transition, change)
-            except Exception:  # noqa: BLE001 - the same writer token makes the retry safe
-                log.warning("reporting %s for %s failed; retrying", transition.name, task.id)
-                continue
-            if not outcome.applied:
-                log.warning(
-                    "result %s of %s attempt %d refused: the task moved on", transition.name, task.id, task.attempt
-                )
+            if self.ends.record(task, transition, change) is Recorded.MOVED_ON:
                 with self._moved_on_lock:
                     self._moved_on.add((task.id, task.attempt))
-                return
-            for metric in OUTCOME_METRICS.get(transition.name, ()):
-                self.metrics.count(metric, 1, queue(task.lambda_, task.priority))
-            log.info("task finished", extra={"outcome": transition.target.value})
-            return
-        log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
+        finally:
+            self.heartbeats.untrack(task)
 
 
 class _TakenOver(Exception):
     """The attempt's callback returned after the time-limit watcher took the attempt over."""
-
-
-def _after_finish(chains: Chains, limiter: Limiter) -> Callable[[Task, bool], None]:
-    """Give back the task's running slots, and let its chain carry on if it was a link. A task that moved on
-    (its lease lapsed, and it runs again) keeps its slots: held by task id, they are its later attempt's."""
-
-    def after(task: Task, moved_on: bool) -> None:
-        grant = limiter.grant_for(task.lambda_, task.collection, task.id, task.flow_key)
-        if grant.slots and not moved_on:
-            limiter.release(grant)
-        if task.chain is not None:
-            chains.advance(task.chain)
-
-    return after
 
 
 def _error_of(error: BaseException, attempt: int, now: datetime, host: str) -> TaskError:

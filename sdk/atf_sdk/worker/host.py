@@ -14,9 +14,11 @@ SIGTERM (or Ctrl-C) drains the host: the controller stops receiving and
 claiming, waits for the receives in flight (a long poll cannot be called off),
 hands every message it holds back to SQS, and the host waits for running tasks
 to finish before it exits. A second SIGTERM or Ctrl-C while it drains stops it
-at once: its running tasks stop with their executors and run again once their
-lease lapses, fenced by their attempt. An executor that dies (killed, or ended by its own
-heartbeat guard) is replaced while the host runs.
+at once: its running tasks stop with their executors, the host records their
+attempts as lost before it exits, and they run again, fenced by their attempt. An
+executor that dies (killed, or ended by its own heartbeat guard) is replaced while
+the host runs; the attempts it held are recorded as lost as its connections close
+(attempt_ends), so they run again after their backoff, not once their lease lapses.
 
 Every few seconds the host writes its health to a file (atf_sdk.worker.health), which the
 container's health check reads: unhealthy once a receiver has ended or hangs, or an executor
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -43,8 +46,10 @@ from atf_core.aws import ENDPOINT_ENV, AwsClients, make_clients
 from atf_core.clock import process_clock
 from atf_core.config import StackConfig
 from atf_core.definitions import queue_name
+from atf_core.schema import Task
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import Metric, MetricBuffer, watch_throttles
+from atf_sdk.worker.attempt_ends import AttemptEnds, after_finish, limits_and_chains
 from atf_sdk.worker.controller import DRAIN_POLL_S, Controller, ControllerSettings, NextWorkServer
 from atf_sdk.worker.executor import ExecutorSpec, executor_main
 from atf_sdk.worker.health import (
@@ -65,6 +70,9 @@ log = logging.getLogger("atf.host")
 PRELOAD = "atf_sdk.worker.preload"
 # The longest path of a Unix socket: sun_path's 108 bytes on Linux (104 on macOS), less the terminating NUL
 SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
+# How long a stopping host waits for the losses of the executors it stopped to be recorded: the drain's 110 s and
+# this stay inside Fargate's 120 s stop timeout. A loss not recorded by then waits out its lease.
+LOSS_RECORD_S = 4.0
 READY_WAIT_S = 60.0  # how long a starting host waits for its executor threads to connect before it serves anyway
 
 
@@ -111,8 +119,13 @@ class WorkerHost:
             metrics=self.metrics,
             clock=process_clock,
         )
+        # An executor that dies holding tasks: their attempts' ends are recorded here, as its connections close
+        self.attempt_ends = AttemptEnds(self._store, config, self.metrics, process_clock)
+        self.attempt_ends.after_finish = after_finish(
+            *limits_and_chains(self._store, self._clients.dynamodb, config, process_clock)
+        )
         self._authkey = secrets.token_bytes(16)
-        self._server, self._socket_directory = _listen(self.controller, self._authkey)
+        self._server, self._socket_directory = _listen(self.controller, self._authkey, self.attempt_ends.lost)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
         self._starts = ExecutorStarts()
         self._server_thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="nextwork")
@@ -250,13 +263,18 @@ class WorkerHost:
                 break
             alive[0].join(min(DRAIN_POLL_S, max(0.0, deadline - time.monotonic())))
         stopped = [process for process in self._executors.values() if process.is_alive()]
-        if stopped:  # past the stop timeout, or told twice: their tasks' leases expire and they run again
+        if stopped:  # past the stop timeout, or told twice
             log.warning(
-                "stopping %d executor(s) with their running tasks: each task runs again once its lease lapses",
+                "stopping %d executor(s) with their running tasks: each attempt is recorded as lost, and runs again",
                 len(stopped),
             )
         for process in stopped:
             process.kill()
+        for process in stopped:
+            process.join(LOSS_RECORD_S)
+        # Their connections close as they end: the attempts they held are recorded as lost before the host exits,
+        # or they would wait out their leases
+        self._server.settle(LOSS_RECORD_S)
         self._release()
         self.metrics.close()
         if self._health is not None:
@@ -333,7 +351,9 @@ def _warn_of_unknown(settings: HostSettings, config: StackConfig, registered: li
         )
 
 
-def _listen(controller: Controller, authkey: bytes) -> tuple[NextWorkServer, SocketDirectory]:
+def _listen(
+    controller: Controller, authkey: bytes, lost: Callable[[Task, str], None]
+) -> tuple[NextWorkServer, SocketDirectory]:
     """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
     where = tempfile.gettempdir()
     remove_abandoned(Path(where))
@@ -343,7 +363,7 @@ def _listen(controller: Controller, authkey: bytes) -> tuple[NextWorkServer, Soc
         raise HostError(f"cannot make a directory in TMPDIR {where}: {_one_line(error)}") from error
     address = str(directory.socket_path)
     try:
-        return NextWorkServer(controller, address, authkey), directory
+        return NextWorkServer(controller, address, authkey, lost), directory
     except OSError as error:
         directory.remove()
         limit = f" (at most {SOCKET_PATH_BYTES} bytes: set TMPDIR to a shorter directory)"

@@ -9,9 +9,9 @@ executor process. The watcher here first records the attempt's failure, a write 
 the heartbeats keep leased meanwhile, then ends the process; the retry waits at least RETRY_FLOOR_S, and the
 process ends before that whether the write has answered or not, so the retry never overlaps the stopped
 attempt. The host starts another executor in its place. The other tasks that process was running stop
-with it, as after a crash: their heartbeats stop, the consumer re-enqueues each once its lease is gone, and
-its next attempt is fenced by a higher attempt number. A lambda run with one thread per executor keeps such
-tasks apart.
+with it, as after a crash: the host records each of their attempts as lost as the process's connections
+close (attempt_ends.AttemptEnds.lost), and each runs again after its backoff, fenced by a higher attempt
+number. A lambda run with one thread per executor keeps such tasks apart.
 """
 
 from __future__ import annotations

@@ -1,0 +1,161 @@
+"""An executor process that dies holding a task (killed, out of memory, a crash in native code) closes its
+connections to its host: the host records that attempt's end at once, as a LostExecution failure fenced by
+the attempt, so the task runs again after its backoff rather than once its lease lapses."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Client
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atf_core import lifecycle
+from atf_core.config import Limits, StackConfig
+from atf_core.limits import Grant, Limiter
+from atf_core.schema import LOST_EXECUTION, ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.store.base import Change, TaskRef
+from atf_core.store.counters import Counters
+from atf_core.store.tasks import DynamoTaskStore
+from atf_core.tasks import Scheduling
+from atf_core.telemetry import MetricBuffer
+from atf_sdk.worker.attempt_ends import AttemptEnds, after_finish, limits_and_chains
+from atf_sdk.worker.controller import NextWorkServer
+from atf_sdk.worker.protocol import NextWork, Work
+
+EXECUTOR = "executor-host:4242"
+
+
+class HandsOut:
+    """A controller with one task to hand to the first executor thread that asks."""
+
+    draining = False
+
+    def __init__(self, task: Task) -> None:
+        self._task: Task | None = task
+
+    def next_work(self, lambda_name: str, wait_s: float, worker: str = "", wanted: Any = None) -> Task | None:
+        task, self._task = self._task, None
+        return task
+
+
+@pytest.fixture
+def limited(config: StackConfig) -> StackConfig:
+    """The test stack, with `work` running one task at a time: a lost attempt's slot must come back."""
+    lambdas = dict(config.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"limits": Limits(max_running=1)})
+    return config.model_copy(update={"lambdas": lambdas})
+
+
+@pytest.fixture
+def address() -> Iterator[str]:
+    directory = Path(tempfile.mkdtemp(prefix="atf-test-"))
+    yield str(directory / "c.sock")
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def claimed_for_executor(store: DynamoTaskStore, config: StackConfig, max_attempts: int = 3) -> Task:
+    request = ScheduleRequest.model_validate({"lambda": "work", "max_attempts": max_attempts})
+    task = Scheduling(store, config).schedule(request).task
+    now = utcnow()
+    enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
+    assert enqueued is not None
+    outcome = store.transition(
+        TaskRef.of(task), lifecycle.CLAIM, Change(now=now, attempt=enqueued.attempt, host=EXECUTOR)
+    )
+    assert outcome.applied and outcome.task is not None
+    return outcome.task
+
+
+def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptEnds:
+    """AttemptEnds as a worker host composes it."""
+    ends = AttemptEnds(store, config, MetricBuffer(service="test"), utcnow)
+    ends.after_finish = after_finish(*limits_and_chains(store, aws.dynamodb, config, utcnow))
+    return ends
+
+
+def executor_dies_holding(address: str, task: Task, ends: AttemptEnds, before_dying: Callable[[], None]) -> None:
+    """An executor thread asks the host's server for work, is handed `task`, and its process dies."""
+    server = NextWorkServer(HandsOut(task), address, b"key", ends.lost)  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
+            executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+            assert isinstance(executor.recv(), Work)
+            before_dying()
+        # Its connection closed, as a dead process's does: the host's server is done with it soon after
+        server.settle(10)
+    finally:
+        server.close()
+
+
+def test_an_executor_that_dies_holding_a_task_has_its_attempt_recorded_as_lost_at_once(
+    aws: Any, limited: StackConfig, address: str
+) -> None:
+    # Given a task claimed for an executor, holding the lambda's one running slot
+    store = DynamoTaskStore(aws.dynamodb, limited)
+    task = claimed_for_executor(store, limited)
+    limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
+    assert isinstance(limiter.acquire("work", task.collection, task.id), Grant)
+    # When its executor dies while it runs the task
+    before = utcnow()
+    executor_dies_holding(address, task, host_ends(aws, limited, store), lambda: None)
+    # Then the attempt is a retriable failure at once, naming the executor and how its loss was seen
+    after = store.get(task.id)
+    assert after is not None and (after.status, after.attempt) == (TaskStatus.RETRIABLE_FAILURE, 1)
+    [lost] = after.errors
+    assert (lost.type, lost.attempt, lost.host) == (LOST_EXECUTION, 1, EXECUTOR)
+    assert lost.message == (
+        f"attempt 1 was lost: its executor {EXECUTOR} ended while running it, as its host saw its connection close"
+    )
+    assert lost.at >= before
+    # And it runs again after its backoff, not its lease
+    assert after.next_at is not None
+    assert (after.next_at - lost.at).total_seconds() <= limited.timeouts.backoff_max
+    # And its running slot is free for the next task
+    assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == set()
+
+
+@pytest.mark.parametrize(
+    ("dead_letter", "ends_as"), [(True, TaskStatus.DEAD_LETTER), (False, TaskStatus.FATAL_FAILURE)]
+)
+def test_a_lost_last_attempt_fails_its_task_for_good(
+    aws: Any, config: StackConfig, address: str, dead_letter: bool, ends_as: TaskStatus
+) -> None:
+    # Given a task on its last attempt, of a lambda that keeps its dead letters or not
+    lambdas = dict(config.lambdas)
+    lambdas["work"] = lambdas["work"].model_copy(update={"dead_letter": dead_letter})
+    config = config.model_copy(update={"lambdas": lambdas})
+    store = DynamoTaskStore(aws.dynamodb, config)
+    task = claimed_for_executor(store, config, max_attempts=1)
+    # When its executor dies while it runs the task
+    executor_dies_holding(address, task, host_ends(aws, config, store), lambda: None)
+    # Then it has failed for good, where its lambda puts such tasks, with the loss as its error
+    after = store.get(task.id)
+    assert after is not None and after.status is ends_as
+    assert [e.type for e in after.errors] == [LOST_EXECUTION]
+
+
+def test_an_executor_that_recorded_its_end_before_it_died_keeps_that_end(
+    aws: Any, limited: StackConfig, address: str
+) -> None:
+    # Given a task whose executor recorded its success, and took the lambda's slot for another task since
+    store = DynamoTaskStore(aws.dynamodb, limited)
+    task = claimed_for_executor(store, limited)
+    limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
+
+    def succeed_then_take_the_slot() -> None:
+        change = Change(now=utcnow(), attempt=task.attempt, result='"done"')
+        assert store.transition(TaskRef.of(task), lifecycle.SUCCEED, change).applied
+        assert isinstance(limiter.acquire("work", "default", "next-task"), Grant)
+
+    # When its process dies before it asks for more work
+    executor_dies_holding(address, task, host_ends(aws, limited, store), succeed_then_take_the_slot)
+    # Then the success stands, with no error, and no slot was given back on its behalf
+    after = store.get(task.id)
+    assert after is not None and (after.status, after.errors, after.result) == (TaskStatus.SUCCESS, [], "done")
+    assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == {"next-task"}
