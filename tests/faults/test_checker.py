@@ -9,6 +9,7 @@ from pathlib import Path
 from atf_local.faults.checker import check
 from atf_local.faults.model import load_records
 from tests.faults.histories import (
+    CONTROLLER,
     OTHER_EXECUTOR,
     T0,
     accepted,
@@ -79,6 +80,28 @@ def test_an_execution_ends_when_its_process_dies() -> None:
     result = check(history, final("a", attempt=2), bounds())
     assert result.ok, result.violations
     assert result.duplicates == 1  # run again without having asked for it
+
+
+def test_a_run_after_a_loss_its_host_recorded_was_asked_for_by_no_one_but_one_after_a_retriable_failure_was() -> None:
+    def run_after(error_type: str) -> int:
+        failed = write("a", "fail_retriable", 1, "applied", "retriable_failure", 1, T0 + 5, pid=CONTROLLER)
+        history = [
+            *clean_run()[:4],
+            gone(200, T0 + 5),
+            {**failed, "error_type": error_type},
+            claim("a", 2, T0 + 7),
+            start("a", 2, T0 + 8, pid=OTHER_EXECUTOR),
+            write("a", "succeed", 2, "applied", "success", 2, T0 + 9, pid=OTHER_EXECUTOR),
+            end("a", 2, T0 + 9, pid=OTHER_EXECUTOR),
+        ]
+        result = check(history, final("a", attempt=2), bounds())
+        assert result.ok, result.violations
+        return result.duplicates
+
+    # A killed executor's attempt, recorded as lost by its host: its re-run is the fault's, as after a lapsed lease
+    assert run_after("LostExecution") == 1
+    # A callback's failure asks for its retry
+    assert run_after("RuntimeError") == 0
 
 
 def test_paused_time_does_not_count_but_running_after_the_pause_does() -> None:

@@ -17,7 +17,7 @@ from atf_core.aws import AwsClients, make_clients
 from atf_core.config import StackConfig
 from atf_core.consumer.deadlines import observed_stamp
 from atf_core.queues import TaskMessage
-from atf_core.schema import TaskStatus
+from atf_core.schema import LOST_EXECUTION, TaskError, TaskStatus
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.tasks import DynamoTaskStore
 from atf_local.environment import DUMMY_CREDENTIALS, REPO
@@ -68,6 +68,18 @@ def test_every_transition_the_store_writes_is_recorded_as_itself(
     assert write["result"] == ("applied" if outcome.applied else "rejected")
     assert outcome.task is not None and write["status"] == outcome.task.status.value
     assert write["current_attempt"] == outcome.task.attempt
+
+
+def test_a_failure_is_recorded_with_its_error_type(aws: AwsClients, config: StackConfig, tmp_path: Path) -> None:
+    # The checker tells a loss its host recorded (a fault's re-run) from a failure that asked for a retry
+    store = DynamoTaskStore(recording(aws, tmp_path).dynamodb, config)
+    task = force_status(store, new_task(store, config), TaskStatus.PROCESSING, attempt=1)
+    lost = TaskError(type=LOST_EXECUTION, message="its executor died", attempt=1, at=T0)
+    assert store.transition(
+        TaskRef.of(task), lifecycle.FAIL_RETRIABLE, Change(now=T0, attempt=1, next_at=T0, error=lost)
+    ).applied
+    [write] = [r for r in recorded(tmp_path) if r["kind"] == "write"]
+    assert (write["transition"], write["error_type"]) == ("fail_retriable", LOST_EXECUTION)
 
 
 def test_a_refused_write_is_recorded_with_the_task_as_it_stood(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atf_core.lifecycle import TRANSITIONS
-from atf_core.schema import TERMINAL_STATUSES
+from atf_core.schema import LOST_EXECUTION, TERMINAL_STATUSES
 from atf_core.telemetry import percentile
 from atf_local.faults.model import (
     CONT,
@@ -225,10 +225,13 @@ def _terminals(result: Result, writes: list[Record], final: dict[str, FinalTask]
 
 
 def _duplicates(result: Result, runs: list[Execution], writes: list[Record]) -> None:
-    """Executions beyond those the task asked for (its first, plus one per retriable failure that landed)."""
+    """Executions beyond those the task asked for (its first, plus one per retriable failure that landed). An
+    execution lost to a fault asked for none, whether the consumer found it through its lease or its host
+    recorded the loss (a LostExecution failure)."""
     asked: dict[str, set[str]] = defaultdict(set)
     for write in writes:
-        if write["transition"] == "fail_retriable" and write["result"] == "applied":
+        lost = write.get("error_type") == LOST_EXECUTION
+        if write["transition"] == "fail_retriable" and write["result"] == "applied" and not lost:
             asked[write["task"]].add(write["writer"])
     counts: dict[str, int] = defaultdict(int)
     for run in runs:
