@@ -49,7 +49,7 @@ class Metric:
     FATAL_FAILURES = "FatalFailures"  # failed for good, dead-lettered or not
     DEAD_LETTERED = "DeadLettered"  # of those, the ones kept as dead letters
     DROPPED = "Dropped"  # by a drop gate, in the consumer or the controller
-    EXHAUSTED = "Exhausted"  # consumer: the last attempt was lost (executor died)
+    EXHAUSTED = "Exhausted"  # consumer: the last attempt was lost, found through its lease or claim timeout
     EXPIRED = "Expired"  # consumer: expire_at passed before the task started
     LIMITED = "Limited"  # controller: a rate or concurrency limit held a task back
     # controller, per lambda (never per key: a dimension per flow key would be a metric per customer id):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import Limits, StackConfig
 from atf_core.limits import Grant, Limiter
-from atf_core.schema import LOST_EXECUTION, ScheduleRequest, Task, TaskStatus, utcnow
+from atf_core.schema import LOST_EXECUTION, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
@@ -115,7 +116,7 @@ def test_an_executor_that_dies_holding_a_task_has_its_attempt_recorded_as_lost_a
     assert lost.at >= before
     # And it runs again after its backoff, not its lease
     assert after.next_at is not None
-    assert (after.next_at - lost.at).total_seconds() <= limited.timeouts.backoff_max
+    assert (after.next_at - lost.at).total_seconds() <= limited.timeouts.backoff_base  # the first retry's ceiling
     # And its running slot is free for the next task
     assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == set()
 
@@ -159,3 +160,54 @@ def test_an_executor_that_recorded_its_end_before_it_died_keeps_that_end(
     after = store.get(task.id)
     assert after is not None and (after.status, after.errors, after.result) == (TaskStatus.SUCCESS, [], "done")
     assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == {"next-task"}
+
+
+def test_the_loss_of_an_attempt_past_its_time_limit_waits_for_the_watchers_write(
+    aws: Any, config: StackConfig, address: str
+) -> None:
+    # Given a task with a time limit, whose executor's time-limit watcher sends the attempt's TaskTimeout and
+    # ends the process, the write still on its way as the host sees the connection close
+    store = DynamoTaskStore(aws.dynamodb, config)
+    request = ScheduleRequest.model_validate({"lambda": "work", "timeout_seconds": 0.05})
+    task = Scheduling(store, config).schedule(request).task
+    now = utcnow()
+    enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
+    assert enqueued is not None
+    claim = Change(now=now, attempt=enqueued.attempt, host=EXECUTOR)
+    task = store.transition(TaskRef.of(task), lifecycle.CLAIM, claim).task  # type: ignore[assignment]
+    timeout = TaskError(type="TaskTimeout", message="ran over its time limit of 0.05s", attempt=1, at=now)
+    landing = threading.Timer(
+        1.0,
+        store.transition,
+        (TaskRef.of(task), lifecycle.FAIL_RETRIABLE, Change(now=utcnow(), attempt=1, next_at=now, error=timeout)),
+    )
+
+    def overrun_then_end() -> None:
+        time.sleep(0.1)
+        landing.start()
+
+    # When the process ends
+    executor_dies_holding(address, task, host_ends(aws, config, store), overrun_then_end)
+    landing.join()
+    # Then the attempt's end is the watcher's: the host's write came after it, and was refused
+    after = store.get(task.id)
+    assert after is not None and [e.type for e in after.errors] == ["TaskTimeout"]
+
+
+def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, address: str) -> None:
+    # Its health counts an executor that died soon after it started as a failed start only if it ran nothing
+    task = Task.model_validate(
+        {"id": "t", "lambda": "work", "collection": "default", "priority": "normal", "payload": {}, "status": "claimed",
+         "attempt": 1, "max_attempts": 3, "scheduled_at": utcnow(), "created_at": utcnow()}
+    )  # fmt: skip
+    server = NextWorkServer(HandsOut(task), address, b"key")  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
+            executor.send(NextWork("work", wait_s=0.01, worker="this-host:4242"))
+            assert isinstance(executor.recv(), Work)
+            executor.send(NextWork("work", wait_s=0.01, worker="this-host:4343"))
+            executor.recv()
+    finally:
+        server.close()
+    assert (server.handed_work(4242), server.handed_work(4242), server.handed_work(4343)) == (True, False, False)

@@ -91,7 +91,7 @@ def test_a_starting_host_removes_what_a_killed_one_left_and_holds_its_own(
     gone = left_by_a_killed_host(in_short_tmp)
     held.append(SocketDirectory())
     # When another host starts listening for its executors
-    server, directory = host._listen(None, b"key", lambda task, how: None)  # type: ignore[arg-type]  # the controller is asked once served
+    server, directory = host._listen(None, b"key", lambda task, how, held_s: None)  # type: ignore[arg-type]  # the controller is asked once served
     try:
         # Then the killed one's directory is gone, the running one's is not, and its own is locked and named
         # for its process

@@ -121,10 +121,12 @@ class Clock:
         return self.now
 
 
-def crash(starts: ExecutorStarts, clock: Clock, times: int, lived_s: float = 1.0, code: int = 1) -> None:
+def crash(
+    starts: ExecutorStarts, clock: Clock, times: int, lived_s: float = 1.0, code: int = 1, ran_a_task: bool = False
+) -> None:
     for _ in range(times):
         clock.now += lived_s
-        starts.exited("work", 0, code)
+        starts.exited("work", 0, code, ran_a_task)
         starts.started("work", 0)
 
 
@@ -152,6 +154,18 @@ def test_executors_ended_for_their_time_limit_are_not_a_crash_loop() -> None:
     assert starts.problems() == []
     crash(starts, clock, CRASH_LOOP_EXITS - 1)
     assert starts.problems() == []
+
+
+def test_executors_killed_by_the_tasks_they_ran_are_not_a_crash_loop() -> None:
+    """Poison tasks that kill each executor they run on, retried seconds apart once their host records the
+    loss: the executors did start, and a new host would fare no better; a crash before any task counts."""
+    clock = Clock()
+    starts = ExecutorStarts(clock=clock)
+    starts.started("work", 0)
+    crash(starts, clock, 3 * CRASH_LOOP_EXITS, code=-9, ran_a_task=True)
+    assert starts.problems() == []
+    crash(starts, clock, CRASH_LOOP_EXITS)
+    assert len(starts.problems()) == 1
 
 
 def test_a_pool_whose_replacement_settles_is_alive_again() -> None:

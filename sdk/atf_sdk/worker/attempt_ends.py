@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from enum import StrEnum
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("atf.executor")
 REPORT_TRIES = 5
+# How long the host waits before it records the loss of an attempt past its time limit: the watcher's write was
+# sent at most time_limits.END_BY_S before the process ended, and may still be on its way.
+OVERRAN_GRACE_S = 3.0
 # The metrics a recorded end counts once its write applies: a fatal failure counts
 # as one whether or not the lambda keeps its dead letters.
 OUTCOME_METRICS = {
@@ -100,10 +104,15 @@ class AttemptEnds:
         log.error("could not report %s for %s; its lease will expire and it will run again", transition.name, task.id)
         return Recorded.UNANSWERED
 
-    def lost(self, task: Task, how: str) -> None:
-        """Record the end of an attempt whose executor process died holding it: a failure (LostExecution, `how`
-        it was seen), retried after the backoff or failed for good if it was the last. Its slots are given
-        back and its chain advanced only if the write applied: a refused one was the executor's to follow."""
+    def lost(self, task: Task, how: str, held_s: float) -> None:
+        """Record the end of an attempt whose executor process died holding it for `held_s`: a failure
+        (LostExecution, `how` it was seen), retried after the backoff or failed for good if it was the last. Its
+        slots are given back and its chain advanced only if the write applied: a refused one was the executor's
+        to follow. An attempt past its time limit is the time-limit watcher's to record: its write (a
+        TaskTimeout) left before the process ended, so this one waits for it to land first."""
+        limit_s = self._config.lambdas[task.lambda_].time_limit(task.timeout_seconds)
+        if limit_s is not None and held_s >= limit_s:
+            time.sleep(OVERRAN_GRACE_S)
         transition, delay = self.failing(task, None)
         now = self._clock()
         message = f"attempt {task.attempt} was lost: {how}"

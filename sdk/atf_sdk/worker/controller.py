@@ -457,15 +457,15 @@ class Controller:
 class NextWorkServer:
     """Serves NextWork to executor threads over a Unix socket.
 
-    A thread's connection closes while it holds a task only when its process died: `lost(task, how)` records
-    that attempt's end (AttemptEnds.lost) without waiting for its lease to lapse."""
+    A thread's connection closes while it holds a task only when its process died: `lost(task, how, held_s)`
+    records that attempt's end (AttemptEnds.lost) without waiting for its lease to lapse."""
 
     def __init__(
         self,
         controller: Controller,
         address: str,
         authkey: bytes,
-        lost: Callable[[Task, str], None] = lambda task, how: None,
+        lost: Callable[[Task, str, float], None] = lambda task, how, held_s: None,
     ) -> None:
         self._controller = controller
         self._lost = lost
@@ -473,6 +473,7 @@ class NextWorkServer:
         self.address = address
         self.connections = 0  # executor threads that have connected: the host is ready when all have
         self._serving: list[threading.Thread] = []
+        self._handed: set[str] = set()  # the pids of the executors handed a task, until their exit is told
         self._closed = threading.Event()
 
     def serve_forever(self) -> None:
@@ -494,13 +495,14 @@ class NextWorkServer:
 
     def _serve(self, connection: Connection) -> None:
         running: Task | None = None  # what this executor thread was handed, until it asks for more
+        handed_at = 0.0  # when (monotonic)
         with connection:
             while True:
                 try:
                     request = connection.recv()
                 except (EOFError, OSError):  # the executor process ended (finished, or died)
                     if running is not None:
-                        self._ended_holding(running, "ended while running it")
+                        self._ended_holding(running, "ended while running it", time.monotonic() - handed_at)
                     return
                 try:
                     running = self._next_task(request, connection)
@@ -509,14 +511,23 @@ class NextWorkServer:
                     running = None
                     time.sleep(CLAIM_RETRY_S)  # it asks again at once: a lasting fault is not a busy loop
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
+                if running is not None:
+                    self._handed.add(request.worker.rpartition(":")[2])
+                    handed_at = time.monotonic()
                 try:
                     connection.send(answer)
                 except OSError:  # it died while it waited
                     if running is not None:
-                        self._ended_holding(running, "ended before it was handed the task")
+                        self._ended_holding(running, "ended before it was handed the task", 0.0)
                     return
 
-    def _ended_holding(self, task: Task, how: str) -> None:
+    def handed_work(self, pid: int) -> bool:
+        """Whether the executor process `pid` (on this host) was handed a task; asked once, as it exits."""
+        handed = str(pid) in self._handed
+        self._handed.discard(str(pid))
+        return handed
+
+    def _ended_holding(self, task: Task, how: str, held_s: float) -> None:
         """An executor thread's connection closed while it held a task: its process died (or the thread did)."""
         with task_context(task):
             log.warning(
@@ -527,7 +538,7 @@ class NextWorkServer:
                 task.attempt,
             )
             try:
-                self._lost(task, f"its executor {task.claimed_by} {how}, as its host saw its connection close")
+                self._lost(task, f"its executor {task.claimed_by} {how}, as its host saw its connection close", held_s)
             except Exception:  # its lease lapses, and the consumer records the loss then
                 log.exception("recording the loss of task %s attempt %d failed", task.id, task.attempt)
 

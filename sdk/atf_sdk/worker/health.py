@@ -29,8 +29,10 @@ HEALTH_FILE_ENV = "ATF_HEALTH_FILE"  # read by both the host and the probe, so o
 DEFAULT_HEALTH_FILE = Path("/tmp/atf-worker-health.json")  # /tmp: the one writable path in the image
 REPORT_EVERY_S = 2.0
 STALE_AFTER_S = 30.0  # a report this old means the host's supervising loop has stopped turning
-# An executor that exits sooner than SETTLE_S after it started failed to start; CRASH_LOOP_EXITS such
-# exits in a row, with its replacement not yet settled either, and its pool is dead.
+# An executor that exits sooner than SETTLE_S after it started, before it was handed any task, failed to start;
+# CRASH_LOOP_EXITS such exits in a row, with its replacement not yet settled either, and its pool is dead. One
+# that died running a task did start: the task killed it (its attempts are recorded as lost, and retried after
+# their backoff, seconds apart), and a new host would fare no better.
 SETTLE_S = 30.0
 CRASH_LOOP_EXITS = 5
 # The status of an executor ended on purpose because a callback ran over its time limit (time_limits): not a
@@ -102,10 +104,10 @@ class ExecutorStarts:
         else:
             known.started_at = now
 
-    def exited(self, lambda_name: str, slot: int, exit_code: int | None) -> None:
+    def exited(self, lambda_name: str, slot: int, exit_code: int | None, ran_a_task: bool = False) -> None:
         known = self._slots[(lambda_name, slot)]
         lived = self._clock() - known.started_at
-        quick = lived < self._settle_s and exit_code != EXIT_TIMED_OUT
+        quick = lived < self._settle_s and exit_code != EXIT_TIMED_OUT and not ran_a_task
         known.quick_exits = known.quick_exits + 1 if quick else 0
         known.last_exit_code = exit_code
 

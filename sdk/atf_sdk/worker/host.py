@@ -217,7 +217,8 @@ class WorkerHost:
                     process.pid,
                     process.exitcode,
                 )
-                self._starts.exited(name, slot, process.exitcode)
+                ran_a_task = process.pid is not None and self._server.handed_work(process.pid)
+                self._starts.exited(name, slot, process.exitcode, ran_a_task)
                 self._start_executor(name, slot)
 
     def health(self, state: str = "serving") -> HealthReport:
@@ -270,11 +271,12 @@ class WorkerHost:
             )
         for process in stopped:
             process.kill()
-        for process in stopped:
-            process.join(LOSS_RECORD_S)
         # Their connections close as they end: the attempts they held are recorded as lost before the host exits,
         # or they would wait out their leases
-        self._server.settle(LOSS_RECORD_S)
+        recorded_by = time.monotonic() + LOSS_RECORD_S
+        for process in stopped:
+            process.join(max(0.0, recorded_by - time.monotonic()))
+        self._server.settle(max(0.0, recorded_by - time.monotonic()))
         self._release()
         self.metrics.close()
         if self._health is not None:
@@ -352,7 +354,7 @@ def _warn_of_unknown(settings: HostSettings, config: StackConfig, registered: li
 
 
 def _listen(
-    controller: Controller, authkey: bytes, lost: Callable[[Task, str], None]
+    controller: Controller, authkey: bytes, lost: Callable[[Task, str, float], None]
 ) -> tuple[NextWorkServer, SocketDirectory]:
     """The server its executors ask for work on, on a Unix socket in a directory of its own under TMPDIR."""
     where = tempfile.gettempdir()
