@@ -211,3 +211,24 @@ def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, 
     finally:
         server.close()
     assert (server.handed_work(4242), server.handed_work(4242), server.handed_work(4343)) == (True, False, False)
+
+
+def test_the_loss_of_an_attempt_a_later_one_has_replaced_is_refused(
+    aws: Any, limited: StackConfig, address: str
+) -> None:
+    # Given a task whose attempt 1 outlived its lease: the consumer sent it again and attempt 2 holds it, and its slot
+    store = DynamoTaskStore(aws.dynamodb, limited)
+    task = claimed_for_executor(store, limited)
+    limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
+
+    def replaced() -> None:
+        assert store.transition(TaskRef.of(task), lifecycle.REQUEUE, Change(now=utcnow(), attempt=1)).applied
+        assert store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=utcnow(), attempt=1)).applied
+        assert isinstance(limiter.acquire("work", task.collection, task.id), Grant)
+
+    # When attempt 1's executor dies
+    executor_dies_holding(address, task, host_ends(aws, limited, store), replaced)
+    # Then attempt 2 goes on undisturbed, with its slot
+    after = store.get(task.id)
+    assert after is not None and (after.status, after.attempt, after.errors) == (TaskStatus.CLAIMED, 2, [])
+    assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == {task.id}
