@@ -18,15 +18,15 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import Limits, StackConfig
 from atf_core.limits import Grant, Limiter
-from atf_core.schema import LOST_EXECUTION, ScheduleRequest, Task, TaskError, TaskStatus, utcnow
+from atf_core.schema import LOST_EXECUTION, Task, TaskError, TaskStatus, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
-from atf_core.tasks import Scheduling
 from atf_core.telemetry import MetricBuffer
 from atf_sdk.worker.attempt_ends import AttemptEnds, after_finish, limits_and_chains
 from atf_sdk.worker.controller import NextWorkServer
 from atf_sdk.worker.protocol import NextWork, Work
+from tests.telemetry.test_worker_metrics import claimed
 
 EXECUTOR = "executor-host:4242"
 
@@ -59,19 +59,6 @@ def address() -> Iterator[str]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def claimed_for_executor(store: DynamoTaskStore, config: StackConfig, max_attempts: int = 3) -> Task:
-    request = ScheduleRequest.model_validate({"lambda": "work", "max_attempts": max_attempts})
-    task = Scheduling(store, config).schedule(request).task
-    now = utcnow()
-    enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
-    assert enqueued is not None
-    outcome = store.transition(
-        TaskRef.of(task), lifecycle.CLAIM, Change(now=now, attempt=enqueued.attempt, host=EXECUTOR)
-    )
-    assert outcome.applied and outcome.task is not None
-    return outcome.task
-
-
 def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptEnds:
     """AttemptEnds as a worker host composes it."""
     ends = AttemptEnds(store, config, MetricBuffer(service="test"), utcnow)
@@ -99,7 +86,7 @@ def test_an_executor_that_dies_holding_a_task_has_its_attempt_recorded_as_lost_a
 ) -> None:
     # Given a task claimed for an executor, holding the lambda's one running slot
     store = DynamoTaskStore(aws.dynamodb, limited)
-    task = claimed_for_executor(store, limited)
+    task = claimed(store, limited, "work", host=EXECUTOR)
     limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
     assert isinstance(limiter.acquire("work", task.collection, task.id), Grant)
     # When its executor dies while it runs the task
@@ -132,7 +119,7 @@ def test_a_lost_last_attempt_fails_its_task_for_good(
     lambdas["work"] = lambdas["work"].model_copy(update={"dead_letter": dead_letter})
     config = config.model_copy(update={"lambdas": lambdas})
     store = DynamoTaskStore(aws.dynamodb, config)
-    task = claimed_for_executor(store, config, max_attempts=1)
+    task = claimed(store, config, "work", host=EXECUTOR, max_attempts=1)
     # When its executor dies while it runs the task
     executor_dies_holding(address, task, host_ends(aws, config, store), lambda: None)
     # Then it has failed for good, where its lambda puts such tasks, with the loss as its error
@@ -146,7 +133,7 @@ def test_an_executor_that_recorded_its_end_before_it_died_keeps_that_end(
 ) -> None:
     # Given a task whose executor recorded its success, and took the lambda's slot for another task since
     store = DynamoTaskStore(aws.dynamodb, limited)
-    task = claimed_for_executor(store, limited)
+    task = claimed(store, limited, "work", host=EXECUTOR)
     limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
 
     def succeed_then_take_the_slot() -> None:
@@ -168,13 +155,8 @@ def test_the_loss_of_an_attempt_past_its_time_limit_waits_for_the_watchers_write
     # Given a task with a time limit, whose executor's time-limit watcher sends the attempt's TaskTimeout and
     # ends the process, the write still on its way as the host sees the connection close
     store = DynamoTaskStore(aws.dynamodb, config)
-    request = ScheduleRequest.model_validate({"lambda": "work", "timeout_seconds": 0.05})
-    task = Scheduling(store, config).schedule(request).task
+    task = claimed(store, config, "work", host=EXECUTOR, timeout_seconds=0.05)
     now = utcnow()
-    enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
-    assert enqueued is not None
-    claim = Change(now=now, attempt=enqueued.attempt, host=EXECUTOR)
-    task = store.transition(TaskRef.of(task), lifecycle.CLAIM, claim).task  # type: ignore[assignment]
     timeout = TaskError(type="TaskTimeout", message="ran over its time limit of 0.05s", attempt=1, at=now)
     landing = threading.Timer(
         1.0,
@@ -218,7 +200,7 @@ def test_the_loss_of_an_attempt_a_later_one_has_replaced_is_refused(
 ) -> None:
     # Given a task whose attempt 1 outlived its lease: the consumer sent it again and attempt 2 holds it, and its slot
     store = DynamoTaskStore(aws.dynamodb, limited)
-    task = claimed_for_executor(store, limited)
+    task = claimed(store, limited, "work", host=EXECUTOR)
     limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
 
     def replaced() -> None:

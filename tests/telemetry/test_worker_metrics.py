@@ -32,15 +32,23 @@ def store(aws: Any, config: StackConfig) -> DynamoTaskStore:
 
 
 def claimed(
-    store: DynamoTaskStore, config: StackConfig, lambda_name: str, lag_s: float = 0.0, flow_key: str | None = None
+    store: DynamoTaskStore,
+    config: StackConfig,
+    lambda_name: str,
+    lag_s: float = 0.0,
+    flow_key: str | None = None,
+    host: str | None = None,
+    **fields: Any,
 ) -> Task:
-    """A task as a controller hands it to an executor: enqueued, then claimed lag_s after its time."""
-    request = ScheduleRequest.model_validate({"lambda": lambda_name, "priority": "normal", "flow_key": flow_key})
+    """A task as a controller hands it to an executor (`host`): enqueued, then claimed lag_s after its time.
+    `fields`: more of its schedule request (max_attempts, timeout_seconds)."""
+    body = {"lambda": lambda_name, "priority": "normal", "flow_key": flow_key, **fields}
+    request = ScheduleRequest.model_validate(body)
     task = Scheduling(store, config).schedule(request, utcnow() - timedelta(seconds=lag_s)).task
     now = utcnow()
     enqueued = store.transition(TaskRef.of(task), lifecycle.ENQUEUE, Change(now=now, due_by=now)).task
     assert enqueued is not None
-    outcome = store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=now, attempt=enqueued.attempt))
+    outcome = store.transition(TaskRef.of(task), lifecycle.CLAIM, Change(now=now, attempt=enqueued.attempt, host=host))
     assert outcome.applied and outcome.task is not None
     return outcome.task
 
