@@ -24,8 +24,8 @@ LOWEST := .venv-lowest
 # with one worker a core those waits left cores idle. On two cores the third worker took pytest from 585 to
 # 468-471 s. A fourth saved 36 s more; it stops at one over because every worker added also slows the stack
 # tests that measure time on the shared cores (the clocks fault scenario took 50 s with two, 108-111 with more).
-# A module's tests go to one worker together, so each module's stack starts once; every stack and server takes
-# free ports of its own. The modules go out in the order tests/conftest.py sorts them (the long tiers first),
+# A module's tests go to one worker together, so each module's stack starts once, and tests/infra's modules all go
+# to one, which synthesizes the CDK app once (tests/conftest.py); every stack and server takes free ports of its own. The modules go out in the order tests/conftest.py sorts them (the long tiers first),
 # not xdist's (most tests first).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -17,6 +17,7 @@ import boto3
 import botocore.loaders
 import botocore.session
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 from atf_core.aws import AwsClients
 from atf_core.config import StackConfig
@@ -62,7 +63,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # workers. xdist's own order (the Makefile turns it off: --no-loadscope-reorder) put modules with many tests
 # first, so exactly these few-test, long modules started last and one ran alone at the end.
 TESTS = Path(__file__).resolve().parent
-LONG_TIERS = ("faults", "docs", "e2e", "console", "packaging")
+# tests/infra goes out first: one work unit (below) of about five minutes, the longest.
+LONG_TIERS = ("infra", "faults", "docs", "e2e", "console", "packaging")
+ONE_UNIT_TIERS = ("infra",)
+
+
+class _ModulesAndTiers(LoadFileScheduling):
+    """`--dist loadfile`, except that each of ONE_UNIT_TIERS is one work unit: every tests/infra module reads the
+    CDK app's environments that tests/infra/conftest.py synthesizes once per worker process (~45 s of CPU, most of
+    it jsii's Node process), and spread over three workers the suite paid for that three times. (xdist's own
+    `loadgroup` would do it with marks, but its nodeid suffix is lost on pytest 9.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = super()._split_scope(nodeid)
+        parts = module.split("/")
+        return "/".join(parts[:2]) if parts[0] == TESTS.name and parts[1] in ONE_UNIT_TIERS else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    return _ModulesAndTiers(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
