@@ -118,9 +118,9 @@ class WireRecorder:
         attempt = int(values[":attempt"]["N"]) if ":attempt" in values else None
         fields = {"task": params["Key"][Attr.ID]["S"], "transition": transition.name, "attempt": attempt}
         fields["writer"] = writer
-        error_type = values.get(f":{Attr.ERROR}", {}).get("M", {}).get("t", {}).get("S")
-        if error_type is not None:  # a loss the host recorded is told from a failure the callback asked a retry for
-            fields["error_type"] = error_type
+        if f":{Attr.ERROR}" in values:  # a loss the host recorded is told from a failure the callback asked a retry for
+            written = codec.from_item({Attr.ERROR: values[f":{Attr.ERROR}"]})[Attr.ERROR]
+            fields["error_type"] = codec.error_from_plain(written).type
         code = str(((parsed or {}).get("Error") or {}).get("Code", ""))
         if error or (code and code != "ConditionalCheckFailedException"):
             self._history.record("write", **fields, result="error", error=error or code)

@@ -473,7 +473,7 @@ class NextWorkServer:
         self.address = address
         self.connections = 0  # executor threads that have connected: the host is ready when all have
         self._serving: list[threading.Thread] = []
-        self._handed: set[str] = set()  # the pids of the executors handed a task, until their exit is told
+        self._handed: set[int | None] = set()  # the pids of the executors handed a task, until their exit is told
         self._closed = threading.Event()
 
     def serve_forever(self) -> None:
@@ -512,7 +512,7 @@ class NextWorkServer:
                     time.sleep(CLAIM_RETRY_S)  # it asks again at once: a lasting fault is not a busy loop
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
                 if running is not None:
-                    self._handed.add(request.worker.rpartition(":")[2])
+                    self._handed.add(pid_of(request.worker))
                     handed_at = time.monotonic()
                 try:
                     connection.send(answer)
@@ -523,8 +523,8 @@ class NextWorkServer:
 
     def handed_work(self, pid: int) -> bool:
         """Whether the executor process `pid` (on this host) was handed a task; asked once, as it exits."""
-        handed = str(pid) in self._handed
-        self._handed.discard(str(pid))
+        handed = pid in self._handed
+        self._handed.discard(pid)
         return handed
 
     def _ended_holding(self, task: Task, how: str, held_s: float) -> None:
@@ -577,12 +577,18 @@ def _closed(connection: Connection) -> bool:
         return True
 
 
+def pid_of(worker: str) -> int | None:
+    """The process id in an executor's worker id (host:pid, atf_sdk.worker.executor); None if it names none."""
+    pid = worker.rpartition(":")[2]
+    return int(pid) if pid.isdigit() else None
+
+
 def _stopped(worker: str) -> bool:
     """Whether the asking executor's process (host:pid, on this host) is stopped: SIGSTOP, a debugger. It asked
     before it stopped; a task claimed for it would wait for it to resume, past its lease, where another
     executor could run it now. Linux's process state; elsewhere, never."""
-    pid = worker.rpartition(":")[2]
-    if not pid.isdigit():
+    pid = pid_of(worker)
+    if pid is None:
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
