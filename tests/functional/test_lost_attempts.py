@@ -61,9 +61,8 @@ def address() -> Iterator[str]:
 
 def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptEnds:
     """AttemptEnds as a worker host composes it."""
-    ends = AttemptEnds(store, config, MetricBuffer(service="test"), utcnow)
-    ends.after_finish = after_finish(*limits_and_chains(store, aws.dynamodb, config, utcnow))
-    return ends
+    follow = after_finish(*limits_and_chains(store, aws.dynamodb, config, utcnow))
+    return AttemptEnds(store, config, MetricBuffer(service="test"), utcnow, follow)
 
 
 def executor_dies_holding(address: str, task: Task, ends: AttemptEnds, before_dying: Callable[[], None]) -> None:

@@ -54,17 +54,27 @@ class Recorded(StrEnum):
     UNANSWERED = "unanswered"  # every try failed: the lease lapses and the task runs again
 
 
+AfterFinish = Callable[[Task, bool], None]
+
+
 class AttemptEnds:
     """Records attempts' ends in the task store."""
 
-    def __init__(self, store: TaskStore, config: StackConfig, metrics: MetricBuffer, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        config: StackConfig,
+        metrics: MetricBuffer,
+        clock: Clock,
+        after_finish: AfterFinish | None = None,
+    ) -> None:
         self._store = store
         self._config = config
         self._metrics = metrics
         self._clock = clock
-        # What follows an end (its limit slots back, its chain advanced); told whether the task had moved on
-        # without it (its end refused: a later attempt holds the task, and its slots).
-        self.after_finish: Callable[[Task, bool], None] = lambda task, moved_on: None
+        # What follows an end (its limit slots back, its chain advanced: `after_finish()` below); told whether the
+        # task had moved on without it (its end refused: a later attempt holds the task, and its slots).
+        self.after_finish: AfterFinish = after_finish or (lambda task, moved_on: None)
 
     def fatal(self, task: Task) -> lifecycle.Transition:
         """Where a task that failed for good goes: the dead letters, unless its lambda opts out."""
@@ -133,7 +143,7 @@ def limits_and_chains(
     return limiter, Chains(store, ItemStore(dynamodb, config.table_name), config, clock)
 
 
-def after_finish(limiter: Limiter, chains: Chains) -> Callable[[Task, bool], None]:
+def after_finish(limiter: Limiter, chains: Chains) -> AfterFinish:
     """Give back the task's running slots, and let its chain carry on if it was a link. A task that moved on
     (its lease lapsed, and it runs again) keeps its slots: held by task id, they are its later attempt's."""
 

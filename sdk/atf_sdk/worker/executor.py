@@ -31,7 +31,7 @@ from atf_core.store.base import Change, TaskStore
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import LogLine, Metric, MetricBuffer, queue, watch_throttles
 from atf_sdk.worker.async_callbacks import completed
-from atf_sdk.worker.attempt_ends import AttemptEnds, Recorded, after_finish, limits_and_chains
+from atf_sdk.worker.attempt_ends import AfterFinish, AttemptEnds, Recorded, after_finish, limits_and_chains
 from atf_sdk.worker.heartbeat import Heartbeats, die
 from atf_sdk.worker.observe import service_name, setup_logging, task_context, worker_metrics
 from atf_sdk.worker.protocol import NextWork, Work
@@ -145,8 +145,7 @@ def build_runner(
         on_beat=lambda task: limiter.renew(limiter.grant_for(task.lambda_, task.collection, task.id, task.flow_key)),
         clock=clock,
     )
-    runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock)
-    runner.ends.after_finish = after_finish(limiter, chains)
+    runner = TaskRunner(store, config, lambda_name, callback, heartbeats, metrics, clock, after_finish(limiter, chains))
     runner.parent_results = chains.parent_results
     return runner
 
@@ -163,6 +162,7 @@ class TaskRunner:
         heartbeats: Heartbeats,
         metrics: MetricBuffer | None = None,
         clock: Clock = utcnow,
+        after_finish: AfterFinish | None = None,
     ) -> None:
         self._callback = callback
         self._lambda_spec = config.lambdas[lambda_name]
@@ -170,7 +170,7 @@ class TaskRunner:
         self._clock = clock
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # who runs the attempt, in its claim and errors
         self.metrics = metrics or MetricBuffer(service=service_name())
-        self.ends = AttemptEnds(store, config, self.metrics, clock)
+        self.ends = AttemptEnds(store, config, self.metrics, clock, after_finish)
         self._moved_on: set[tuple[str, int]] = set()  # (task id, attempt) whose result was refused
         self._moved_on_lock = threading.Lock()
         # A chain's link is given its parents' results: (chain id, task id) -> results by link name.

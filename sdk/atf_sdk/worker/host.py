@@ -120,10 +120,8 @@ class WorkerHost:
             clock=process_clock,
         )
         # An executor that dies holding tasks: their attempts' ends are recorded here, as its connections close
-        self.attempt_ends = AttemptEnds(self._store, config, self.metrics, process_clock)
-        self.attempt_ends.after_finish = after_finish(
-            *limits_and_chains(self._store, self._clients.dynamodb, config, process_clock)
-        )
+        follow = after_finish(*limits_and_chains(self._store, self._clients.dynamodb, config, process_clock))
+        self.attempt_ends = AttemptEnds(self._store, config, self.metrics, process_clock, follow)
         self._authkey = secrets.token_bytes(16)
         self._server, self._socket_directory = _listen(self.controller, self._authkey, self.attempt_ends.lost)
         self._executors: dict[tuple[str, int], BaseProcess] = {}
