@@ -80,14 +80,20 @@ def executor_dies_holding(address: str, task: Task, ends: AttemptEnds, before_dy
         server.close()
 
 
+def claimed_holding_the_slot(aws: Any, store: DynamoTaskStore, limited: StackConfig) -> Task:
+    """A `work` task claimed for EXECUTOR, holding the lambda's one running slot."""
+    task = claimed(store, limited, "work", host=EXECUTOR)
+    limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
+    assert isinstance(limiter.acquire("work", task.collection, task.id), Grant)
+    return task
+
+
 def test_an_executor_that_dies_holding_a_task_has_its_attempt_recorded_as_lost_at_once(
     aws: Any, limited: StackConfig, address: str
 ) -> None:
     # Given a task claimed for an executor, holding the lambda's one running slot
     store = DynamoTaskStore(aws.dynamodb, limited)
-    task = claimed(store, limited, "work", host=EXECUTOR)
-    limiter = Limiter(Counters(aws.dynamodb, limited.table_name), limited)
-    assert isinstance(limiter.acquire("work", task.collection, task.id), Grant)
+    task = claimed_holding_the_slot(aws, store, limited)
     # When its executor dies while it runs the task
     before = utcnow()
     executor_dies_holding(address, task, host_ends(aws, limited, store), lambda: None)
@@ -173,6 +179,50 @@ def test_the_loss_of_an_attempt_past_its_time_limit_waits_for_the_watchers_write
     # Then the attempt's end is the watcher's: the host's write came after it, and was refused
     after = store.get(task.id)
     assert after is not None and [e.type for e in after.errors] == ["TaskTimeout"]
+
+
+class HandsOutOnceGone(HandsOut):
+    """A controller that, asked for work, finds the task only once the asking executor is gone: the answer
+    cannot be sent."""
+
+    def __init__(self, task: Task) -> None:
+        super().__init__(task)
+        self.asked, self.gone = threading.Event(), threading.Event()
+
+    def next_work(self, lambda_name: str, wait_s: float, worker: str = "", wanted: Any = None) -> Task | None:
+        self.asked.set()
+        assert self.gone.wait(10)
+        return super().next_work(lambda_name, wait_s, worker, wanted)
+
+
+def test_a_task_claimed_for_an_executor_that_died_before_it_was_handed_over_is_recorded_as_lost(
+    aws: Any, limited: StackConfig, address: str
+) -> None:
+    # Given a task claimed for an executor thread that asked for work, holding the lambda's one running slot
+    store = DynamoTaskStore(aws.dynamodb, limited)
+    task = claimed_holding_the_slot(aws, store, limited)
+    controller = HandsOutOnceGone(task)
+    server = NextWorkServer(controller, address, b"key", host_ends(aws, limited, store).lost)  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        # When its process dies before the host's answer reaches it
+        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
+            executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+            assert controller.asked.wait(10)
+        controller.gone.set()
+        server.settle(10)
+    finally:
+        server.close()
+    # Then the claimed attempt is a retriable failure, saying it never reached the executor, and its slot is free
+    after = store.get(task.id)
+    assert after is not None and (after.status, after.attempt) == (TaskStatus.RETRIABLE_FAILURE, 1)
+    [lost] = after.errors
+    assert (lost.type, lost.host) == (LOST_EXECUTION, EXECUTOR)
+    assert lost.message == (
+        f"attempt 1 was lost: its executor {EXECUTOR} ended before it was handed the task,"
+        " as its host saw its connection close"
+    )
+    assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == set()
 
 
 def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, address: str) -> None:
