@@ -3,15 +3,17 @@ what a redrive says it did."""
 
 from __future__ import annotations
 
+import html
+import re
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 
 import pytest
 
-from atf_core.deadletters import BulkResult, DeadLetter, position_text
+from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, position_text
 from atf_core.schema import TaskStatus
-from atf_local.console.pages import redrive_message
+from atf_local.console.pages import redrive_carry_on, redrive_message
 from tests.console.conftest import ConsoleStack
 
 
@@ -89,8 +91,53 @@ def _result(dry_run: bool, more: bool) -> BulkResult:
 def test_the_redrive_message_says_when_more_of_the_selection_are_dead(dry_run: bool) -> None:
     # Given a call that reached the oldest `limit` letters of a selection that holds more (the core's `more`)
     said = redrive_message(_result(dry_run, more=True))
-    # Then the message says more are dead, and (for a real redrive) that another redrive takes the next ones
-    assert "More of the selection are dead" in said, said
-    assert ("redrive again for the next ones" in said) is not dry_run, said
+    # Then the message says more are dead, and that Go on takes the next ones
+    assert "More of the selection are dead" in said and "Go on takes the next ones" in said, said
     # And a call that reached the whole selection says nothing of the kind
     assert "More" not in redrive_message(_result(dry_run, more=False))
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["a redrive", "a dry run"])
+def test_a_redrive_that_reached_part_of_its_selection_goes_on_past_it_with_the_same_choices(dry_run: bool) -> None:
+    # Given a call that reached part of its selection, at a drip rate
+    chosen = DeadLetterFilter("work", "c", "Fatal", limit=3)
+    form = {"per_second": "2"} | ({"dry_run": "1"} if dry_run else {})
+    result = _result(dry_run, more=True)
+    # Then its Go on form carries the same selection, rate and dry run, and goes on past the last letter reached
+    carried = carry_on_fields(redrive_carry_on(chosen, form, result))
+    assert carried == {"lambda": "work", "collection": "c", "error_type": "Fatal", "limit": "3", **form,
+                       "after": position_text(result.matched[-1])}  # fmt: skip
+    # And a call that reached the whole selection offers none
+    assert redrive_carry_on(chosen, form, _result(dry_run, more=False)) == ""
+
+
+def carry_on_fields(page: str) -> dict[str, str]:
+    """The hidden fields of a page's Go on form (none: no form)."""
+    found = re.search(r'<form method="post" action="/dead-letters/redrive" id="carry-on">(.*?)</form>', page)
+    assert found is not None, page[-2000:]
+    return {name: html.unescape(value) for name, value in re.findall(r'name="(\w+)" value="([^"]*)"', found[1])}
+
+
+def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
+    console_stack: ConsoleStack, dead_work: list[str]
+) -> None:
+    # Given the two dead letters of a collection, and a dry run that reaches the oldest one alone
+    selection = {"lambda": "work", "collection": "filtered", "limit": "1", "dry_run": "1"}
+    first = post(console_stack, "/dead-letters/redrive", selection)
+    assert "Would redrive 1 of 1 matching dead letters" in first and "Go on takes the next ones" in first, first[-3000:]
+    # When Go on is pressed
+    second = post(console_stack, "/dead-letters/redrive", carry_on_fields(first))
+    # Then the next letter is reached, the end of the selection: no more to go on with, and nothing was written
+    assert "Would redrive 1 of 1 matching dead letters" in second and 'id="carry-on"' not in second, second[-3000:]
+    assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("after", "not-a-position"), ("limit", "0")], ids=["a bad after", "a zero limit"]
+)
+def test_a_redrive_with_a_bad_after_or_limit_is_refused_naming_it(
+    console_stack: ConsoleStack, dead_work: list[str], field: str, value: str
+) -> None:
+    page = post(console_stack, "/dead-letters/redrive", {"lambda": "work", "collection": "filtered", field: value})
+    assert "invalid_input" in page and field in page, page[-2000:]
+    assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))

@@ -25,6 +25,7 @@ from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.stats import KEYS_SHOWN
 from atf_core.store.items import ItemStore
+from atf_core.store.positions import Position
 from atf_core.store.scan import TaskScan
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
@@ -166,8 +167,10 @@ class ConsoleData:
     def dead_letters(self, selection: DeadLetterFilter) -> list[DeadLetter]:
         return self._dead_letters.matching(selection)
 
-    def redrive(self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None) -> BulkResult:
-        return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second)
+    def redrive(
+        self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None, after: Position | None = None
+    ) -> BulkResult:
+        return self._dead_letters.redrive(selection, dry_run=dry_run, per_second=per_second, after=after)
 
     # -- waiting tasks -------------------------------------------------------
     def waiting(self, selection: TaskSelection) -> BulkChange:

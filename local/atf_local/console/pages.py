@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter
 from atf_core.schema import Gate, Task, gate_scope
+from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
 from atf_local.console.data import Bucket, KeyRow
 from atf_sdk.snapshot import QueueRow, Snapshot
 
@@ -215,9 +216,14 @@ def task_page(task: Task) -> str:
 
 
 def dead_letters_page(
-    config: StackConfig, form: Mapping[str, str], chosen: DeadLetterFilter | None, found: list[DeadLetter]
+    config: StackConfig,
+    form: Mapping[str, str],
+    chosen: DeadLetterFilter | None,
+    found: list[DeadLetter],
+    carry_on: str = "",
 ) -> str:
-    """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`)."""
+    """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`), and the
+    last redrive's carry-on form (`redrive_carry_on`) if it reached only part of the selection."""
     filters = f"<section><h2>Dead letters</h2>{_dead_letter_filter(config, form)}</section>"
     if chosen is None:
         return filters
@@ -228,7 +234,7 @@ def dead_letters_page(
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
-    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, len(found))}</p></section>"
+    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, len(found))}</p>{carry_on}</section>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -239,27 +245,30 @@ def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
         f"<option{' selected' if n == typed else ''}>{escape(n)}</option>" for n in config.lambdas
     )
     collection, error_type = escape(form.get("collection", "")), escape(form.get("error_type", ""))
+    limit = escape(form.get("limit", ""))
     return (
         f'<form method="get" action="/dead-letters" id="filter"><select name="lambda" aria-label="lambda">'
         f"{options}</select> "
         f'<input name="collection" value="{collection}" placeholder="collection" aria-label="collection"> '
         f'<input name="error_type" value="{error_type}" placeholder="error class" aria-label="error class"> '
-        '<button type="submit">Filter</button></form>'
+        f'the oldest <input name="limit" size="5" value="{limit}" placeholder="{MAX_DEAD_LETTER_ACTION}" '
+        'aria-label="limit"> <button type="submit">Filter</button></form>'
     )
+
+
+def _selection(chosen: DeadLetterFilter) -> dict[str, str]:
+    """The filter, as checked, that a redrive form carries in hidden fields: it acts on the selection shown."""
+    fields = {"lambda": chosen.lambda_name, "collection": chosen.collection, "error_type": chosen.error_type}
+    return {name: value for name, value in fields.items() if value} | {"limit": str(chosen.limit)}
+
+
+def _hidden(fields: Mapping[str, str]) -> str:
+    return "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in fields.items())
 
 
 def _redrive_form(chosen: DeadLetterFilter, count: int) -> str:
-    # The redrive acts on the selection shown: the filter, as checked, travels in hidden fields.
-    selection = "".join(
-        f'<input type="hidden" name="{name}" value="{escape(value or "")}">'
-        for name, value in (
-            ("lambda", chosen.lambda_name),
-            ("collection", chosen.collection),
-            ("error_type", chosen.error_type),
-        )
-    )
     return (
-        f'<form method="post" action="/dead-letters/redrive" id="redrive">{selection}'
+        f'<form method="post" action="/dead-letters/redrive" id="redrive">{_hidden(_selection(chosen))}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
         f'<button type="submit" class="resume">Redrive these {count}</button></form>'
@@ -279,9 +288,23 @@ def _more_dead(result: BulkResult) -> str:
     """What the call did not reach: a call takes the oldest `limit` of a selection, the rest stay dead."""
     if not result.more:
         return ""
-    if result.dry_run:  # a dry run changed nothing: another one would list the same letters again
-        return " More of the selection are dead than this dry run reached."
-    return " More of the selection are dead: redrive again for the next ones."
+    reached = "than this dry run reached" if result.dry_run else "than this redrive reached"
+    return f" More of the selection are dead {reached}: Go on takes the next ones."
+
+
+def redrive_carry_on(chosen: DeadLetterFilter, form: Mapping[str, str], result: BulkResult) -> str:
+    """Where a redrive reached only part of its selection: a button that goes on past the letters it reached
+    (its `next`, as the API's `after`), with the same selection, rate and dry run. Redriving again from the
+    oldest would take again the letters this one left dead (another task held their singleton flow key), and a
+    dry run again would list the same ones."""
+    if not result.more or result.next is None:
+        return ""
+    carried = _selection(chosen) | {name: form[name] for name in ("per_second", "dry_run") if form.get(name)}
+    what = "list the next ones (dry run)" if result.dry_run else "redrive the next ones"
+    return (
+        f'<form method="post" action="/dead-letters/redrive" id="carry-on">{_hidden(carried | {"after": result.next})}'
+        f'<button type="submit">Go on: {what}</button></form>'
+    )
 
 
 def back_to(path: str, **params: str) -> str:

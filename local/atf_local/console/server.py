@@ -2,9 +2,9 @@
 
     GET  /                      tasks by state per lambda and priority, gates, start-lag histograms
     GET  /tasks/<id>, /tasks?id one task and its errors per attempt
-    GET  /dead-letters?...      dead letters, filtered by lambda, collection, error class
+    GET  /dead-letters?...      dead letters, filtered by lambda, collection, error class, the oldest N
     POST /gates                 pause, drop or resume a lambda or a collection
-    POST /dead-letters/redrive  redrive a filtered selection (optionally dry, at a drip rate)
+    POST /dead-letters/redrive  redrive a filtered selection (optionally dry, at a drip rate, past `after`)
     GET  /waiting?...           waiting tasks, filtered by lambda, collection, state, run-time window
     POST /waiting               cancel, reschedule or reprioritise that selection (optionally dry, at a rate)
     POST /tasks/<id>/change     change the run time, priority or payload of a task not yet claimed
@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
-    def _dead_letters(self, query: Form, message: str = "", error: bool = False) -> None:
+    def _dead_letters(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
         config = self.server.config
         # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
         form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
         except AtfError as refused:
             self._refused_dead_letters(form, refused)
             return
-        body = pages.dead_letters_page(config, form, chosen, self.server.data.dead_letters(chosen))
+        body = pages.dead_letters_page(config, form, chosen, self.server.data.dead_letters(chosen), carry_on)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
@@ -153,12 +153,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._refused_dead_letters(form, refused)
             return
         try:
-            per_second = waiting.redrive_rate(form)
+            per_second, after = waiting.redrive_rate(form), waiting.redrive_after(form)
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
             self._dead_letters(form, f"{refused.code}: {refused}", error=True)
             return
-        result = self.server.data.redrive(chosen, dry_run=bool(form.get("dry_run")), per_second=per_second)
-        self._dead_letters(form, pages.redrive_message(result))
+        result = self.server.data.redrive(chosen, bool(form.get("dry_run")), per_second, after)
+        self._dead_letters(form, pages.redrive_message(result), carry_on=pages.redrive_carry_on(chosen, form, result))
 
     def _bulk(self, form: Form) -> None:
         action, now = form.get("action", ""), utcnow()

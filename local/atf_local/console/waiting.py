@@ -29,6 +29,7 @@ from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import InputError, input_error
 from atf_core.schema import Task
+from atf_core.store.positions import Position
 from atf_core.vocabulary import MAX_BULK
 from atf_local.console.pages import cell, table, when
 
@@ -70,7 +71,13 @@ def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadL
     has (UnknownLambda, naming it, if not) and a collection and error class their patterns take."""
     lambda_name = form.get("lambda", "")
     config.lambda_named(lambda_name)
-    return _parsed(RedriveRequest, form, ("collection", "error_type")).filter(lambda_name)
+    return _parsed(RedriveRequest, form, ("collection", "error_type", "limit")).filter(lambda_name)
+
+
+def redrive_after(form: Mapping[str, str]) -> Position | None:
+    """Where a redrive goes on from (the carry-on form's `after`: the last call's `next`), checked as the
+    redrive route checks it."""
+    return _parsed(RedriveRequest, form, ("after",)).position()
 
 
 def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:
