@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,12 @@ from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.telemetry import MetricBuffer
 from atf_sdk.worker.attempt_ends import AttemptEnds, after_finish, limits_and_chains
-from atf_sdk.worker.controller import NextWorkServer
+from atf_sdk.worker.controller import NextWorkServer, pid_of
 from atf_sdk.worker.protocol import NextWork, Work
 from tests.telemetry.test_worker_metrics import claimed
 
-EXECUTOR = "executor-host:4242"
+EXECUTOR_PID = 4242
+EXECUTOR = f"executor-host:{EXECUTOR_PID}"
 
 
 class HandsOut:
@@ -65,19 +67,24 @@ def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptE
     return AttemptEnds(store, config, MetricBuffer(service="test"), utcnow, follow)
 
 
-def executor_dies_holding(address: str, task: Task, ends: AttemptEnds, before_dying: Callable[[], None]) -> None:
-    """An executor thread asks the host's server for work, is handed `task`, and its process dies."""
-    server = NextWorkServer(HandsOut(task), address, b"key", ends.lost)  # type: ignore[arg-type]
+@contextmanager
+def host_serving(controller: HandsOut, address: str, ends: AttemptEnds) -> Iterator[NextWorkServer]:
+    """The host's NextWork server, handing out what `controller` finds; done with every connection on leaving."""
+    server = NextWorkServer(controller, address, b"key", ends.lost)  # type: ignore[arg-type]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
-            executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
-            assert isinstance(executor.recv(), Work)
-            before_dying()
-        # Its connection closed, as a dead process's does: the host's server is done with it soon after
-        server.settle(10)
+        yield server
+        server.settle(10)  # a closed connection, as a dead process's: the server is done with it soon after
     finally:
         server.close()
+
+
+def executor_dies_holding(address: str, task: Task, ends: AttemptEnds, before_dying: Callable[[], None]) -> None:
+    """An executor thread asks the host's server for work, is handed `task`, and its process dies."""
+    with host_serving(HandsOut(task), address, ends), Client(address, family="AF_UNIX", authkey=b"key") as executor:
+        executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+        assert isinstance(executor.recv(), Work)
+        before_dying()
 
 
 def claimed_holding_the_slot(aws: Any, store: DynamoTaskStore, limited: StackConfig) -> Task:
@@ -188,10 +195,11 @@ class HandsOutOnceGone(HandsOut):
     def __init__(self, task: Task) -> None:
         super().__init__(task)
         self.asked, self.gone = threading.Event(), threading.Event()
+        self.saw_it_gone = False  # read by the test: an assert here would run on the server's thread, unseen
 
     def next_work(self, lambda_name: str, wait_s: float, worker: str = "", wanted: Any = None) -> Task | None:
         self.asked.set()
-        assert self.gone.wait(10)
+        self.saw_it_gone = self.gone.wait(10)
         return super().next_work(lambda_name, wait_s, worker, wanted)
 
 
@@ -202,18 +210,16 @@ def test_a_task_claimed_for_an_executor_that_died_before_it_was_handed_over_is_r
     store = DynamoTaskStore(aws.dynamodb, limited)
     task = claimed_holding_the_slot(aws, store, limited)
     controller = HandsOutOnceGone(task)
-    server = NextWorkServer(controller, address, b"key", host_ends(aws, limited, store).lost)  # type: ignore[arg-type]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with host_serving(controller, address, host_ends(aws, limited, store)) as server:
         # When its process dies before the host's answer reaches it
         with Client(address, family="AF_UNIX", authkey=b"key") as executor:
             executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
             assert controller.asked.wait(10)
         controller.gone.set()
-        server.settle(10)
-    finally:
-        server.close()
-    # Then the claimed attempt is a retriable failure, saying it never reached the executor, and its slot is free
+    assert controller.saw_it_gone
+    # Then its exit counts as one that ran no task (the host's count of failed starts)
+    assert server.handed_work(EXECUTOR_PID) is False
+    # And the claimed attempt is a retriable failure, saying it never reached the executor, and its slot is free
     after = store.get(task.id)
     assert after is not None and (after.status, after.attempt) == (TaskStatus.RETRIABLE_FAILURE, 1)
     [lost] = after.errors
@@ -242,6 +248,13 @@ def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, 
     finally:
         server.close()
     assert (server.handed_work(4242), server.handed_work(4242), server.handed_work(4343)) == (True, False, False)
+
+
+@pytest.mark.parametrize(
+    ("worker", "pid"), [("host:4242", 4242), ("ip-10-0-0-1:7", 7), ("host", None), ("host:", None), ("host:4²", None)]
+)
+def test_an_executors_pid_is_read_from_its_worker_id_or_none(worker: str, pid: int | None) -> None:
+    assert pid_of(worker) == pid
 
 
 def test_the_loss_of_an_attempt_a_later_one_has_replaced_is_refused(

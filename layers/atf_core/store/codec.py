@@ -111,8 +111,8 @@ def item_to_task(item: Item) -> Task:
         first_claimed_at=maybe_from_ms(raw.get(Attr.FIRST_CLAIMED)),
         heartbeat_at=maybe_from_ms(raw.get(Attr.HEARTBEAT)),
         finished_at=maybe_from_ms(raw.get(Attr.FINISHED)),
-        last_error=error_from_plain(error) if error else None,
-        errors=[error_from_plain(e) for e in raw.get(Attr.ERRORS, [])],
+        last_error=_error_from_plain(error) if error else None,
+        errors=[_error_from_plain(e) for e in raw.get(Attr.ERRORS, [])],
         reason=raw.get(Attr.REASON),
         key=raw.get(Attr.KEY),
         flow_key=raw.get(Attr.FLOW_KEY),
@@ -148,7 +148,13 @@ def error_to_plain(error: TaskError) -> dict[str, Any]:
     return plain
 
 
-def error_from_plain(raw: dict[str, Any]) -> TaskError:
+def error_type_of(plain: dict[str, Any]) -> str | None:
+    """The type of an error as error_to_plain keeps it, read without decoding the rest."""
+    error_type = plain.get("t")
+    return error_type if isinstance(error_type, str) else None
+
+
+def _error_from_plain(raw: dict[str, Any]) -> TaskError:
     return TaskError(type=raw["t"], message=raw["m"], attempt=raw["a"], at=from_ms(raw["at"]), host=raw.get("h"))
 
 

@@ -120,7 +120,7 @@ class WireRecorder:
         fields["writer"] = writer
         if f":{Attr.ERROR}" in values:  # a loss the host recorded is told from a failure the callback asked a retry for
             written = codec.from_item({Attr.ERROR: values[f":{Attr.ERROR}"]})[Attr.ERROR]
-            fields["error_type"] = codec.error_from_plain(written).type
+            fields["error_type"] = codec.error_type_of(written)
         code = str(((parsed or {}).get("Error") or {}).get("Code", ""))
         if error or (code and code != "ConditionalCheckFailedException"):
             self._history.record("write", **fields, result="error", error=error or code)

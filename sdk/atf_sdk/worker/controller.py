@@ -473,7 +473,8 @@ class NextWorkServer:
         self.address = address
         self.connections = 0  # executor threads that have connected: the host is ready when all have
         self._serving: list[threading.Thread] = []
-        self._handed: set[int | None] = set()  # the pids of the executors handed a task, until their exit is told
+        self._handed: dict[int, int] = {}  # tasks handed to each executor process (by pid), until its exit is told
+        self._handed_lock = threading.Lock()
         self._closed = threading.Event()
 
     def serve_forever(self) -> None:
@@ -511,21 +512,33 @@ class NextWorkServer:
                     running = None
                     time.sleep(CLAIM_RETRY_S)  # it asks again at once: a lasting fault is not a busy loop
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
+                pid = pid_of(request.worker)
                 if running is not None:
-                    self._handed.add(pid_of(request.worker))
+                    # Counted before the send: the executor may run the task and exit before this thread runs again
+                    self._count_handed(pid, +1)
                     handed_at = time.monotonic()
                 try:
                     connection.send(answer)
                 except OSError:  # it died while it waited
                     if running is not None:
+                        self._count_handed(pid, -1)  # it was never handed this one
                         self._ended_holding(running, "ended before it was handed the task", 0.0)
                     return
 
+    def _count_handed(self, pid: int | None, change: int) -> None:
+        if pid is None:
+            return
+        with self._handed_lock:  # an executor's threads are served by as many of this server's threads
+            count = self._handed.get(pid, 0) + change
+            if count > 0:
+                self._handed[pid] = count
+            else:
+                self._handed.pop(pid, None)
+
     def handed_work(self, pid: int) -> bool:
         """Whether the executor process `pid` (on this host) was handed a task; asked once, as it exits."""
-        handed = pid in self._handed
-        self._handed.discard(pid)
-        return handed
+        with self._handed_lock:
+            return self._handed.pop(pid, 0) > 0
 
     def _ended_holding(self, task: Task, how: str, held_s: float) -> None:
         """An executor thread's connection closed while it held a task: its process died (or the thread did)."""
@@ -580,7 +593,7 @@ def _closed(connection: Connection) -> bool:
 def pid_of(worker: str) -> int | None:
     """The process id in an executor's worker id (host:pid, atf_sdk.worker.executor); None if it names none."""
     pid = worker.rpartition(":")[2]
-    return int(pid) if pid.isdigit() else None
+    return int(pid) if pid.isdecimal() and pid.isascii() else None
 
 
 def _stopped(worker: str) -> bool:
