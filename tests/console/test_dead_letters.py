@@ -97,6 +97,19 @@ def test_the_redrive_message_says_when_more_of_the_selection_are_dead(dry_run: b
     assert "More" not in redrive_message(_result(dry_run, more=False))
 
 
+def test_a_dripped_redrive_that_reached_part_of_its_selection_says_go_on_before_its_end_doubles_the_rate() -> None:
+    # Given a redrive that dripped its letters over a minute and reached part of its selection
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    result = _result(dry_run=False, more=True)
+    result.first_at, result.last_at = start, start.replace(minute=1)
+    # Then its message says when its drip ends, and that a Go on before then runs beside it
+    assert "Go on before 2026-01-01 00:01:00.000 UTC starts its own drip beside this one" in redrive_message(result)
+    # And one that sent its letters at once, or a dry run, says nothing of the kind
+    result.last_at = start
+    assert "drip" not in redrive_message(result)
+    assert "drip" not in redrive_message(_result(dry_run=True, more=True))
+
+
 @pytest.mark.parametrize("dry_run", [False, True], ids=["a redrive", "a dry run"])
 def test_a_redrive_that_reached_part_of_its_selection_goes_on_past_it_with_the_same_choices(dry_run: bool) -> None:
     # Given a call that reached part of its selection, at a drip rate
@@ -112,10 +125,16 @@ def test_a_redrive_that_reached_part_of_its_selection_goes_on_past_it_with_the_s
 
 
 def carry_on_fields(page: str) -> dict[str, str]:
-    """The hidden fields of a page's Go on form (none: no form)."""
-    found = re.search(r'<form method="post" action="/dead-letters/redrive" id="carry-on">(.*?)</form>', page)
+    """The hidden fields of a page's Go on form."""
+    return form_fields(page, "carry-on")
+
+
+def form_fields(page: str, form_id: str) -> dict[str, str]:
+    """The hidden fields of a page's redrive form `form_id` (it must be there)."""
+    found = re.search(rf'<form method="post" action="/dead-letters/redrive" id="{form_id}">(.*?)</form>', page)
     assert found is not None, page[-2000:]
-    return {name: html.unescape(value) for name, value in re.findall(r'name="(\w+)" value="([^"]*)"', found[1])}
+    hidden = re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', found[1])
+    return {name: html.unescape(value) for name, value in hidden}
 
 
 def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
@@ -125,11 +144,21 @@ def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
     selection = {"lambda": "work", "collection": "filtered", "limit": "1", "dry_run": "1"}
     first = post(console_stack, "/dead-letters/redrive", selection)
     assert "Would redrive 1 of 1 matching dead letters" in first and "Go on takes the next ones" in first, first[-3000:]
+    [oldest] = listed(first)
     # When Go on is pressed
-    second = post(console_stack, "/dead-letters/redrive", carry_on_fields(first))
+    go_on = carry_on_fields(first)
+    second = post(console_stack, "/dead-letters/redrive", go_on)
     # Then the next letter is reached, the end of the selection: no more to go on with, and nothing was written
     assert "Would redrive 1 of 1 matching dead letters" in second and 'id="carry-on"' not in second, second[-3000:]
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
+    # And the page lists the letter it reached, which its redrive form acts on (it goes on from the same place)
+    assert listed(second) == [other for other in dead_work if other != oldest]
+    assert form_fields(second, "redrive")["after"] == go_on["after"]
+
+
+def listed(page: str) -> list[str]:
+    """The ids of the dead letters a page lists."""
+    return re.findall(r'<td><a href="/tasks/(\w+)">', page)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from urllib.parse import quote, urlencode
@@ -215,11 +216,20 @@ def task_page(task: Task) -> str:
 # -- dead letters ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Listed:
+    """The dead letters a page lists: the oldest of its selection, or those past `after` (the ones a dry run's
+    Go on reached). Its redrive form acts on these: it carries the same `after`."""
+
+    letters: list[DeadLetter]
+    after: str | None = None
+
+
 def dead_letters_page(
     config: StackConfig,
     form: Mapping[str, str],
     chosen: DeadLetterFilter | None,
-    found: list[DeadLetter],
+    listed: Listed,
     carry_on: str = "",
 ) -> str:
     """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`), and the
@@ -230,11 +240,11 @@ def dead_letters_page(
     rows = [
         [f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection), cell(d.priority),
          cell(d.error_type or "-"), cell(when(d.died_at))]
-        for d in found
+        for d in listed.letters
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
-    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, len(found))}</p>{carry_on}</section>"
+    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, listed)}</p>{carry_on}</section>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -262,16 +272,18 @@ def _selection(chosen: DeadLetterFilter) -> dict[str, str]:
     return {name: value for name, value in fields.items() if value} | {"limit": str(chosen.limit)}
 
 
-def _hidden(fields: Mapping[str, str]) -> str:
+def hidden_fields(fields: Mapping[str, str]) -> str:
+    """The fields a form carries unseen: the selection it acts on, where it goes on from."""
     return "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in fields.items())
 
 
-def _redrive_form(chosen: DeadLetterFilter, count: int) -> str:
+def _redrive_form(chosen: DeadLetterFilter, listed: Listed) -> str:
+    carried = _selection(chosen) | ({"after": listed.after} if listed.after else {})
     return (
-        f'<form method="post" action="/dead-letters/redrive" id="redrive">{_hidden(_selection(chosen))}'
+        f'<form method="post" action="/dead-letters/redrive" id="redrive">{hidden_fields(carried)}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
-        f'<button type="submit" class="resume">Redrive these {count}</button></form>'
+        f'<button type="submit" class="resume">Redrive these {len(listed.letters)}</button></form>'
     )
 
 
@@ -288,8 +300,12 @@ def _more_dead(result: BulkResult) -> str:
     """What the call did not reach: a call takes the oldest `limit` of a selection, the rest stay dead."""
     if not result.more:
         return ""
-    reached = "than this dry run reached" if result.dry_run else "than this redrive reached"
-    return f" More of the selection are dead {reached}: Go on takes the next ones."
+    if result.dry_run:
+        return " More of the selection are dead than this dry run reached: Go on takes the next ones."
+    said = " More of the selection are dead than this redrive reached: Go on takes the next ones."
+    if result.first_at and result.last_at and result.last_at > result.first_at:  # a drip, spread from its call
+        said += f" Go on before {when(result.last_at)} UTC starts its own drip beside this one: twice the rate."
+    return said
 
 
 def redrive_carry_on(chosen: DeadLetterFilter, form: Mapping[str, str], result: BulkResult) -> str:
@@ -300,9 +316,10 @@ def redrive_carry_on(chosen: DeadLetterFilter, form: Mapping[str, str], result: 
     if not result.more or result.next is None:
         return ""
     carried = _selection(chosen) | {name: form[name] for name in ("per_second", "dry_run") if form.get(name)}
+    carried["after"] = result.next
     what = "list the next ones (dry run)" if result.dry_run else "redrive the next ones"
     return (
-        f'<form method="post" action="/dead-letters/redrive" id="carry-on">{_hidden(carried | {"after": result.next})}'
+        f'<form method="post" action="/dead-letters/redrive" id="carry-on">{hidden_fields(carried)}'
         f'<button type="submit">Go on: {what}</button></form>'
     )
 

@@ -103,7 +103,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
-    def _dead_letters(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
+    def _dead_letters(
+        self,
+        query: Form,
+        message: str = "",
+        error: bool = False,
+        carry_on: str = "",
+        reached: pages.Listed | None = None,
+    ) -> None:
+        """The page of a selection's oldest dead letters, or of those a dry run `reached`."""
         config = self.server.config
         # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
         form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
@@ -112,12 +120,13 @@ class _Handler(BaseHTTPRequestHandler):
         except AtfError as refused:
             self._refused_dead_letters(form, refused)
             return
-        body = pages.dead_letters_page(config, form, chosen, self.server.data.dead_letters(chosen), carry_on)
+        listed = pages.Listed(self.server.data.dead_letters(chosen)) if reached is None else reached
+        body = pages.dead_letters_page(config, form, chosen, listed, carry_on)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
         """The filter as typed, with the reason, and nothing listed: no redrive form for any other selection."""
-        body = pages.dead_letters_page(self.server.config, form, None, [])
+        body = pages.dead_letters_page(self.server.config, form, None, pages.Listed([]))
         self._html(HTTPStatus.OK, self._page("Dead letters", body, f"{refused.code}: {refused}", error=True))
 
     def _waiting(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
@@ -153,12 +162,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._refused_dead_letters(form, refused)
             return
         try:
-            per_second, after = waiting.redrive_rate(form), waiting.redrive_after(form)
+            options = waiting.redrive_options(form)
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
             self._dead_letters(form, f"{refused.code}: {refused}", error=True)
             return
-        result = self.server.data.redrive(chosen, bool(form.get("dry_run")), per_second, after)
-        self._dead_letters(form, pages.redrive_message(result), carry_on=pages.redrive_carry_on(chosen, form, result))
+        result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
+        carry_on = pages.redrive_carry_on(chosen, form, result)
+        # A dry run lists what it reached (past `after` when it went on); a redrive, the oldest still dead
+        reached = pages.Listed(result.matched, options.after) if result.dry_run else None
+        self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on, reached=reached)
 
     def _bulk(self, form: Form) -> None:
         action, now = form.get("action", ""), utcnow()

@@ -29,9 +29,8 @@ from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import InputError, input_error
 from atf_core.schema import Task
-from atf_core.store.positions import Position
 from atf_core.vocabulary import MAX_BULK
-from atf_local.console.pages import cell, table, when
+from atf_local.console.pages import cell, hidden_fields, table, when
 
 ACTIONS: dict[str, type[TaskSelection]] = {
     "cancel": TaskSelection,
@@ -61,11 +60,6 @@ def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSe
     return _parsed(ACTIONS[action], form, fields)
 
 
-def redrive_rate(form: Mapping[str, str]) -> float | None:
-    """The dead-letter page's per_second, checked as the redrive route checks it (blank: all at once)."""
-    return _parsed(RedriveRequest, form, ("per_second",)).per_second
-
-
 def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadLetterFilter:
     """The dead-letter page's filter, checked as the dead-letter routes check theirs: a lambda the stack
     has (UnknownLambda, naming it, if not) and a collection and error class their patterns take."""
@@ -74,10 +68,11 @@ def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadL
     return _parsed(RedriveRequest, form, ("collection", "error_type", "limit")).filter(lambda_name)
 
 
-def redrive_after(form: Mapping[str, str]) -> Position | None:
-    """Where a redrive goes on from (the carry-on form's `after`: the last call's `next`), checked as the
-    redrive route checks it."""
-    return _parsed(RedriveRequest, form, ("after",)).position()
+def redrive_options(form: Mapping[str, str]) -> RedriveRequest:
+    """The dead-letter page's redrive, as the redrive route checks it: its rate (blank: all at once), dry
+    run, and where it goes on from (the carry-on form's `after`: the last call's `next`). The selection is
+    dead_letter_selection's."""
+    return _parsed(RedriveRequest, form, ("per_second", "dry_run", "after"))
 
 
 def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:
@@ -178,11 +173,7 @@ def _listing(found: BulkChange | None) -> str:
 
 def _action_form(config: StackConfig, form: Mapping[str, str], found: BulkChange) -> str:
     # The action applies to the selection shown: the filter travels in hidden fields.
-    hidden = "".join(
-        f'<input type="hidden" name="{name}" value="{escape(form[name])}">'
-        for name in SELECTION_FIELDS
-        if form.get(name)
-    )
+    hidden = hidden_fields({name: form[name] for name in SELECTION_FIELDS if form.get(name)})
     priorities = sorted({p for spec in config.lambdas.values() for p in spec.priorities})
     return (
         f'<form method="post" action="/waiting" id="bulk">{hidden}'
@@ -207,9 +198,8 @@ def carry_on_form(form: Mapping[str, str], action: str, result: BulkChange, run_
     if run_at is not None:
         carried["run_at"] = run_at.isoformat()
     carried |= {"action": action, "cursor": result.cursor}
-    hidden = "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in carried.items())
     return (
-        f'<form method="post" action="/waiting" id="carry-on">{hidden}'
+        f'<form method="post" action="/waiting" id="carry-on">{hidden_fields(carried)}'
         f'<button type="submit">Go on: {escape(action)} the next ones</button></form>'
     )
 
