@@ -24,9 +24,10 @@ LOWEST := .venv-lowest
 # with one worker a core those waits left cores idle. On two cores the third worker took pytest from 585 to
 # 468-471 s. A fourth saved 36 s more; it stops at one over because every worker added also slows the stack
 # tests that measure time on the shared cores (the clocks fault scenario took 50 s with two, 108-111 with more).
-# A module's tests go to one worker together, so each module's stack starts once, and tests/infra's modules all go
-# to one, which synthesizes the CDK app once (tests/conftest.py); every stack and server takes free ports of its own. The modules go out in the order tests/conftest.py sorts them (the long tiers first),
-# not xdist's (most tests first).
+# A module's tests go to one worker together, so each module's stack starts once, and tests/infra's modules all
+# go to one, which synthesizes the CDK app once (tests/conftest.py); every stack and server takes free ports of
+# its own. The modules go out in the order tests/conftest.py sorts them (the long tiers first), not xdist's (most
+# tests first).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The Lambda runtime's (infra/atf_cdk/constructs/layer.py); a test keeps them equal
@@ -68,7 +69,8 @@ test-lowest: setup infra-cli chromium
 	$(LOWEST)/bin/python -m tests.infra.bounds
 	$(LOWEST)/bin/python -m ruff check .
 	$(LOWEST)/bin/python -m mypy
-	$(LOWEST)/bin/python -m pytest $(PARALLEL) -p no:cacheprovider --deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
+	$(LOWEST)/bin/python -m pytest $(PARALLEL) -p no:cacheprovider \
+		--deselect tests/infra/test_lock.py::test_the_tests_run_the_locked_versions \
 		--ignore tests/e2e --ignore tests/faults --ignore tests/console --ignore tests/docs \
 		--ignore tests/packaging --ignore tests/bench
 

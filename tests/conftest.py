@@ -76,8 +76,8 @@ class _ModulesAndTiers(LoadFileScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         module = super()._split_scope(nodeid)
-        parts = module.split("/")
-        return "/".join(parts[:2]) if parts[0] == TESTS.name and parts[1] in ONE_UNIT_TIERS else module
+        tier = _tier(TESTS.parent / module)
+        return f"{TESTS.name}/{tier}" if tier in ONE_UNIT_TIERS else module
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
@@ -89,11 +89,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _tier_rank(item: pytest.Item) -> int:
-    try:
-        tier = item.path.relative_to(TESTS).parts[0]
-    except ValueError:  # a test outside tests/ (one named on the command line)
-        return len(LONG_TIERS)
+    tier = _tier(item.path)
     return LONG_TIERS.index(tier) if tier in LONG_TIERS else len(LONG_TIERS)
+
+
+def _tier(path: Path) -> str | None:
+    """The tier a test module belongs to: its folder under tests/ (None outside, as one named on the command
+    line; xdist names modules relative to the root folder, where tests/ is)."""
+    parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
+    return parts[0] if len(parts) > 1 else None
 
 
 TEST_CONFIG = {
