@@ -97,17 +97,20 @@ def test_the_redrive_message_says_when_more_of_the_selection_are_dead(dry_run: b
     assert "More" not in redrive_message(_result(dry_run, more=False))
 
 
-def test_a_dripped_redrive_that_reached_part_of_its_selection_says_go_on_before_its_end_doubles_the_rate() -> None:
+def test_a_dripped_redrive_says_another_redrive_before_its_drip_ends_doubles_the_rate() -> None:
     # Given a redrive that dripped its letters over a minute and reached part of its selection
     start = datetime(2026, 1, 1, tzinfo=UTC)
     result = _result(dry_run=False, more=True)
     result.first_at, result.last_at = start, start.replace(minute=1)
-    # Then its message says when its drip ends, and that a Go on before then runs beside it
-    assert "Go on before 2026-01-01 00:01:00.000 UTC starts its own drip beside this one" in redrive_message(result)
-    # And one that sent its letters at once, or a dry run, says nothing of the kind
+    # Then its message says when its drip ends, and that another redrive before then runs beside it
+    said = redrive_message(result)
+    assert "Another redrive before 2026-01-01 00:01:00.000 UTC, Go on's too, starts its own drip" in said, said
+    # And a dry run over the same span, or a redrive that sent its letters at once, says nothing of the kind
+    dry_run = _result(dry_run=True, more=True)
+    dry_run.first_at, dry_run.last_at = result.first_at, result.last_at
+    assert "drip" not in redrive_message(dry_run)
     result.last_at = start
     assert "drip" not in redrive_message(result)
-    assert "drip" not in redrive_message(_result(dry_run=True, more=True))
 
 
 @pytest.mark.parametrize("dry_run", [False, True], ids=["a redrive", "a dry run"])
@@ -154,6 +157,10 @@ def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
     # And the page lists the letter it reached, which its redrive form acts on (it goes on from the same place)
     assert listed(second) == [other for other in dead_work if other != oldest]
     assert form_fields(second, "redrive")["after"] == go_on["after"]
+    # And a refused rate on that page leaves it as it was: the same letters, the same place
+    refused = post(console_stack, "/dead-letters/redrive", form_fields(second, "redrive") | {"per_second": "-1"})
+    assert "invalid_input: per_second: " in refused, refused[-3000:]
+    assert listed(refused) == listed(second) and form_fields(refused, "redrive")["after"] == go_on["after"]
 
 
 def listed(page: str) -> list[str]:
@@ -162,12 +169,15 @@ def listed(page: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("after", "not-a-position"), ("limit", "0")], ids=["a bad after", "a zero limit"]
+    ("field", "value"),
+    [("after", "not-a-position"), ("after", f"{'9' * 15}-{'0' * 32}"), ("limit", "0")],
+    ids=["a bad after", "an after past any time", "a zero limit"],
 )
 def test_a_redrive_with_a_bad_after_or_limit_is_refused_naming_it(
     console_stack: ConsoleStack, dead_work: list[str], field: str, value: str
 ) -> None:
     page = post(console_stack, "/dead-letters/redrive", {"lambda": "work", "collection": "filtered", field: value})
-    # The refusal names the field itself (the filter form holds an input of each name whatever it says)
-    assert f"invalid_input: {field}: " in page, page[-2000:]
+    # The refusal names the field itself (the filter form holds an input of each name whatever it says), on the
+    # dead-letter page (not the overview a failed action is sent back to)
+    assert re.search(rf"invalid_input: {field}\b", page) and "<h2>Dead letters</h2>" in page, page[-2000:]
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))

@@ -41,7 +41,7 @@ def already_stored(aws: Any, config: StackConfig, gates: list[Gate]) -> int:
     return len(gates)
 
 
-# Short of the budget by a few of the largest gates (~1 KB each): the puts that reach it go through put_gate
+# Short of the budget by some of the largest gates (~1 KB each): the puts that reach it go through put_gate
 NEARLY_FULL = MAX_GATES_BYTES // 1100 - 8
 
 

@@ -68,9 +68,11 @@ def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptE
 
 
 @contextmanager
-def host_serving(controller: HandsOut, address: str, ends: AttemptEnds) -> Iterator[NextWorkServer]:
-    """The host's NextWork server, handing out what `controller` finds; done with every connection on leaving."""
-    server = NextWorkServer(controller, address, b"key", ends.lost)  # type: ignore[arg-type]
+def host_serving(controller: HandsOut, address: str, ends: AttemptEnds | None = None) -> Iterator[NextWorkServer]:
+    """The host's NextWork server, handing out what `controller` finds, recording losses through `ends` (none:
+    not recorded); done with every connection on leaving."""
+    lost = ends.lost if ends is not None else (lambda task, how, held_s: None)
+    server = NextWorkServer(controller, address, b"key", lost)  # type: ignore[arg-type]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server
@@ -190,14 +192,18 @@ def test_the_loss_of_an_attempt_past_its_time_limit_waits_for_the_watchers_write
 
 class HandsOutOnceGone(HandsOut):
     """A controller that, asked for work, finds the task only once the asking executor is gone: the answer
-    cannot be sent."""
+    cannot be sent. (`at_once`: the number of asks answered first, with the same task, as usual.)"""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, at_once: int = 0) -> None:
         super().__init__(task)
+        self._at_once = at_once
         self.asked, self.gone = threading.Event(), threading.Event()
         self.saw_it_gone = False  # read by the test: an assert here would run on the server's thread, unseen
 
     def next_work(self, lambda_name: str, wait_s: float, worker: str = "", wanted: Any = None) -> Task | None:
+        if self._at_once:
+            self._at_once -= 1
+            return self._task
         self.asked.set()
         self.saw_it_gone = self.gone.wait(10)
         return super().next_work(lambda_name, wait_s, worker, wanted)
@@ -231,27 +237,42 @@ def test_a_task_claimed_for_an_executor_that_died_before_it_was_handed_over_is_r
     assert set(Counters(aws.dynamodb, limited.table_name).slots("work")) == set()
 
 
-def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, address: str) -> None:
-    # Its health counts an executor that died soon after it started as a failed start only if it ran nothing
-    task = Task.model_validate(
+def a_task() -> Task:
+    return Task.model_validate(
         {"id": "t", "lambda": "work", "collection": "default", "priority": "normal", "payload": {}, "status": "claimed",
          "attempt": 1, "max_attempts": 3, "scheduled_at": utcnow(), "created_at": utcnow()}
     )  # fmt: skip
-    server = NextWorkServer(HandsOut(task), address, b"key")  # type: ignore[arg-type]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
-            executor.send(NextWork("work", wait_s=0.01, worker="this-host:4242"))
-            assert isinstance(executor.recv(), Work)
-            executor.send(NextWork("work", wait_s=0.01, worker="this-host:4343"))
-            executor.recv()
-    finally:
-        server.close()
+
+
+def test_the_host_knows_which_executors_were_handed_a_task(config: StackConfig, address: str) -> None:
+    # Its health counts an executor that died soon after it started as a failed start only if it ran nothing
+    with host_serving(HandsOut(a_task()), address) as server, Client(address, family="AF_UNIX", authkey=b"key") as ex:
+        ex.send(NextWork("work", wait_s=0.01, worker="this-host:4242"))
+        assert isinstance(ex.recv(), Work)
+        ex.send(NextWork("work", wait_s=0.01, worker="this-host:4343"))
+        ex.recv()
     assert (server.handed_work(4242), server.handed_work(4242), server.handed_work(4343)) == (True, False, False)
 
 
+def test_an_executor_handed_a_task_counts_as_handed_though_a_later_hand_over_to_it_failed(address: str) -> None:
+    # Given an executor process that was handed a task on one of its threads
+    controller = HandsOutOnceGone(a_task(), at_once=1)
+    with host_serving(controller, address) as server, Client(address, family="AF_UNIX", authkey=b"key") as ex:
+        ex.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+        assert isinstance(ex.recv(), Work)
+        # When another of its threads asks, and is gone before the answer reaches it
+        with Client(address, family="AF_UNIX", authkey=b"key") as other_thread:
+            other_thread.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+            assert controller.asked.wait(10)
+        controller.gone.set()
+    assert controller.saw_it_gone
+    # Then the process still counts as one that ran a task
+    assert server.handed_work(EXECUTOR_PID) is True
+
+
 @pytest.mark.parametrize(
-    ("worker", "pid"), [("host:4242", 4242), ("ip-10-0-0-1:7", 7), ("host", None), ("host:", None), ("host:4²", None)]
+    ("worker", "pid"),
+    [("host:4242", 4242), ("ip-10-0-0-1:7", 7), ("host", None), ("host:", None), ("host:4²", None), ("h:٤٢", None)],
 )
 def test_an_executors_pid_is_read_from_its_worker_id_or_none(worker: str, pid: int | None) -> None:
     assert pid_of(worker) == pid

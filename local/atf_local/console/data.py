@@ -164,8 +164,8 @@ class ConsoleData:
         self._gating.lift(lambda_name, collection)
 
     # -- dead letters --------------------------------------------------------
-    def dead_letters(self, selection: DeadLetterFilter) -> list[DeadLetter]:
-        return self._dead_letters.matching(selection)
+    def dead_letters(self, selection: DeadLetterFilter, after: Position | None = None) -> list[DeadLetter]:
+        return self._dead_letters.page(selection, after).letters
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None, after: Position | None = None

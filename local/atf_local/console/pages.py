@@ -218,8 +218,8 @@ def task_page(task: Task) -> str:
 
 @dataclass(frozen=True)
 class Listed:
-    """The dead letters a page lists: the oldest of its selection, or those past `after` (the ones a dry run's
-    Go on reached). Its redrive form acts on these: it carries the same `after`."""
+    """The dead letters a page lists: the oldest of its selection, or those past `after` (where a Go on went
+    on). Its redrive form acts on these: it carries the same `after`."""
 
     letters: list[DeadLetter]
     after: str | None = None
@@ -303,8 +303,11 @@ def _more_dead(result: BulkResult) -> str:
     if result.dry_run:
         return " More of the selection are dead than this dry run reached: Go on takes the next ones."
     said = " More of the selection are dead than this redrive reached: Go on takes the next ones."
-    if result.first_at and result.last_at and result.last_at > result.first_at:  # a drip, spread from its call
-        said += f" Go on before {when(result.last_at)} UTC starts its own drip beside this one: twice the rate."
+    if result.changed and result.first_at and result.last_at and result.last_at > result.first_at:  # a drip
+        said += (
+            f" Another redrive before {when(result.last_at)} UTC, Go on's too, starts its own drip beside this"
+            " one: twice the rate."
+        )
     return said
 
 

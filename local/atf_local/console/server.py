@@ -103,24 +103,20 @@ class _Handler(BaseHTTPRequestHandler):
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
-    def _dead_letters(
-        self,
-        query: Form,
-        message: str = "",
-        error: bool = False,
-        carry_on: str = "",
-        reached: pages.Listed | None = None,
-    ) -> None:
-        """The page of a selection's oldest dead letters, or of those a dry run `reached`."""
+    def _dead_letters(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
+        """The oldest dead letters of the selection; past its `after` where a Go on went on (a dry run's lists
+        what it reached), the page's redrive form acting on those."""
         config = self.server.config
         # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
         form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
         try:
             chosen = waiting.dead_letter_selection(config, form)
+            start = waiting.listing_start(form)
+            after = start.position()
         except AtfError as refused:
             self._refused_dead_letters(form, refused)
             return
-        listed = pages.Listed(self.server.data.dead_letters(chosen)) if reached is None else reached
+        listed = pages.Listed(self.server.data.dead_letters(chosen, after), start.after)
         body = pages.dead_letters_page(config, form, chosen, listed, carry_on)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
@@ -163,14 +159,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             options = waiting.redrive_options(form)
+            result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
             self._dead_letters(form, f"{refused.code}: {refused}", error=True)
             return
-        result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
         carry_on = pages.redrive_carry_on(chosen, form, result)
-        # A dry run lists what it reached (past `after` when it went on); a redrive, the oldest still dead
-        reached = pages.Listed(result.matched, options.after) if result.dry_run else None
-        self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on, reached=reached)
+        self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on)
 
     def _bulk(self, form: Form) -> None:
         action, now = form.get("action", ""), utcnow()

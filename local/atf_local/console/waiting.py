@@ -68,6 +68,12 @@ def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadL
     return _parsed(RedriveRequest, form, ("collection", "error_type", "limit")).filter(lambda_name)
 
 
+def listing_start(form: Mapping[str, str]) -> RedriveRequest:
+    """Where the page's listing starts: past the form's `after` (a Go on's), checked as the redrive route
+    checks it; the oldest of the selection without one."""
+    return _parsed(RedriveRequest, form, ("after",))
+
+
 def redrive_options(form: Mapping[str, str]) -> RedriveRequest:
     """The dead-letter page's redrive, as the redrive route checks it: its rate (blank: all at once), dry
     run, and where it goes on from (the carry-on form's `after`: the last call's `next`). The selection is

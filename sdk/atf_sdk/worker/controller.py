@@ -514,7 +514,9 @@ class NextWorkServer:
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
                 pid = pid_of(request.worker)
                 if running is not None:
-                    # Counted before the send: the executor may run the task and exit before this thread runs again
+                    # Counted before the send: the executor may run the task and exit before this thread runs again.
+                    # (A host that reaps a dead executor between this and a failed send still counts it as handed:
+                    # its failed-start count misses one.)
                     self._count_handed(pid, +1)
                     handed_at = time.monotonic()
                 try:
