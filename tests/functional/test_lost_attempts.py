@@ -209,6 +209,14 @@ class HandsOutOnceGone(HandsOut):
         return super().next_work(lambda_name, wait_s, worker, wanted)
 
 
+def asks_and_is_gone_before_the_answer(address: str, controller: HandsOutOnceGone) -> None:
+    """An executor thread of EXECUTOR asks for work, and its connection closes while the host looks for it."""
+    with Client(address, family="AF_UNIX", authkey=b"key") as executor:
+        executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
+        assert controller.asked.wait(10)
+    controller.gone.set()
+
+
 def test_a_task_claimed_for_an_executor_that_died_before_it_was_handed_over_is_recorded_as_lost(
     aws: Any, limited: StackConfig, address: str
 ) -> None:
@@ -218,10 +226,7 @@ def test_a_task_claimed_for_an_executor_that_died_before_it_was_handed_over_is_r
     controller = HandsOutOnceGone(task)
     with host_serving(controller, address, host_ends(aws, limited, store)) as server:
         # When its process dies before the host's answer reaches it
-        with Client(address, family="AF_UNIX", authkey=b"key") as executor:
-            executor.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
-            assert controller.asked.wait(10)
-        controller.gone.set()
+        asks_and_is_gone_before_the_answer(address, controller)
     assert controller.saw_it_gone
     # Then its exit counts as one that ran no task (the host's count of failed starts)
     assert server.handed_work(EXECUTOR_PID) is False
@@ -261,10 +266,7 @@ def test_an_executor_handed_a_task_counts_as_handed_though_a_later_hand_over_to_
         ex.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
         assert isinstance(ex.recv(), Work)
         # When another of its threads asks, and is gone before the answer reaches it
-        with Client(address, family="AF_UNIX", authkey=b"key") as other_thread:
-            other_thread.send(NextWork("work", wait_s=0.01, worker=EXECUTOR))
-            assert controller.asked.wait(10)
-        controller.gone.set()
+        asks_and_is_gone_before_the_answer(address, controller)
     assert controller.saw_it_gone
     # Then the process still counts as one that ran a task
     assert server.handed_work(EXECUTOR_PID) is True
