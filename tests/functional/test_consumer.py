@@ -13,12 +13,12 @@ from atf_core.config import StackConfig
 from atf_core.consumer import Consumer, Event
 from atf_core.gating import Gating
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import GateAction, ScheduleRequest, Task, TaskStatus, to_ms
+from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.codec import index_partition
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
-from tests.functional.helpers import T0
+from tests.functional.helpers import T0, gates_written_at_once
 
 
 class World:
@@ -26,6 +26,7 @@ class World:
         self.config = config
         self.now = T0
         self.store = DynamoTaskStore(clients.dynamodb, config)
+        self.dynamodb = clients.dynamodb
         self.sqs = clients.sqs
         self.queues = QueueDirectory(clients.sqs, config)
         self.consumer = self.new_consumer()
@@ -224,8 +225,11 @@ def test_a_paused_collection_waits_while_others_run(world: World) -> None:
 def test_more_paused_collections_than_an_in_list_holds_still_leave_the_others_running(world: World) -> None:
     """DynamoDB refuses an IN list of more than 100 values (the tests' clients do too: tests/aws_rules.py):
     every Query of the lambda's partitions would be refused, and none of its tasks sent."""
-    for n in range(120):
-        world.gate(GateAction.PAUSE, collection=f"tenant-{n}")
+    pauses = [
+        Gate(lambda_="work", collection=f"tenant-{n}", action=GateAction.PAUSE, created_at=T0)
+        for n in range(120)
+    ]  # fmt: skip
+    gates_written_at_once(world.dynamodb, world.config, pauses)
     paused = world.schedule(collection="tenant-7")
     running = world.schedule(collection="fast")
     report = world.consumer.poll()

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from atf_core.config import StackConfig
-from atf_core.definitions import GATES_ITEM_ID, Attr
 from atf_core.errors import Conflict
 from atf_core.schema import Gate, GateAction
-from atf_core.store import codec
-from atf_core.store.gates import GATES, MAX_GATES_BYTES, VERSION
+from atf_core.store.gates import MAX_GATES_BYTES
 from atf_core.store.tasks import DynamoTaskStore
+from tests.functional.helpers import gates_written_at_once
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LONGEST_REASON = "é" * 500  # the API's 500 characters, 2 bytes each
@@ -32,15 +31,6 @@ def store(aws: Any, config: StackConfig) -> DynamoTaskStore:
     return DynamoTaskStore(aws.dynamodb, config)  # type: ignore[attr-defined]
 
 
-def already_stored(aws: Any, config: StackConfig, gates: list[Gate]) -> int:
-    """The gates item holding `gates`, as put_gate writes them, in one write: a put reads and writes the whole
-    item, so putting a few hundred one by one spent most of a minute on moto for the last few puts' sake."""
-    stored = {gate.scope: codec.to_attr(codec.gate_to_plain(gate)) for gate in gates}
-    item = {Attr.ID: {"S": GATES_ITEM_ID}, GATES: {"M": stored}, VERSION: {"N": "1"}}
-    aws.dynamodb.put_item(TableName=config.table_name, Item=item)
-    return len(gates)
-
-
 # Short of the budget by some of the largest gates (~1 KB each): the puts that reach it go through put_gate
 NEARLY_FULL = MAX_GATES_BYTES // 1100 - 8
 
@@ -48,7 +38,8 @@ NEARLY_FULL = MAX_GATES_BYTES // 1100 - 8
 def test_gates_fill_their_budget_and_the_next_is_refused_naming_its_field(
     aws: Any, config: StackConfig, store: DynamoTaskStore
 ) -> None:
-    stored = already_stored(aws, config, [_gate(f"c{n:04}", reason=LONGEST_REASON) for n in range(NEARLY_FULL)])
+    longest = [_gate(f"c{n:04}", reason=LONGEST_REASON) for n in range(NEARLY_FULL)]
+    stored = gates_written_at_once(aws.dynamodb, config, longest)
     with pytest.raises(Conflict) as refused:
         while stored < 1000:  # far past the budget had every gate been taken
             store.put_gate(_gate(f"c{stored:04}", reason=LONGEST_REASON))
@@ -78,7 +69,7 @@ def test_a_put_drops_the_gates_past_their_until(store: DynamoTaskStore) -> None:
 
 def test_past_gates_make_room_for_new_ones(aws: Any, config: StackConfig, store: DynamoTaskStore) -> None:
     passing = [_gate(f"c{n:04}", until=T + timedelta(seconds=1), reason=LONGEST_REASON) for n in range(NEARLY_FULL)]
-    n = already_stored(aws, config, passing)
+    n = gates_written_at_once(aws.dynamodb, config, passing)
     with pytest.raises(Conflict):
         while n < 1000:
             store.put_gate(_gate(f"c{n:04}", until=T + timedelta(seconds=1), reason=LONGEST_REASON))
