@@ -181,3 +181,24 @@ def test_a_redrive_with_a_bad_after_or_limit_is_refused_naming_it(
     # dead-letter page (not the overview a failed action is sent back to)
     assert re.search(rf"invalid_input: {field}\b", page) and "<h2>Dead letters</h2>" in page, page[-2000:]
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
+
+
+def test_go_on_after_a_redrive_takes_the_letters_dead_when_listed_not_those_that_died_again(
+    console_stack: ConsoleStack,
+) -> None:
+    # Given two dead letters of their own collection, listed one at a time
+    ids = [console_stack.client.schedule("work", {"fatal": "again"}, collection="died-again").id for _ in range(2)]
+    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    listing = get(console_stack, "/dead-letters?lambda=work&collection=died-again&limit=1")
+    [first] = listed(listing)
+    # When the page's redrive takes the one listed, and it fails for good again, dying after the listing
+    redriven = post(console_stack, "/dead-letters/redrive", form_fields(listing, "redrive"))
+    assert "Redrove 1 of 1 matching dead letters" in redriven and "Go on takes the next ones" in redriven
+    console_stack.wait_for([first], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
+    # And Go on is pressed
+    went_on = post(console_stack, "/dead-letters/redrive", carry_on_fields(redriven))
+    # Then it redrives the other one alone, and the selection ends there: the letter that died again is not in it
+    assert "Redrove 1 of 1 matching dead letters" in went_on and 'id="carry-on"' not in went_on, went_on[-3000:]
+    [other] = [i for i in ids if i != first]
+    console_stack.wait_for([other], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
+    assert len(console_stack.store.get(first).errors) == 2  # type: ignore[union-attr]

@@ -244,7 +244,13 @@ def dead_letters_page(
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
-    return f"{filters}<section>{listing}<p>{_redrive_form(chosen, listed)}</p>{carry_on}</section>"
+    as_of = (
+        f'<p class="muted">Dead by {when(chosen.until)} UTC, when the selection was listed: a redrive and its Go on '
+        "take these, not letters that die again once redriven. Filter to list afresh.</p>"
+        if chosen.until
+        else ""
+    )
+    return f"{filters}<section>{listing}{as_of}<p>{_redrive_form(chosen, listed)}</p>{carry_on}</section>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -269,7 +275,8 @@ def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
 def _selection(chosen: DeadLetterFilter) -> dict[str, str]:
     """The filter, as checked, that a redrive form carries in hidden fields: it acts on the selection shown."""
     fields = {"lambda": chosen.lambda_name, "collection": chosen.collection, "error_type": chosen.error_type}
-    return {name: value for name, value in fields.items() if value} | {"limit": str(chosen.limit)}
+    until = {"until": chosen.until.isoformat()} if chosen.until else {}
+    return {name: value for name, value in fields.items() if value} | {"limit": str(chosen.limit)} | until
 
 
 def hidden_fields(fields: Mapping[str, str]) -> str:

@@ -110,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
         form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
         try:
-            chosen = waiting.dead_letter_selection(config, form)
+            chosen = waiting.dead_letter_selection(config, form, utcnow())
             start = waiting.listing_start(form)
             after = start.position()
         except AtfError as refused:
@@ -153,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _redrive(self, form: Form) -> None:
         try:
-            chosen = waiting.dead_letter_selection(self.server.config, form)
+            chosen = waiting.dead_letter_selection(self.server.config, form, utcnow())
         except AtfError as refused:  # a selection other than the page's: nothing written, nothing listed
             self._refused_dead_letters(form, refused)
             return

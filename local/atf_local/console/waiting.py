@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from html import escape
 from typing import Any, TypeVar
@@ -60,12 +61,16 @@ def selection_request(form: Mapping[str, str], action: str = "cancel") -> TaskSe
     return _parsed(ACTIONS[action], form, fields)
 
 
-def dead_letter_selection(config: StackConfig, form: Mapping[str, str]) -> DeadLetterFilter:
+def dead_letter_selection(config: StackConfig, form: Mapping[str, str], now: datetime) -> DeadLetterFilter:
     """The dead-letter page's filter, checked as the dead-letter routes check theirs: a lambda the stack
-    has (UnknownLambda, naming it, if not) and a collection and error class their patterns take."""
+    has (UnknownLambda, naming it, if not) and a collection and error class their patterns take. It holds
+    the letters dead by the form's `until`, or by `now` without one: the page's forms carry it, so a redrive
+    and its Go on step through the letters dead when the selection was listed, not those that die again
+    once redriven (their new time of death is past any `after`)."""
     lambda_name = form.get("lambda", "")
     config.lambda_named(lambda_name)
-    return _parsed(RedriveRequest, form, ("collection", "error_type", "limit")).filter(lambda_name)
+    chosen = _parsed(RedriveRequest, form, ("collection", "error_type", "limit", "until")).filter(lambda_name)
+    return chosen if chosen.until is not None else replace(chosen, until=now)
 
 
 def listing_start(form: Mapping[str, str]) -> RedriveRequest:
