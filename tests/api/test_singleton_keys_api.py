@@ -4,6 +4,7 @@ clients and the CLI (--json). Lambda "single" of the package's stack sets key_li
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -188,9 +189,10 @@ def test_a_redrive_goes_on_past_the_letters_it_left_dead_from_its_next(
     assert (first.changed, first.key_busy, first.more) == (0, [stuck.id], True) and first.next
     redrive = ["dead-letters", "redrive", "--api-url", stack.api_url, "single", "--error-type", error_type, "-y"]
     code, out = _cli([*redrive, "--limit", "1"], capsys)
-    assert code == 0 and f"redrive with --after {first.next} to go on past them" in " ".join(out.split())
-    # Then the CLI from that next redrives the younger one
-    code, out = _cli([*redrive, "--limit", "1", "--after", first.next, "--json"], capsys)
+    way_on = re.search(rf"redrive with --after {first.next} --until (\S+) to go on past them", " ".join(out.split()))
+    assert code == 0 and way_on, out
+    # Then the CLI, going on as it says, redrives the younger one
+    code, out = _cli([*redrive, "--limit", "1", "--after", first.next, "--until", way_on[1], "--json"], capsys)
     done = json.loads(out)
     assert code == 0 and ([d["id"] for d in done["matched"]], done["changed"], done["next"]) == ([younger.id], 1, None)
     assert client.get(younger.id).status is TaskStatus.NEW and client.get(stuck.id).status is TaskStatus.DEAD_LETTER

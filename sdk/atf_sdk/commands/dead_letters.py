@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
@@ -75,7 +76,9 @@ def _redrive(args: argparse.Namespace) -> int:
     if args.json:
         json_out(done)
         return 0
-    _summary(done, "redrive", "redriven")
+    # The rest are those dead by the time of the first call: the letters it redrives may die again meanwhile,
+    # with a time of death past any --after, and going on must not take them again.
+    _summary(done, "redrive", "redriven", until=args.until or done.first_at)
     if (done.changed or done.dry_run) and done.matched and done.first_at and done.last_at:
         console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
     return 0
@@ -94,7 +97,7 @@ def _discard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(done: BulkResult, verb: str, past: str) -> None:
+def _summary(done: BulkResult, verb: str, past: str, until: datetime | None = None) -> None:
     shown = done.matched[:SHOWN]
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
@@ -103,23 +106,32 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
     if done.more:
-        console().print(_more(done, verb, past))
+        console().print(_more(done, verb, past, until))
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")
 
 
-def _more(done: BulkResult, verb: str, past: str) -> str:
+def _more(done: BulkResult, verb: str, past: str, until: datetime | None) -> str:
     """What to do about the rest of the selection: call again, or go on past the letters this call reached
-    (the oldest still dead come first: letters left dead would come back, and a dry run shows the same)."""
-    past_these = f"--after {done.next}"
+    (the oldest still dead come first: letters left dead would come back, and a dry run shows the same);
+    with `until`, the rest are the letters dead by then (a redrive's, the time of its first call)."""
+    past_these = f"--after {done.next}" + (f" --until {_exact(until)}" if until else "")
     if done.dry_run:
         return f"more of the selection are dead than --limit: the next ones, {past_these}"
     if not done.changed:
         done_word = past.split(" ")[0]  # redriven, discarded
         return f"more are dead, but none of these could be {done_word}: {verb} with {past_these} to go on past them"
+    if until:
+        skipped = f" (it skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
+        return f"more of the selection are dead than --limit: the rest, {verb} with {past_these}{skipped}"
     skip = f" ({past_these} skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
     return f"more of the selection are dead than --limit: {verb} again for the rest{skip}"
+
+
+def _exact(moment: datetime) -> str:
+    """A time as --until reads it, to the millisecond the API keeps (when() rounds to the second)."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _ids(done: BulkResult) -> str:
