@@ -146,7 +146,8 @@ def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
     # Given the two dead letters of a collection, and a dry run that reaches the oldest one alone
     selection = {"lambda": "work", "collection": "filtered", "limit": "1", "dry_run": "1"}
     first = post(console_stack, "/dead-letters/redrive", selection)
-    assert "Would redrive 1 of 1 matching dead letters" in first and "Go on takes the next ones" in first, first[-3000:]
+    said = "Would redrive 1 of the oldest 1 matching dead letters, starting"
+    assert said in first and "Go on takes the next ones" in first, first[-3000:]
     [oldest] = listed(first)
     # When Go on is pressed
     go_on = carry_on_fields(first)
@@ -193,7 +194,7 @@ def test_go_on_after_a_redrive_takes_the_letters_dead_when_listed_not_those_that
     [first] = listed(listing)
     # When the page's redrive takes the one listed, and it fails for good again, dying after the listing
     redriven = post(console_stack, "/dead-letters/redrive", form_fields(listing, "redrive"))
-    assert "Redrove 1 of 1 matching dead letters" in redriven and "Go on takes the next ones" in redriven
+    assert "Redrove 1 of the oldest 1 matching dead letters" in redriven and "Go on takes the next ones" in redriven
     console_stack.wait_for([first], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
     # And Go on is pressed
     went_on = post(console_stack, "/dead-letters/redrive", carry_on_fields(redriven))
