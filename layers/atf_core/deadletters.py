@@ -126,6 +126,8 @@ class DeadLetters:
         matched, result = page.letters, _result_of(page, dry_run)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
         now, keys_taken = self._clock(), set[str]()
+        # The drip starts at the call's now, so first_at is the time of the call: going on through a selection
+        # passes it as `until` (letters redriven here that die again are then not taken again).
         starts = dripped(now, len(matched), per_second)
         check_drip(starts, now)
         for dead, start in zip(matched, starts, strict=True):

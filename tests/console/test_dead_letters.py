@@ -116,13 +116,15 @@ def test_a_dripped_redrive_says_another_redrive_before_its_drip_ends_doubles_the
 @pytest.mark.parametrize("dry_run", [False, True], ids=["a redrive", "a dry run"])
 def test_a_redrive_that_reached_part_of_its_selection_goes_on_past_it_with_the_same_choices(dry_run: bool) -> None:
     # Given a call that reached part of its selection, at a drip rate
-    chosen = DeadLetterFilter("work", "c", "Fatal", limit=3)
+    listed_at = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    chosen = DeadLetterFilter("work", "c", "Fatal", until=listed_at, limit=3)
     form = {"per_second": "2"} | ({"dry_run": "1"} if dry_run else {})
     result = _result(dry_run, more=True)
     # Then its Go on form carries the same selection, rate and dry run, and goes on past the last letter reached
+    # through the letters dead when the selection was listed
     carried = carry_on_fields(redrive_carry_on(chosen, form, result))
     assert carried == {"lambda": "work", "collection": "c", "error_type": "Fatal", "limit": "3", **form,
-                       "after": position_text(result.matched[-1])}  # fmt: skip
+                       "after": position_text(result.matched[-1]), "until": listed_at.isoformat()}  # fmt: skip
     # And a call that reached the whole selection offers none
     assert redrive_carry_on(chosen, form, _result(dry_run, more=False)) == ""
 
@@ -200,6 +202,6 @@ def test_go_on_after_a_redrive_takes_the_letters_dead_when_listed_not_those_that
     went_on = post(console_stack, "/dead-letters/redrive", carry_on_fields(redriven))
     # Then it redrives the other one alone, and the selection ends there: the letter that died again is not in it
     assert "Redrove 1 of 1 matching dead letters" in went_on and 'id="carry-on"' not in went_on, went_on[-3000:]
+    assert console_stack.store.get(first).status is TaskStatus.DEAD_LETTER  # type: ignore[union-attr]
     [other] = [i for i in ids if i != first]
     console_stack.wait_for([other], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
-    assert len(console_stack.store.get(first).errors) == 2  # type: ignore[union-attr]

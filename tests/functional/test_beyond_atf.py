@@ -26,7 +26,7 @@ from atf_core.lifecycle import Assoc
 from atf_core.limits import Grant, Limiter, Refusal
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
-from atf_core.schema import MAX_JSON_DEPTH, TaskError, TaskStatus, to_ms
+from atf_core.schema import MAX_JSON_DEPTH, TaskError, TaskStatus, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition, shard_of
 from atf_core.store.counters import Counters
@@ -83,8 +83,11 @@ def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(worl
     assert {d.id for d in dry.matched} == {dead[1].id, dead[2].id} and dry.changed == 0
     assert world.status(dead[1]) is TaskStatus.DEAD_LETTER
     # the real one sends them back to new, dripped one a second, with a fresh budget
+    called_at = utcnow()
     done = letters.redrive(DeadLetterFilter("sleepy", error_type="ValueError"), dry_run=False, per_second=1)
     assert done.changed == 2 and done.last_at is not None and done.first_at is not None
+    # its first_at is the time of the call: the `until` that going on through the selection passes
+    assert called_at <= done.first_at <= utcnow()
     assert (done.last_at - done.first_at).total_seconds() == pytest.approx(1.0)
     again = world.store.get(dead[1].id)
     assert again is not None and again.status is TaskStatus.NEW

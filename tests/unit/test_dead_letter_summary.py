@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from atf_core.deadletters import BulkResult, DeadLetter
-from atf_sdk.commands.dead_letters import _summary
+from atf_sdk.commands.dead_letters import _summary, stepping_until
 
 DIED = datetime(2027, 1, 1, tzinfo=UTC)
 
@@ -17,8 +17,10 @@ def letter(n: int) -> DeadLetter:
     return DeadLetter(f"{n:032x}", "work", "default", "normal", "Fatal", DIED, flow_key=f"k{n}")
 
 
-UNTIL = datetime(2027, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-BY = "--until 2027-01-02T03:04:05.678Z"  # to the millisecond
+UTC_CALL = datetime(2027, 1, 2, tzinfo=UTC)
+EARLIER, LATER = datetime(2027, 1, 1, tzinfo=UTC), datetime(2030, 1, 1, tzinfo=UTC)
+UNTIL = datetime(2027, 1, 2, 3, 4, 5, 678999, tzinfo=UTC)
+BY = "--until 2027-01-02T03:04:05.678Z"  # to the millisecond, cut (not rounded) as the API keeps it
 
 
 @pytest.mark.parametrize(
@@ -42,3 +44,15 @@ def test_more_says_whether_calling_again_gets_further(
     done = BulkResult(dry_run, [letter(0), letter(1)], changed, key_busy=busy, more=True, next="1-NEXT")
     _summary(done, "redrive", "redriven", until=until)
     assert says in capsys.readouterr().out.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    ("given", "called_at", "bound"),
+    [(None, UTC_CALL, UTC_CALL), (EARLIER, UTC_CALL, EARLIER), (LATER, UTC_CALL, UTC_CALL), (EARLIER, None, EARLIER)],
+    ids=["the call's time", "an earlier --until", "a later --until", "no call time"],
+)
+def test_going_on_is_bounded_by_the_call_or_an_earlier_until(
+    given: datetime | None, called_at: datetime | None, bound: datetime
+) -> None:
+    # A --until later than the call would let letters that die again after it back into the rest
+    assert stepping_until(given, called_at) == bound

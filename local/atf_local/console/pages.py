@@ -297,7 +297,7 @@ def _redrive_form(chosen: DeadLetterFilter, listed: Listed) -> str:
 def redrive_message(result: BulkResult) -> str:
     verb = "would redrive" if result.dry_run else "redrove"
     count = len(result.matched) if result.dry_run else result.changed
-    span = f", starting {when(result.first_at)} to {when(result.last_at)} UTC" if result.first_at and count else ""
+    span = f", starting from {when(result.first_at)} to {when(result.last_at)} UTC" if result.first_at and count else ""
     busy = f" {len(result.key_busy)} left: another task holds their singleton flow key." if result.key_busy else ""
     reached = f"the oldest {len(result.matched)}" if result.more else str(len(result.matched))  # the call's limit
     message = f"{verb.capitalize()} {count} of {reached} matching dead letters{span}.{busy}"

@@ -76,12 +76,19 @@ def _redrive(args: argparse.Namespace) -> int:
     if args.json:
         json_out(done)
         return 0
-    # The rest are those dead by the time of the first call: the letters it redrives may die again meanwhile,
-    # with a time of death past any --after, and going on must not take them again.
-    _summary(done, "redrive", "redriven", until=args.until or done.first_at)
+    _summary(done, "redrive", "redriven", until=stepping_until(args.until, done.first_at))
     if (done.changed or done.dry_run) and done.matched and done.first_at and done.last_at:
         console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
     return 0
+
+
+def stepping_until(given: datetime | None, called_at: datetime | None) -> datetime | None:
+    """The `until` that bounds the rest of a redrive's selection: the letters dead by the call (its first_at),
+    or by the caller's own until if earlier. The letters it redrives may die again, with a time of death past
+    any --after, and going on must not take them again."""
+    if given is None or called_at is None:
+        return given or called_at
+    return min(given, called_at)
 
 
 def _discard(args: argparse.Namespace) -> int:
