@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from urllib.parse import quote, urlencode
@@ -216,31 +215,25 @@ def task_page(task: Task) -> str:
 # -- dead letters ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Listed:
-    """The dead letters a page lists: the oldest of its selection, or those past `after` (where a Go on went
-    on). Its redrive form acts on these: it carries the same `after`."""
-
-    letters: list[DeadLetter]
-    after: str | None = None
-
-
 def dead_letters_page(
     config: StackConfig,
     form: Mapping[str, str],
     chosen: DeadLetterFilter | None,
-    listed: Listed,
+    letters: list[DeadLetter],
+    after: str | None = None,
     carry_on: str = "",
 ) -> str:
     """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`), and the
-    last redrive's carry-on form (`redrive_carry_on`) if it reached only part of the selection."""
+    last redrive's carry-on form (`redrive_carry_on`) if it reached only part of the selection. The letters
+    listed are the oldest of the selection, or those past `after` (where a Go on went on): the redrive form
+    acts on these, carrying the same `after`."""
     filters = f"<section><h2>Dead letters</h2>{_dead_letter_filter(config, form)}</section>"
     if chosen is None:
         return filters
     rows = [
         [f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection), cell(d.priority),
          cell(d.error_type or "-"), cell(when(d.died_at))]
-        for d in listed.letters
+        for d in letters
     ]  # fmt: skip
     headers = ["task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
@@ -250,7 +243,7 @@ def dead_letters_page(
         if chosen.until
         else ""
     )
-    return f"{filters}<section>{listing}{as_of}<p>{_redrive_form(chosen, listed)}</p>{carry_on}</section>"
+    return f"{filters}<section>{listing}{as_of}<p>{_redrive_form(chosen, letters, after)}</p>{carry_on}</section>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -284,13 +277,13 @@ def hidden_fields(fields: Mapping[str, str]) -> str:
     return "".join(f'<input type="hidden" name="{name}" value="{escape(value)}">' for name, value in fields.items())
 
 
-def _redrive_form(chosen: DeadLetterFilter, listed: Listed) -> str:
-    carried = _selection(chosen) | ({"after": listed.after} if listed.after else {})
+def _redrive_form(chosen: DeadLetterFilter, letters: list[DeadLetter], after: str | None) -> str:
+    carried = _selection(chosen) | ({"after": after} if after else {})
     return (
         f'<form method="post" action="/dead-letters/redrive" id="redrive">{hidden_fields(carried)}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
-        f'<button type="submit" class="resume">Redrive these {len(listed.letters)}</button></form>'
+        f'<button type="submit" class="resume">Redrive these {len(letters)}</button></form>'
     )
 
 

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from atf_core.api import BulkRescheduleRequest, GateRequest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
+from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import AtfError, from_validation
 from atf_core.schema import gate_scope, utcnow
 from atf_local.background import BackgroundServer, LocalHTTPServer
@@ -103,26 +104,33 @@ class _Handler(BaseHTTPRequestHandler):
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
         self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
 
-    def _dead_letters(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
-        """The oldest dead letters of the selection; past its `after` where a Go on went on (a dry run's lists
-        what it reached), the page's redrive form acting on those."""
+    def _dead_letters(
+        self,
+        query: Form,
+        message: str = "",
+        error: bool = False,
+        carry_on: str = "",
+        chosen: DeadLetterFilter | None = None,
+    ) -> None:
+        """The oldest dead letters of the selection (`chosen`, or the query's); past its `after` where a Go on
+        went on (a dry run's lists what it reached), the page's redrive form acting on those."""
         config = self.server.config
         # The header's link names no lambda: the first one's. One named is checked, never swapped for another.
         form = query if query.get("lambda") else {**query, "lambda": next(iter(config.lambdas))}
         try:
-            chosen = waiting.dead_letter_selection(config, form, utcnow())
+            chosen = chosen or waiting.dead_letter_selection(config, form, utcnow())
             start = waiting.listing_start(form)
             after = start.position()
         except AtfError as refused:
             self._refused_dead_letters(form, refused)
             return
-        listed = pages.Listed(self.server.data.dead_letters(chosen, after), start.after)
-        body = pages.dead_letters_page(config, form, chosen, listed, carry_on)
+        letters = self.server.data.dead_letters(chosen, after)
+        body = pages.dead_letters_page(config, form, chosen, letters, after=start.after, carry_on=carry_on)
         self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
         """The filter as typed, with the reason, and nothing listed: no redrive form for any other selection."""
-        body = pages.dead_letters_page(self.server.config, form, None, pages.Listed([]))
+        body = pages.dead_letters_page(self.server.config, form, None, [])
         self._html(HTTPStatus.OK, self._page("Dead letters", body, f"{refused.code}: {refused}", error=True))
 
     def _waiting(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
@@ -161,10 +169,10 @@ class _Handler(BaseHTTPRequestHandler):
             options = waiting.redrive_options(form)
             result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
-            self._dead_letters(form, f"{refused.code}: {refused}", error=True)
+            self._dead_letters(form, f"{refused.code}: {refused}", error=True, chosen=chosen)
             return
         carry_on = pages.redrive_carry_on(chosen, form, result)
-        self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on)
+        self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on, chosen=chosen)
 
     def _bulk(self, form: Form) -> None:
         action, now = form.get("action", ""), utcnow()

@@ -123,7 +123,7 @@ def _more(done: BulkResult, verb: str, past: str, until: datetime | None) -> str
     """What to do about the rest of the selection: call again, or go on past the letters this call reached
     (the oldest still dead come first: letters left dead would come back, and a dry run shows the same);
     with `until`, the rest are the letters dead by then (a redrive's, the time of its first call)."""
-    past_these = f"--after {done.next}" + (f" --until {_exact(until)}" if until else "")
+    past_these = f"--after {done.next}" + (f" --until {when(until, 'milliseconds')}" if until else "")
     if done.dry_run:
         return f"more of the selection are dead than --limit: the next ones, {past_these}"
     if not done.changed:
@@ -134,11 +134,6 @@ def _more(done: BulkResult, verb: str, past: str, until: datetime | None) -> str
         return f"more of the selection are dead than --limit: the rest, {verb} with {past_these}{skipped}"
     skip = f" ({past_these} skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
     return f"more of the selection are dead than --limit: {verb} again for the rest{skip}"
-
-
-def _exact(moment: datetime) -> str:
-    """A time as --until reads it, to the millisecond the API keeps (when() rounds to the second)."""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _ids(done: BulkResult) -> str:

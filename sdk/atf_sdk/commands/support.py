@@ -143,8 +143,8 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
-def when(moment: datetime | None) -> str:
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z") if moment else "-"
+def when(moment: datetime | None, timespec: str = "seconds") -> str:
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z") if moment else "-"
 
 
 def guarded(run: Command) -> Command:

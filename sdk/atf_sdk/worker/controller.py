@@ -512,8 +512,8 @@ class NextWorkServer:
                     running = None
                     time.sleep(CLAIM_RETRY_S)  # it asks again at once: a lasting fault is not a busy loop
                 answer = NoWork(stop=self._controller.draining) if running is None else Work(_as_json(running))
-                pid = pid_of(request.worker)
                 if running is not None:
+                    pid = pid_of(request.worker)
                     # Counted before the send: the executor may run the task and exit before this thread runs again.
                     # (A host that reaps a dead executor between this and a failed send still counts it as handed:
                     # its failed-start count misses one.)
