@@ -15,6 +15,7 @@ from atf_core.schema import Task, TaskStatus
 from atf_sdk.snapshot import Snapshot
 from atf_sdk.worker.controller import ControllerSettings
 from tests.console.conftest import ConsoleStack
+from tests.console.http import post
 
 
 def finished(task: Task) -> bool:
@@ -204,22 +205,19 @@ def test_a_post_without_origin_from_a_console_page_is_taken(console_stack: Conso
 
 @pytest.mark.parametrize(
     ("form", "named"),
-    [(b"lambda=work&action=bogus", "action"), (b"lambda=work&action=pause&collection=bad%20coll!", "collection")],
+    [
+        ({"lambda": "work", "action": "bogus"}, "action"),
+        ({"lambda": "work", "action": "pause", "collection": "bad coll!"}, "collection"),
+    ],
     ids=["an unknown action", "a collection no task can carry"],
 )
-def test_a_gate_form_the_core_refuses_answers_a_page_naming_the_field(
-    console_stack: ConsoleStack, form: bytes, named: str
+def test_a_gate_form_the_core_refuses_answers_400_with_a_page_naming_the_field(
+    console_stack: ConsoleStack, form: dict[str, str], named: str
 ) -> None:
     # Given the gate form, filled with a value the API's models refuse; when it is sent (the connection had dropped)
-    request = urllib.request.Request(
-        f"{console_stack.console}/gates",
-        data=form,
-        headers={"Origin": console_stack.console, "Content-Type": "application/x-www-form-urlencoded"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        page = reply.read().decode()
-    # Then the page it lands on names the field, and no gate was set
-    assert "invalid_input" in page and named in page, page[-2000:]
+    page = post(console_stack, "/gates", form, status=400)
+    # Then the overview says why, naming the field, and no gate was set
+    assert "invalid_input" in page and named in page and "<title>Overview" in page, page[-2000:]
     assert not console_stack.client.gates()
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import html
 import re
-import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
 
 import pytest
@@ -15,18 +13,7 @@ from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, posit
 from atf_core.schema import TaskStatus
 from atf_local.console.pages import redrive_carry_on, redrive_message
 from tests.console.conftest import ConsoleStack
-
-
-def get(stack: ConsoleStack, path: str) -> str:
-    with urllib.request.urlopen(f"{stack.console}{path}", timeout=30) as reply:
-        return reply.read().decode()
-
-
-def post(stack: ConsoleStack, path: str, form: dict[str, str]) -> str:
-    data = urllib.parse.urlencode(form).encode()
-    request = urllib.request.Request(f"{stack.console}{path}", data=data, headers={"Origin": stack.console})
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return reply.read().decode()
+from tests.console.http import get, post
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +28,7 @@ def dead_work(console_stack: ConsoleStack) -> list[str]:
 def test_an_unknown_lambda_is_refused_not_swapped_for_the_first(
     console_stack: ConsoleStack, dead_work: list[str]
 ) -> None:
-    page = get(console_stack, "/dead-letters?lambda=nope")
+    page = get(console_stack, "/dead-letters?lambda=nope", status=400)
     assert "unknown_lambda" in page and "nope" in page, page[-2000:]
     # Neither the first lambda's letters nor a form that would redrive them
     assert 'id="redrive"' not in page and not any(i in page for i in dead_work)
@@ -61,7 +48,7 @@ def test_the_header_link_without_a_lambda_shows_the_first(console_stack: Console
 def test_a_filter_the_api_refuses_is_refused_naming_the_field(
     console_stack: ConsoleStack, dead_work: list[str], query: str, named: str
 ) -> None:
-    page = get(console_stack, f"/dead-letters?lambda=work&{query}")
+    page = get(console_stack, f"/dead-letters?lambda=work&{query}", status=400)
     assert "invalid_input" in page and named in page, page[-2000:]
     assert 'id="redrive"' not in page
 
@@ -74,7 +61,7 @@ def test_a_filter_the_api_refuses_is_refused_naming_the_field(
 def test_a_redrive_of_a_refused_selection_changes_nothing(
     console_stack: ConsoleStack, dead_work: list[str], form: dict[str, str]
 ) -> None:
-    page = post(console_stack, "/dead-letters/redrive", form)
+    page = post(console_stack, "/dead-letters/redrive", form, status=400)
     assert "unknown_lambda" in page or "invalid_input" in page, page[-2000:]
     assert 'id="redrive"' not in page
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(dead_work))
@@ -161,7 +148,9 @@ def test_go_on_lists_the_next_letters_of_a_selection_a_dry_run_reached_part_of(
     assert listed(second) == [other for other in dead_work if other != oldest]
     assert form_fields(second, "redrive")["after"] == go_on["after"]
     # And a refused rate on that page leaves it as it was: the same letters, the same place
-    refused = post(console_stack, "/dead-letters/redrive", form_fields(second, "redrive") | {"per_second": "-1"})
+    refused = post(
+        console_stack, "/dead-letters/redrive", form_fields(second, "redrive") | {"per_second": "-1"}, status=400
+    )
     assert "invalid_input: per_second: " in refused, refused[-3000:]
     assert listed(refused) == listed(second) and form_fields(refused, "redrive")["after"] == go_on["after"]
 
@@ -179,7 +168,9 @@ def listed(page: str) -> list[str]:
 def test_a_redrive_with_a_bad_after_or_limit_is_refused_naming_it(
     console_stack: ConsoleStack, dead_work: list[str], field: str, value: str
 ) -> None:
-    page = post(console_stack, "/dead-letters/redrive", {"lambda": "work", "collection": "filtered", field: value})
+    page = post(
+        console_stack, "/dead-letters/redrive", {"lambda": "work", "collection": "filtered", field: value}, status=400
+    )
     # The refusal names the field itself (the filter form holds an input of each name whatever it says), on the
     # dead-letter page (not the overview a failed action is sent back to)
     assert re.search(rf"invalid_input: {field}\b", page) and "<h2>Dead letters</h2>" in page, page[-2000:]

@@ -4,14 +4,13 @@ waiting task changed, clicked through in headless Chromium against a real stack 
 from __future__ import annotations
 
 import itertools
-import urllib.parse
-import urllib.request
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from atf_core.schema import Task, TaskStatus, utcnow
 from tests.console.conftest import ConsoleStack
+from tests.console.http import post
 
 HOUR = 3600
 
@@ -38,13 +37,6 @@ def filter_by(page: Any, stack: ConsoleStack, collection: str) -> None:
     page.select_option("#waiting-filter select[name=lambda]", "work")
     page.fill("#waiting-filter input[name=collection]", collection)
     page.click("#waiting-filter button")
-
-
-def post(stack: ConsoleStack, path: str, form: dict[str, str]) -> str:
-    data = urllib.parse.urlencode(form).encode()
-    request = urllib.request.Request(f"{stack.console}{path}", data=data, headers={"Origin": stack.console})
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return reply.read().decode()
 
 
 def test_a_selection_is_listed_dry_run_then_rescheduled_and_runs(console_stack: ConsoleStack, page: Any) -> None:
@@ -122,12 +114,14 @@ def test_bad_bulk_input_names_the_field_and_changes_nothing(console_stack: Conso
     waiting = later(console_stack, 1, collection)
     # No filter and no "all": refused naming all
     assert "invalid_input: the filter matches every waiting task" in post(
-        console_stack, "/waiting", {"action": "cancel"}
+        console_stack, "/waiting", {"action": "cancel"}, status=400
     )
     # A reschedule without a time names run_at; an unknown priority names priority
     selection = {"lambda": "work", "collection": collection}
-    assert "give run_at or delay_seconds" in post(console_stack, "/waiting", {**selection, "action": "reschedule"})
-    reply = post(console_stack, "/waiting", {**selection, "action": "reprioritise", "priority": "urgent"})
+    assert "give run_at or delay_seconds" in post(
+        console_stack, "/waiting", {**selection, "action": "reschedule"}, status=400
+    )
+    reply = post(console_stack, "/waiting", {**selection, "action": "reprioritise", "priority": "urgent"}, status=400)
     assert "unknown_priority: priority &#x27;urgent&#x27;" in reply
     (task,) = console_stack.store.get_many(waiting)
     assert (task.status, task.priority) == (TaskStatus.NEW, "normal")
@@ -141,6 +135,7 @@ def test_one_waiting_task_is_changed_from_its_page(console_stack: ConsoleStack, 
     page.fill("#change textarea[name=payload]", "{not json")
     page.click("#change button")
     assert "payload: not JSON" in message(page)
+    assert "payload: not JSON" in post(console_stack, f"/tasks/{task_id}/change", {"payload": "{x"}, status=400)
     assert _task(console_stack, task_id).payload == {}
 
     # A new priority, payload and run time: the task runs with them
@@ -155,7 +150,7 @@ def test_one_waiting_task_is_changed_from_its_page(console_stack: ConsoleStack, 
     # Once it has run, the page offers no change, and a change posted anyway is a conflict
     page.goto(f"{console_stack.console}/tasks/{task_id}")
     assert page.locator("#change").count() == 0
-    reply = post(console_stack, f"/tasks/{task_id}/change", {"priority": "low"})
+    reply = post(console_stack, f"/tasks/{task_id}/change", {"priority": "low"}, status=409)
     assert "conflict: task" in reply and "only a task not yet claimed can be changed" in reply
     assert _task(console_stack, task_id).priority == "high"
 

@@ -12,12 +12,16 @@
 
 A POST is refused (403) unless its Origin, or with no Origin its Referer, is
 the console itself: any page a browser visits could otherwise post to a
-console on loopback.
+console on loopback. What the core refuses (a filter, a form's field, a change
+to a task already claimed) answers the API's status for it (400, 404, 409) with
+the page as it was and the reason; a POST that is taken redirects to the page
+that shows what it did, or shows it (200).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -46,14 +50,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         query = _form(url.query)
-        routes = {"/": self._overview, "/dead-letters": self._dead_letters, "/api/snapshot": self._snapshot}
-        routes["/waiting"] = self._waiting
+        routes: dict[str, Callable[[Form], None]] = {
+            "/": self._overview,
+            "/dead-letters": self._dead_letters,
+            "/waiting": self._waiting,
+            "/api/snapshot": self._snapshot,
+        }
         try:
             if url.path in routes:
                 routes[url.path](query)
             elif url.path == "/tasks" or url.path.startswith("/tasks/"):
                 task_id = unquote(url.path.removeprefix("/tasks").strip("/")) or query.get("id", "").strip()
-                self._task(task_id, query.get("message", ""), bool(query.get("error")))
+                self._task(task_id, query.get("message", ""))
             else:
                 self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {url.path}", error=True))
         except Exception:
@@ -77,38 +85,37 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/waiting":
                 self._bulk(form)
             elif path.startswith("/tasks/") and path.endswith("/change"):
-                self._redirect(self._change(unquote(path.removeprefix("/tasks/").removesuffix("/change")), form))
+                self._change(unquote(path.removeprefix("/tasks/").removesuffix("/change")), form)
             else:
                 self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"Nothing at {path}", error=True))
-        except ValidationError as invalid:  # a form's value the core's models refuse: named, nothing written
-            refused = from_validation(list(invalid.errors()))
-            self._redirect(pages.back_to("/", message=f"{refused.code}: {refused}", error="1"))
-        except AtfError as error:
-            self._redirect(pages.back_to("/", message=f"{error.code}: {error}", error="1"))
+        except ValidationError as invalid:  # a gate's field the core's models refuse: named, nothing written
+            self._overview({}, from_validation(list(invalid.errors())))
+        except AtfError as refused:
+            self._overview({}, refused)
 
     # -- pages ---------------------------------------------------------------
-    def _overview(self, query: Form) -> None:
+    def _overview(self, query: Form, refused: AtfError | None = None) -> None:
         data = self.server.data
         tasks = data.tasks()
         body = pages.overview(data.snapshot(tasks), data.lag_histograms(tasks), data.key_rows(tasks))
-        html = self._page("Overview", body, query.get("message", ""), bool(query.get("error")))
+        html = self._page("Overview", body, *_said(query.get("message", ""), refused))
         if query.get("refresh", "").isdigit():
             html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{int(query["refresh"])}">', 1)
-        self._html(HTTPStatus.OK, html)
+        self._html(_status(refused), html)
 
-    def _task(self, task_id: str, message: str = "", error: bool = False) -> None:
+    def _task(self, task_id: str, message: str = "", refused: AtfError | None = None) -> None:
         task = self.server.data.task(task_id) if task_id else None
         if task is None:
             self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"No task {task_id!r}", error=True))
             return
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
-        self._html(HTTPStatus.OK, self._page(f"Task {task.id}", body, message, error))
+        self._html(_status(refused), self._page(f"Task {task.id}", body, *_said(message, refused)))
 
     def _dead_letters(
         self,
         query: Form,
         message: str = "",
-        error: bool = False,
+        refused: AtfError | None = None,
         carry_on: str = "",
         chosen: DeadLetterFilter | None = None,
     ) -> None:
@@ -121,27 +128,27 @@ class _Handler(BaseHTTPRequestHandler):
             chosen = chosen or waiting.dead_letter_selection(config, form, utcnow())
             start = waiting.listing_start(form)
             after = start.position()
-        except AtfError as refused:
-            self._refused_dead_letters(form, refused)
+        except AtfError as bad_filter:
+            self._refused_dead_letters(form, bad_filter)
             return
         letters = self.server.data.dead_letters(chosen, after)
         body = pages.dead_letters_page(config, form, chosen, letters, after=start.after, carry_on=carry_on)
-        self._html(HTTPStatus.OK, self._page("Dead letters", body, message, error))
+        self._html(_status(refused), self._page("Dead letters", body, *_said(message, refused)))
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
         """The filter as typed, with the reason, and nothing listed: no redrive form for any other selection."""
         body = pages.dead_letters_page(self.server.config, form, None, [])
-        self._html(HTTPStatus.OK, self._page("Dead letters", body, f"{refused.code}: {refused}", error=True))
+        self._html(_status(refused), self._page("Dead letters", body, *_said("", refused)))
 
-    def _waiting(self, query: Form, message: str = "", error: bool = False, carry_on: str = "") -> None:
+    def _waiting(self, query: Form, message: str = "", refused: AtfError | None = None, carry_on: str = "") -> None:
         found = None
         try:
             if any(query.get(name) for name in waiting.SELECTION_FIELDS):
                 found = self.server.data.waiting(waiting.selection_request(query))
-        except AtfError as refused:
-            message, error = f"{refused.code}: {refused}", True
+        except AtfError as bad_filter:
+            refused = bad_filter
         body = waiting.waiting_page(self.server.config, query, found, carry_on)
-        self._html(HTTPStatus.OK, self._page("Waiting tasks", body, message, error))
+        self._html(_status(refused), self._page("Waiting tasks", body, *_said(message, refused)))
 
     def _snapshot(self, query: Form) -> None:
         body = self.server.data.snapshot().model_dump_json(by_alias=True).encode()
@@ -169,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
             options = waiting.redrive_options(form)
             result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
-            self._dead_letters(form, f"{refused.code}: {refused}", error=True, chosen=chosen)
+            self._dead_letters(form, refused=refused, chosen=chosen)
             return
         carry_on = pages.redrive_carry_on(chosen, form, result)
         self._dead_letters(form, pages.redrive_message(result), carry_on=carry_on, chosen=chosen)
@@ -180,21 +187,21 @@ class _Handler(BaseHTTPRequestHandler):
             request = waiting.selection_request(form, action)
             result = self.server.data.bulk(request, now)
         except AtfError as refused:  # nothing was written: the form stays as it was, with the reason
-            self._waiting(form, f"{refused.code}: {refused}", error=True)
+            self._waiting(form, refused=refused)
             return
         selection = {name: form[name] for name in waiting.SELECTION_FIELDS if form.get(name)}
         run_at = request.when(now) if isinstance(request, BulkRescheduleRequest) else None
         carry_on = waiting.carry_on_form(form, action, result, run_at)
         self._waiting(selection, waiting.bulk_message(action, result), carry_on=carry_on)
 
-    def _change(self, task_id: str, form: Form) -> str:
-        back = f"/tasks/{quote(task_id)}"
+    def _change(self, task_id: str, form: Form) -> None:
         try:
             task = self.server.data.change(task_id, waiting.amendment_request(form).amendment(utcnow()))
-        except AtfError as refused:
-            return pages.back_to(back, message=f"{refused.code}: {refused}", error="1")
+        except AtfError as refused:  # nothing was written: the task's page as it is, with the reason
+            self._task(task_id, refused=refused)
+            return
         changed = f"Changed: {task.status.value}, priority {task.priority}, runs at {pages.when(task.next_at)} UTC"
-        return pages.back_to(back, message=changed)
+        self._redirect(pages.back_to(f"/tasks/{quote(task_id)}", message=changed))
 
     # -- plumbing ------------------------------------------------------------
     def _page(self, title: str, body: str, message: str = "", error: bool = False) -> str:
@@ -220,6 +227,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _said(message: str, refused: AtfError | None) -> tuple[str, bool]:
+    """A page's message and whether it is an error: the refusal's code and reason, or the message."""
+    return (f"{refused.code}: {refused}", True) if refused is not None else (message, False)
+
+
+def _status(refused: AtfError | None) -> HTTPStatus:
+    """A page shown again because the core refused what was asked answers the status the API answers for it
+    (400 for input, 404, 409 for a conflict): a script that posts a form learns it was refused from the status."""
+    return HTTPStatus.OK if refused is None else HTTPStatus(refused.status)
 
 
 def _form(text: str) -> Form:
