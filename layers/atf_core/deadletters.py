@@ -73,6 +73,10 @@ class BulkResult:
     # Where this call's selection ended, if more follow: passed back as `after`, the next call goes on past
     # the letters this one reached (those it left dead too, e.g. key_busy); without it, from the oldest again.
     next: str | None = None
+    # With `next`: the `until` to pass back with it, the time of this call (to the millisecond the index keeps)
+    # or the selection's own until if earlier. A letter this call redrove that dies again dies after the call,
+    # past any `after`: bounded so, going on takes the letters dead when it began and no others.
+    until: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -122,12 +126,12 @@ class DeadLetters:
         `limit` of the selection that follow `after`."""
         if per_second is not None and per_second <= 0:
             raise InputError("per_second must be positive", "per_second")
-        page = self.page(selection, after)
-        matched, result = page.letters, _result_of(page, dry_run)
+        now, page = self._clock(), self.page(selection, after)
+        matched, result = page.letters, _result_of(page, selection, dry_run, now)
         attempts = budget or self._config.lambdas[selection.lambda_name].max_attempts
-        now, keys_taken = self._clock(), set[str]()
-        # The drip starts at the call's now, so first_at is the time of the call: going on through a selection
-        # passes it as `until` (letters redriven here that die again are then not taken again).
+        keys_taken = set[str]()
+        # The drip starts at the call's now (first_at), not before the result's `until`: a letter redriven here
+        # that dies again is not taken again by the calls that go on.
         starts = dripped(now, len(matched), per_second)
         check_drip(starts, now)
         for dead, start in zip(matched, starts, strict=True):
@@ -172,10 +176,9 @@ class DeadLetters:
         return busy
 
     def discard(self, selection: DeadLetterFilter, dry_run: bool, after: Position | None = None) -> BulkResult:
-        page = self.page(selection, after)
-        matched, result = page.letters, _result_of(page, dry_run)
+        now, page = self._clock(), self.page(selection, after)
+        matched, result = page.letters, _result_of(page, selection, dry_run, now)
         if not dry_run:
-            now = self._clock()
             for dead in matched:
                 change = Change(now=now, reason="discarded from the dead letters")
                 result.changed += int(self._store.transition(_ref(dead), lifecycle.DISCARD, change).applied)
@@ -199,8 +202,12 @@ class DeadLetters:
                 yield self._store.entries(partition, low, high, equal)
 
 
-def _result_of(page: DeadLetterPage, dry_run: bool) -> BulkResult:
-    return BulkResult(dry_run, page.letters, more=page.more, next=page_next(page))
+def _result_of(page: DeadLetterPage, selection: DeadLetterFilter, dry_run: bool, now: datetime) -> BulkResult:
+    result = BulkResult(dry_run, page.letters, more=page.more, next=page_next(page))
+    if result.next is not None:
+        called = from_ms(to_ms(now))
+        result.until = called if selection.until is None else min(selection.until, called)
+    return result
 
 
 def page_next(page: DeadLetterPage) -> str | None:

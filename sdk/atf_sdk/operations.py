@@ -456,7 +456,8 @@ class DeadLetterCalls(ApiClient):
     ) -> Plan[BulkResult]:
         """Back to new with `budget` more attempts each (default: the lambda's max_attempts), the n-th
         starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection, past
-        `after` (an earlier result's `next`: the letters it reached, those it left dead too, are skipped)."""
+        `after` (an earlier result's `next`: the letters it reached, those it left dead too, are skipped). Pass
+        that result's `until` with it: letters it redrove that died again are then not taken again."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
         fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget, "after": after}
         return (yield from self._select(lambda_name, "redrive", checked(RedriveRequest, fields)))
@@ -474,7 +475,8 @@ class DeadLetterCalls(ApiClient):
         dry_run: bool = False,
         after: str | None = None,
     ) -> Plan[BulkResult]:
-        """End the selected dead letters as fatal_failure (past `after`, an earlier result's `next`)."""
+        """End the selected dead letters as fatal_failure (past `after`, an earlier result's `next`, through its
+        `until`)."""
         filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
         request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run, "after": after})
         return (yield from self._select(lambda_name, "discard", request))

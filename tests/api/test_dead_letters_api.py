@@ -76,6 +76,12 @@ def test_a_dry_run_says_which_and_changes_nothing(client: AtfClient, dead: dict[
     assert [d.id for d in dry.matched] == [dead["ids"][0], dead["ids"][2]]
     assert dry.first_at is not None and dry.last_at is not None
     assert (dry.last_at - dry.first_at).total_seconds() == pytest.approx(0.5)
+    assert dry.next is None and dry.until is None  # the whole selection: nothing to go on with
+    # Limited to one of the two: where it ended, and the bound of the rest, the server's time of the call
+    called_at = datetime.now(UTC) - timedelta(milliseconds=1)  # the answer's is to the millisecond
+    part = client.redrive("chore", collection=dead["collection"], error_type="KeyError", dry_run=True, limit=1)
+    assert part.more and part.next is not None and part.until is not None
+    assert called_at <= part.until <= datetime.now(UTC)
     assert {client.get(i).status for i in dead["ids"]} == {TaskStatus.DEAD_LETTER}
 
 

@@ -19,7 +19,7 @@ from atf_core.chains import Chains, ChainSpec, ChainStatus, SweepFailed
 from atf_core.config import LambdaSpec, Limits, StackConfig
 from atf_core.consumer import Consumer, Event
 from atf_core.consumer.consumer import fair_share
-from atf_core.deadletters import DeadLetterFilter, DeadLetters, letter_position
+from atf_core.deadletters import DeadLetterFilter, DeadLetters, letter_position, position_of, position_text
 from atf_core.definitions import Attr
 from atf_core.errors import Conflict, InputError
 from atf_core.lifecycle import Assoc
@@ -86,7 +86,7 @@ def test_dead_letters_are_listed_by_filter_and_redriven_with_a_fresh_budget(worl
     called_at = utcnow()
     done = letters.redrive(DeadLetterFilter("sleepy", error_type="ValueError"), dry_run=False, per_second=1)
     assert done.changed == 2 and done.last_at is not None and done.first_at is not None
-    # its first_at is the time of the call: the `until` that going on through the selection passes
+    # its first_at is the time of the call, the drip's start
     assert called_at <= done.first_at <= utcnow()
     assert (done.last_at - done.first_at).total_seconds() == pytest.approx(1.0)
     again = world.store.get(dead[1].id)
@@ -112,6 +112,32 @@ def test_dead_letters_that_died_in_the_same_millisecond_are_paged_each_once(worl
     # And a redrive or a discard of fewer than all says more are left
     assert letters.redrive(selection, dry_run=True).more and letters.discard(selection, dry_run=True).more
     assert not letters.discard(DeadLetterFilter("sleepy", limit=7), dry_run=True).more
+
+
+def test_a_redrive_that_reached_part_of_its_selection_bounds_the_rest_by_its_time(world: World) -> None:
+    # Given three dead letters, and a redrive of the oldest two a minute later (at a moment between two ms)
+    dead = [world.schedule(**{"lambda": "sleepy"}).id for _ in range(3)]
+    for task_id in dead:
+        run_once(world, task_id, "sleepy", "fail")
+    oldest, _, last = sorted(dead)
+    called = T + timedelta(minutes=1, microseconds=500)
+    letters = DeadLetters(world.store, world.config, clock=lambda: called)
+    # (A selection whose own until is earlier than the call keeps it, a dry run's and a discard's alike)
+    earlier = T + timedelta(seconds=1)
+    assert letters.redrive(DeadLetterFilter("sleepy", until=earlier, limit=1), dry_run=True).until == earlier
+    assert letters.discard(DeadLetterFilter("sleepy", limit=1), dry_run=True).until == T + timedelta(minutes=1)
+    done = letters.redrive(DeadLetterFilter("sleepy", limit=2), dry_run=False)
+    # Then it says more are dead, where it ended, and the until of the rest: the call's time, to the millisecond
+    assert done.changed == 2 and done.more and done.next == position_text(done.matched[-1])
+    assert done.until == T + timedelta(minutes=1)
+    # When one it redrove dies again, and the redrive goes on past its next, through its until
+    world.now = T + timedelta(minutes=2)
+    run_once(world, oldest, "sleepy", "fail")
+    rest = DeadLetterFilter("sleepy", limit=2, until=done.until)
+    went_on = letters.redrive(rest, dry_run=False, after=position_of(done.next))
+    # Then it takes the third alone, not the one that died again, and says the selection has ended
+    assert [d.id for d in went_on.matched] == [last] and not went_on.more and went_on.until is None
+    assert world.store.get_many([oldest])[0].status is TaskStatus.DEAD_LETTER
 
 
 def test_a_redrive_dripped_over_more_than_a_year_is_refused_leaving_the_letters_dead(world: World) -> None:

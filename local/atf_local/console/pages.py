@@ -321,6 +321,8 @@ def redrive_carry_on(chosen: DeadLetterFilter, form: Mapping[str, str], result: 
         return ""
     carried = _selection(chosen) | {name: form[name] for name in ("per_second", "dry_run") if form.get(name)}
     carried["after"] = result.next
+    if result.until is not None:  # the letters dead by the first call: not those it redrove that died again
+        carried["until"] = result.until.isoformat()
     what = "list the next ones (dry run)" if result.dry_run else "redrive the next ones"
     return (
         f'<form method="post" action="/dead-letters/redrive" id="carry-on">{hidden_fields(carried)}'

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
@@ -76,19 +75,10 @@ def _redrive(args: argparse.Namespace) -> int:
     if args.json:
         json_out(done)
         return 0
-    _summary(done, "redrive", "redriven", until=stepping_until(args.until, done.first_at))
+    _summary(done, "redrive", "redriven")
     if (done.changed or done.dry_run) and done.matched and done.first_at and done.last_at:
         console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
     return 0
-
-
-def stepping_until(given: datetime | None, called_at: datetime | None) -> datetime | None:
-    """The `until` that bounds the rest of a redrive's selection: the letters dead by the call (its first_at),
-    or by the caller's own until if earlier. The letters it redrives may die again, with a time of death past
-    any --after, and going on must not take them again."""
-    if given is None or called_at is None:
-        return given or called_at
-    return min(given, called_at)
 
 
 def _discard(args: argparse.Namespace) -> int:
@@ -104,7 +94,7 @@ def _discard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(done: BulkResult, verb: str, past: str, until: datetime | None = None) -> None:
+def _summary(done: BulkResult, verb: str, past: str) -> None:
     shown = done.matched[:SHOWN]
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
@@ -113,27 +103,25 @@ def _summary(done: BulkResult, verb: str, past: str, until: datetime | None = No
         title = f"{done.changed} of {len(done.matched)} matched {past}{more}"
     _table(shown, title)
     if done.more:
-        console().print(_more(done, verb, past, until))
+        console().print(_more(done, verb, past))
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")
 
 
-def _more(done: BulkResult, verb: str, past: str, until: datetime | None) -> str:
-    """What to do about the rest of the selection: call again, or go on past the letters this call reached
-    (the oldest still dead come first: letters left dead would come back, and a dry run shows the same);
-    with `until`, the rest are the letters dead by then (a redrive's, the time of its first call)."""
-    past_these = f"--after {done.next}" + (f" --until {when(until, 'milliseconds')}" if until else "")
+def _more(done: BulkResult, verb: str, past: str) -> str:
+    """How to go on past the letters this call reached (calling again would take first the letters it left
+    dead, and a dry run would list the same), through the letters dead by the first call (the result's until:
+    a redriven letter that dies again does so past any --after)."""
+    until = f" --until {when(done.until, 'milliseconds')}" if done.until else ""
+    past_these = f"--after {done.next}{until}"
     if done.dry_run:
         return f"more of the selection are dead than --limit: the next ones, {past_these}"
     if not done.changed:
         done_word = past.split(" ")[0]  # redriven, discarded
         return f"more are dead, but none of these could be {done_word}: {verb} with {past_these} to go on past them"
-    if until:
-        skipped = f" (it skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
-        return f"more of the selection are dead than --limit: the rest, {verb} with {past_these}{skipped}"
-    skip = f" ({past_these} skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
-    return f"more of the selection are dead than --limit: {verb} again for the rest{skip}"
+    skipped = f" (it skips the {len(done.key_busy)} left dead)" if done.key_busy else ""
+    return f"more of the selection are dead than --limit: the rest, {verb} with {past_these}{skipped}"
 
 
 def _ids(done: BulkResult) -> str:
