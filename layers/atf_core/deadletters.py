@@ -69,7 +69,7 @@ class BulkResult:
     # Redrive: dead letters left as they are because another task holds their singleton flow key meanwhile
     # (redriving them would run two at once); redrive them again once it settles.
     key_busy: list[str] = field(default_factory=list)
-    more: bool = False  # the selection holds more than `limit`: call again for the rest
+    more: bool = False  # the selection holds more than `limit`: go on with `next` and `until` for the rest
     # Where this call's selection ended, if more follow: passed back as `after`, the next call goes on past
     # the letters this one reached (those it left dead too, e.g. key_busy); without it, from the oldest again.
     next: str | None = None
