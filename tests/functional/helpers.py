@@ -6,11 +6,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from atf_core.config import StackConfig
-from atf_core.definitions import GATES_ITEM_ID, Attr
+from atf_core.definitions import Attr
 from atf_core.lifecycle import Assoc
 from atf_core.schema import Gate, ScheduleRequest, Task, TaskStatus, to_ms
 from atf_core.store import codec
-from atf_core.store.gates import GATES, VERSION
+from atf_core.store.gates import gates_item
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import build_task
 
@@ -62,7 +62,6 @@ def later(seconds: float, now: datetime = T0) -> datetime:
 def gates_written_at_once(dynamodb: Any, config: StackConfig, gates: list[Gate]) -> int:
     """The gates item holding `gates`, as put_gate writes them, in one write: a put reads and rewrites the
     whole item, and putting a hundred or more one by one spends seconds of moto's time per test."""
-    stored = {gate.scope: codec.to_attr(codec.gate_to_plain(gate)) for gate in gates}
-    item = {Attr.ID: {"S": GATES_ITEM_ID}, GATES: {"M": stored}, VERSION: {"N": "1"}}
+    item = gates_item({gate.scope: codec.gate_to_plain(gate) for gate in gates})
     dynamodb.put_item(TableName=config.table_name, Item=item)
     return len(gates)

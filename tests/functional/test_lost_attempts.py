@@ -71,8 +71,8 @@ def host_ends(aws: Any, config: StackConfig, store: DynamoTaskStore) -> AttemptE
 def host_serving(controller: HandsOut, address: str, ends: AttemptEnds | None = None) -> Iterator[NextWorkServer]:
     """The host's NextWork server, handing out what `controller` finds, recording losses through `ends` (none:
     not recorded); done with every connection on leaving."""
-    lost = ends.lost if ends is not None else (lambda task, how, held_s: None)
-    server = NextWorkServer(controller, address, b"key", lost)  # type: ignore[arg-type]
+    recording = {"lost": ends.lost} if ends is not None else {}
+    server = NextWorkServer(controller, address, b"key", **recording)  # type: ignore[arg-type]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server

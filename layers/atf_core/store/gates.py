@@ -62,11 +62,16 @@ def gate_bytes(scope: str, plain: dict[str, Any]) -> int:
     return len(scope.encode()) + len(json.dumps(plain, ensure_ascii=False).encode())
 
 
+def gates_item(stored: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The gates item, at its first version, holding `stored` (scope -> the gate as codec.gate_to_plain gives it)."""
+    gates = {scope: codec.to_attr(plain) for scope, plain in stored.items()}
+    return {Attr.ID: {"S": GATES_ITEM_ID}, GATES: {"M": gates}, VERSION: {"N": "1"}}
+
+
 def _write(table: Table, scope: str, value: dict[str, Any], past: list[str], raw: dict[str, Any]) -> bool:
     """The gate set and the past ones removed, if the item is still the one read."""
     if GATES not in raw:
-        first = {Attr.ID: {"S": GATES_ITEM_ID}, GATES: {"M": {scope: codec.to_attr(value)}}, VERSION: {"N": "1"}}
-        return table.put(first, condition=f"attribute_not_exists({GATES})").applied
+        return table.put(gates_item({scope: value}), condition=f"attribute_not_exists({GATES})").applied
     names = {"#scope": scope, "#v": VERSION, **{f"#p{n}": gone for n, gone in enumerate(past)}}
     values: dict[str, Any] = {":gate": codec.to_attr(value), ":zero": {"N": "0"}, ":one": {"N": "1"}}
     update = f"SET {GATES}.#scope = :gate, #v = if_not_exists(#v, :zero) + :one"
