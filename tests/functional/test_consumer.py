@@ -260,6 +260,36 @@ def test_a_drop_gate_ends_due_tasks_as_dropped_with_the_reason(world: World) -> 
     assert [m.task_id for m in world.drain()] == [ham.id]
 
 
+def test_a_drop_gate_does_not_drop_a_task_read_ahead_that_is_due_once_it_has_lifted(world: World) -> None:
+    # Given a drop gate that lifts by itself in 0.2 s, a task due now and one due in 0.3 s (within the lookahead)
+    world.gate(GateAction.DROP, until=world.now + timedelta(seconds=0.2))
+    now, after_it = world.schedule(), world.schedule(delay_seconds=0.3)
+    assert world.config.lookahead > 0.3
+    # When the consumer polls: the one due now is dropped; the other is sent ahead as any task is
+    assert world.consumer.poll().total(Event.DROPPED) == 1
+    assert (world.status(now), world.status(after_it)) == (TaskStatus.DROPPED, TaskStatus.NEW)
+    assert [m.task_id for m in world.drain()] == [after_it.id]
+
+
+def test_a_drop_gate_drops_a_task_read_ahead_only_if_it_holds_at_the_tasks_run_time(world: World) -> None:
+    # Given drop gates on two collections, each with a task due in 0.3 s (within the lookahead)
+    world.gate(GateAction.DROP, collection="ham")
+    world.gate(GateAction.DROP, collection="spam")
+    ham, spam = (
+        world.schedule(collection="ham", delay_seconds=0.3),
+        world.schedule(collection="spam", delay_seconds=0.3),
+    )
+    # When the consumer reads them ahead: neither is dropped yet, nor sent
+    assert world.consumer.poll().total(Event.DROPPED) == 0 and world.drain() == []
+    # And ham's gate is lifted by hand before they are due, and the consumer polls once they are
+    Gating(world.store, world.config).lift("work", "ham")
+    world.advance(0.4)
+    # Then spam's, still gated, is dropped, and ham's runs
+    assert world.consumer.poll().total(Event.DROPPED) == 1
+    assert (world.status(ham), world.status(spam)) == (TaskStatus.NEW, TaskStatus.DROPPED)
+    assert [m.task_id for m in world.drain()] == [ham.id]
+
+
 def test_a_task_whose_message_was_lost_is_sent_again_after_the_enqueue_timeout(world: World) -> None:
     task = world.schedule()
     world.consumer.poll()

@@ -9,7 +9,7 @@ place (consumer.Consumer).
 The actions, a closed set:
 - Send: the task waits to be sent; send it without writing (the default mode).
 - Enqueue: write it as enqueued, then send it (record_enqueued).
-- Drop: a drop gate applies; it ends as dropped.
+- Drop: a drop gate applies at the task's run time; it ends as dropped.
 - Expire: its expire_at has passed before it started; it ends as expired.
 - Requeue: it is stuck in flight; write it as enqueued again (a running attempt
   found lost goes into its errors) and send it.
@@ -116,10 +116,20 @@ def decide(look: Look, config: StackConfig, handover: Handover) -> Action:
     expire_ms = look.entry.expire_ms
     if expire_ms is not None and expire_ms <= look.now_ms:
         return Expire()
-    if look.gate is not None and look.gate.action is GateAction.DROP:
-        reason = f"dropped by gate {look.gate.scope}" + (f": {look.gate.reason}" if look.gate.reason else "")
-        return Drop(reason)
-    return handover(look, config)
+    gate = look.gate
+    if gate is None or gate.action is not GateAction.DROP or ended_by(gate, look.entry.next_ms):
+        return handover(look, config)
+    # A drop ends the task for good, so it is the gate in force at the task's run time that drops it, not
+    # one in force when the poll reads ahead (lookahead): a gate lifted meanwhile must leave it to run.
+    if look.entry.next_ms > look.now_ms:
+        return Wait(look.entry.next_ms)
+    return Drop(f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else ""))
+
+
+def ended_by(gate: Gate, moment_ms: int) -> bool:
+    """Whether the gate has lifted by itself by then (its until): a task due then is sent ahead as any other,
+    and the controller that claims it, at its run time, finds the gate gone."""
+    return gate.until is not None and to_ms(gate.until) <= moment_ms
 
 
 def record_and_send(look: Look, config: StackConfig) -> Action:
