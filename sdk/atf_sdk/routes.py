@@ -51,13 +51,21 @@ def _matching(pattern: str) -> TypeAdapter[str]:
     return TypeAdapter(Annotated[str, StringConstraints(pattern=pattern)])
 
 
+# A segment an HTTP client or server resolves as a step of the path (RFC 3986, 5.2.4), whatever its escaping:
+# the request would reach another route (or none: API Gateway's 403), so such a name is unreachable.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
 def checked(value: str, parameter: tuple[str, str]) -> str:
-    """`value` as one path segment, once it matches its parameter's pattern; else InputError naming it."""
+    """`value` as one path segment, once it matches its parameter's pattern and is no dot segment; else
+    InputError naming it."""
     field, pattern = parameter
     try:
         _matching(pattern).validate_python(value, strict=True)
     except ValidationError as error:
         raise input_error(error, within=field) from None
+    if value in DOT_SEGMENTS:
+        raise InputError(f"{field} {value!r} is a step of a URL's path, not a name any route can reach", field)
     return segment(value)
 
 

@@ -1,6 +1,7 @@
-"""Ids and names that go into a request's path are checked by the SDK before it sends anything: an empty one
-or one with a "/" would route elsewhere and come back as another route's error (a 403 for no route, a
-not_found naming `path`), so it is refused as the API refuses a bad path parameter, naming the field.
+"""Ids and names that go into a request's path are checked by the SDK before it sends anything: an empty one,
+one with a "/", or "." or ".." (path steps to HTTP) would route elsewhere and come back as another route's
+error (a 403 for no route, a not_found naming `path`), so it is refused as the API refuses a bad path
+parameter, naming the field.
 
 The client points at a port where nothing listens: an error other than InputError means it sent something.
 """
@@ -51,9 +52,34 @@ def test_a_bad_path_segment_is_refused_before_sending_naming_its_field(
     assert refused.value.message.startswith(f"{field}: String should match pattern")
 
 
+DOT_SEGMENTS: list[tuple[str, Callable[[AtfClient], Any], str]] = [
+    ("put schedule .", lambda a: a.put_schedule(".", EVERY_MINUTE), "name"),
+    ("get schedule ..", lambda a: a.get_schedule(".."), "name"),
+    ("pause collection ..", lambda a: a.pause("work", ".."), "collection"),
+    ("retry link .", lambda a: a.retry_link(TASK_ID, "."), "link"),
+]
+
+
+@pytest.mark.parametrize(("call", "field"), [c[1:] for c in DOT_SEGMENTS], ids=[c[0] for c in DOT_SEGMENTS])
+def test_a_name_that_is_a_step_of_the_path_is_refused_before_sending(
+    call: Callable[[AtfClient], Any], field: str
+) -> None:
+    # "." and ".." match the patterns, but HTTP resolves them as path steps: the request would reach no route
+    with AtfClient(NOWHERE) as atf, pytest.raises(InputError) as refused:
+        call(atf)
+    assert (refused.value.code, refused.value.field) == ("invalid_input", field)
+    assert "a step of a URL's path" in refused.value.message
+
+
 @pytest.mark.parametrize(
     "argv",
-    [["status", ""], ["cancel", "", "--yes"], ["chains", "get", ""], ["schedules", "get", ""]],
+    [
+        ["status", ""],
+        ["cancel", "", "--yes"],
+        ["chains", "get", ""],
+        ["schedules", "get", ""],
+        ["schedules", "get", ".."],
+    ],
     ids=" ".join,
 )
 def test_the_cli_refuses_an_empty_id_as_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
