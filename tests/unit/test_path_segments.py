@@ -37,6 +37,11 @@ BAD_SEGMENTS: list[tuple[str, Callable[[AtfClient], Any], str]] = [
     ("delete schedule with slash", lambda a: a.delete_schedule("a/b"), "name"),
     ("get empty chain", lambda a: a.get_chain(""), "id"),
     ("retry a link with slash", lambda a: a.retry_link(TASK_ID, "a/b"), "link"),
+    # "." and ".." match the patterns, but HTTP resolves them as path steps: the request would reach no route
+    ("put schedule .", lambda a: a.put_schedule(".", EVERY_MINUTE), "name"),
+    ("get schedule ..", lambda a: a.get_schedule(".."), "name"),
+    ("pause collection ..", lambda a: a.pause("work", ".."), "collection"),
+    ("retry link .", lambda a: a.retry_link(TASK_ID, "."), "link"),
 ]
 
 
@@ -49,26 +54,8 @@ def test_a_bad_path_segment_is_refused_before_sending_naming_its_field(
         call(atf)
     # Then it is the API's refusal of a bad path parameter, naming the field, and nothing was sent
     assert (refused.value.code, refused.value.field) == ("invalid_input", field)
-    assert refused.value.message.startswith(f"{field}: String should match pattern")
-
-
-DOT_SEGMENTS: list[tuple[str, Callable[[AtfClient], Any], str]] = [
-    ("put schedule .", lambda a: a.put_schedule(".", EVERY_MINUTE), "name"),
-    ("get schedule ..", lambda a: a.get_schedule(".."), "name"),
-    ("pause collection ..", lambda a: a.pause("work", ".."), "collection"),
-    ("retry link .", lambda a: a.retry_link(TASK_ID, "."), "link"),
-]
-
-
-@pytest.mark.parametrize(("call", "field"), [c[1:] for c in DOT_SEGMENTS], ids=[c[0] for c in DOT_SEGMENTS])
-def test_a_name_that_is_a_step_of_the_path_is_refused_before_sending(
-    call: Callable[[AtfClient], Any], field: str
-) -> None:
-    # "." and ".." match the patterns, but HTTP resolves them as path steps: the request would reach no route
-    with AtfClient(NOWHERE) as atf, pytest.raises(InputError) as refused:
-        call(atf)
-    assert (refused.value.code, refused.value.field) == ("invalid_input", field)
-    assert "a step of a URL's path" in refused.value.message
+    says = refused.value.message
+    assert says.startswith(f"{field}: String should match pattern") or "a step of a URL's path" in says, says
 
 
 @pytest.mark.parametrize(
