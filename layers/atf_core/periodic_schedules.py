@@ -66,7 +66,7 @@ class Schedules:
                 paused=current.paused if current else False,
                 created_at=now,
                 last_occurrence=current.last_occurrence if current else None,
-                next_occurrence=spec.next_after(now, now),
+                next_occurrence=None if current and current.paused else spec.next_after(now, now),
                 last_task_id=current.last_task_id if current else None,
                 fired=current.fired if current else 0,
                 skipped=current.skipped if current else 0,
@@ -118,7 +118,8 @@ class Schedules:
         now = now or self._clock()
         for _ in range(SAVE_TRIES):  # a pause must not be lost to a consumer firing the schedule meanwhile
             current, holding = self._owned(name, self._read(name), owner)
-            following = current.spec.next_after(now, current.created_at)
+            # Paused, it has no next occurrence (it fires nothing); resumed, the next one from now
+            following = None if paused else current.spec.next_after(now, current.created_at)
             updated = current.model_copy(
                 update={"paused": paused, "next_occurrence": following, "version": current.version + 1}
             )

@@ -238,7 +238,7 @@ class Schedule(BaseModel):
     paused: bool = False
     created_at: datetime
     last_occurrence: datetime | None = None
-    next_occurrence: datetime | None = None
+    next_occurrence: datetime | None = None  # None while paused: resuming works it out from then
     last_task_id: str | None = None
     fired: int = 0
     skipped: int = 0

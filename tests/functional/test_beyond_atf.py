@@ -325,10 +325,14 @@ def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> 
     assert [s.name for s in schedules(world).all()] == ["weekday"]
     upcoming = schedules(world).upcoming("weekday", 3)
     assert all(moment.astimezone().weekday() < 5 for moment in upcoming) and len(upcoming) == 3
-    schedules(world).set_paused("weekday", True)
+    paused = schedules(world).set_paused("weekday", True)
+    # Paused, it has no next occurrence: as the pause returns it, as read, and once put again (it stays paused)
+    assert paused.next_occurrence is None and schedules(world).get("weekday").next_occurrence is None
+    assert schedules(world).put("weekday", spec, now=T).next_occurrence is None
     world.now = T + timedelta(days=7)
     assert schedules(world).fire_due(world.now).created == 0
-    schedules(world).set_paused("weekday", False)
+    resumed = schedules(world).set_paused("weekday", False)
+    assert resumed.next_occurrence is not None and resumed.next_occurrence.astimezone().weekday() < 5
     schedules(world).delete("weekday")
     assert schedules(world).all() == []
 

@@ -133,7 +133,7 @@ def schedule_from(raw: dict[str, Any]) -> Schedule:
         paused=bool(raw.get("paused")),
         created_at=from_ms(raw["created"]),
         last_occurrence=maybe_from_ms(raw.get("last")),
-        next_occurrence=maybe_from_ms(raw.get("next")),
+        next_occurrence=None if raw.get("paused") else maybe_from_ms(raw.get("next")),  # paused before it was None
         last_task_id=raw.get("task"),
         fired=int(raw.get("fired", 0)),
         skipped=int(raw.get("skipped", 0)),
