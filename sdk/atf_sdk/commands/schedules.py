@@ -157,7 +157,11 @@ def _add_put(actions: Any) -> None:
     put.add_argument("--flow-key", help="each task's flow-control key (its lambda's key_limits apply)")
     put.add_argument("--overlap", choices=OVERLAP, help="while the previous task runs")
     put.add_argument("--catch-up", choices=CATCH_UP, help="after downtime (or a pause)")
-    put.add_argument("--catch-up-limit", type=int, help="at most this many missed ones with --catch-up all")
+    put.add_argument(
+        "--catch-up-limit",
+        type=int,
+        help="with --catch-up all, run at most this many due occurrences, the latest (the current one counts)",
+    )
     put.set_defaults(run=guarded(_put))
 
 
