@@ -23,9 +23,15 @@ class GateView:
     def of(cls, gates: list[Gate], now: datetime) -> GateView:
         return cls(tuple(g for g in gates if g.active(now)), now)
 
-    def decide(self, lambda_name: str, collection: str) -> Gate | None:
-        """The gate that applies to a task; drop wins over pause, collection over lambda."""
-        found = [g for g in self.gates if g.lambda_ == lambda_name and g.collection in (None, collection)]
+    def decide(self, lambda_name: str, collection: str, at: datetime | None = None) -> Gate | None:
+        """The gate that applies to a task at `at` (default: when the view was read), of those in force then
+        that have not lifted by their until since; drop wins over pause, collection over lambda."""
+        moment = self.now if at is None else at
+        found = [
+            g
+            for g in self.gates
+            if g.lambda_ == lambda_name and g.collection in (None, collection) and g.active(moment)
+        ]
         if not found:
             return None
         return min(found, key=lambda g: (g.action is not GateAction.DROP, g.collection is None))

@@ -18,6 +18,9 @@ from atf_core.store.base import Change, TaskRef
 from atf_core.store.codec import index_partition
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
+from atf_sdk.worker.buffers import Buffered
+from atf_sdk.worker.controller import ControllerSettings
+from tests.conftest import work_controller
 from tests.functional.helpers import T0, gates_written_at_once
 
 
@@ -269,6 +272,30 @@ def test_a_drop_gate_does_not_drop_a_task_read_ahead_that_is_due_once_it_has_lif
     assert world.consumer.poll().total(Event.DROPPED) == 1
     assert (world.status(now), world.status(after_it)) == (TaskStatus.DROPPED, TaskStatus.NEW)
     assert [m.task_id for m in world.drain()] == [after_it.id]
+    # And once the gate has lifted, the consumer does not send it again (it was sent, and not handed back)
+    world.advance(0.25)
+    assert world.consumer.poll().total(Event.ENQUEUED) == 0
+
+
+def test_a_task_sent_ahead_of_a_drop_gates_until_is_claimed_once_it_has_lifted(
+    world: World, aws: Any, drained: list[Any]
+) -> None:
+    # Given a drop gate that lifts by itself in 0.3 s, and a task due in 0.4 s, sent ahead by the consumer
+    world.gate(GateAction.DROP, until=world.now + timedelta(seconds=0.3))
+    task = world.schedule(delay_seconds=0.4)
+    world.consumer.poll()
+    [message] = world.drain()
+    # And a worker host whose view of the gates, read after the message came, holds the gate (in force then)
+    controller = work_controller(aws, world.config, drained, ControllerSettings(gate_refresh_s=60), limits=False)[0]
+    controller._clock = lambda: world.now
+    rank = world.config.lambdas["work"].priorities.index(task.priority)
+    item = Buffered(rank, message.due_ms, 0, message, "https://queue.invalid/none", "receipt")
+    assert controller._gate_view(read_after=item.received_at).decide("work", task.collection) is not None
+    # When it claims the task at its run time
+    world.advance(0.4)
+    claimed = controller.claim("work", item, "h:1")
+    # Then the gate, lifted by then, does not drop it: the task is claimed
+    assert claimed is not None and claimed.id == task.id and world.status(task) is TaskStatus.CLAIMED
 
 
 def test_a_drop_gate_drops_a_task_read_ahead_only_if_it_holds_at_the_tasks_run_time(world: World) -> None:

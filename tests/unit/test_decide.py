@@ -24,7 +24,7 @@ from atf_core.consumer.decide import (
     send_unrecorded,
 )
 from atf_core.definitions import Attr
-from atf_core.schema import Gate, GateAction, Task, TaskStatus, from_ms, to_ms
+from atf_core.schema import Gate, GateAction, Task, TaskStatus, to_ms
 from atf_core.store.base import DueEntry
 from tests.builders import NOW, a_task
 
@@ -42,8 +42,8 @@ def _look(task: Task | None, **facts: object) -> Look:
     return Look(entry, task, NOW, **facts)  # type: ignore[arg-type]
 
 
-def _gate(action: GateAction, reason: str = "", until: datetime | None = None) -> Gate:
-    return Gate(lambda_="work", collection=None, action=action, reason=reason, created_at=NOW, until=until)
+def _gate(action: GateAction, reason: str = "") -> Gate:
+    return Gate(lambda_="work", collection=None, action=action, reason=reason, created_at=NOW)
 
 
 # -- the first look -------------------------------------------------------------------------
@@ -66,17 +66,6 @@ def test_a_drop_gate_leaves_a_task_read_ahead_until_its_run_time(config: StackCo
     # The gate in force then drops it: one lifted meanwhile must not have dropped it already
     look = _look(_task(), next_ms=NOW_MS + later_ms, gate=_gate(GateAction.DROP))
     assert decide(look, config, send_unrecorded) == Wait(NOW_MS + later_ms)
-
-
-@pytest.mark.parametrize("lifts_ms", [-1, 0], ids=["before the task's time", "at it"])
-def test_a_drop_gate_that_lifts_by_the_tasks_time_leaves_it_to_its_mode(config: StackConfig, lifts_ms: int) -> None:
-    due_ms = NOW_MS + 400
-    gate = _gate(GateAction.DROP, until=from_ms(due_ms + lifts_ms))
-    assert decide(_look(_task(), next_ms=due_ms, gate=gate), config, send_unrecorded) == Send(0)
-    # ...and one that lifts just after it drops it, once it is due
-    gate = _gate(GateAction.DROP, until=from_ms(due_ms + 1))
-    assert decide(_look(_task(), next_ms=due_ms, gate=gate), config, send_unrecorded) == Wait(due_ms)
-    assert decide(_look(_task(), gate=gate), config, send_unrecorded) == Drop("dropped by gate work/*")
 
 
 def test_a_pause_gate_is_not_the_decisions_business(config: StackConfig) -> None:

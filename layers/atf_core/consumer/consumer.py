@@ -49,7 +49,7 @@ from atf_core.consumer.tracker import InFlightTracker, QueueKey, where
 from atf_core.gating import GateView
 from atf_core.lifecycle import Assoc
 from atf_core.queues import QueueDirectory, TaskMessage
-from atf_core.schema import Task, TaskStatus, from_ms, utcnow
+from atf_core.schema import GateAction, Task, TaskStatus, from_ms, utcnow
 from atf_core.store.base import Change, DueEntry, Flow, Outcome, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 
@@ -274,7 +274,9 @@ class Consumer:
         watched = None
         if watches_stamp(task):
             watched = self._watched.setdefault((task.id, *sorted(observed_stamp(task).items())), poll.now_ms)
-        gate = poll.gates.decide(entry.lambda_name, entry.collection)
+        # The gate in force at the task's run time, as far as the gates read now tell: one that lifts by its
+        # until before then does not apply to a task read ahead (decide.py: a drop is for good).
+        gate = poll.gates.decide(entry.lambda_name, entry.collection, at=from_ms(max(entry.next_ms, poll.now_ms)))
         return Look(entry, task, poll.now, gate, self._tracker.sent_at(key), watched, lookahead_s=poll.lookahead_s)
 
     # -- acting --------------------------------------------------------------------
@@ -412,11 +414,13 @@ class Consumer:
         self._read_past_marks.forget_found(now_ms)
 
     def _release_lifted(self, gates: GateView) -> None:
-        """Tasks a controller handed back under a gate are waiting as new: look again once it lifts
-        (those of the lifted lambda or collection only: the rest were never held back)."""
+        """Tasks a controller handed back under a pause gate are waiting as new: look again once it lifts
+        (those of the lifted lambda or collection only: the rest were never held back). A drop gate hands
+        nothing back, and what was sent under it (due once it had lifted) must not be sent again."""
         if self._last_gates is not None:
             lifted = set(self._last_gates.gates) - set(gates.gates)
-            self._tracker.forget_gated({(gate.lambda_, gate.collection) for gate in lifted})
+            paused = {(gate.lambda_, gate.collection) for gate in lifted if gate.action is GateAction.PAUSE}
+            self._tracker.forget_gated(paused)
         self._last_gates = gates
 
 

@@ -47,7 +47,7 @@ class Look:
     entry: DueEntry
     task: Task | None  # as read, or as a refused write found it; None: not read (record_enqueued) or not there
     now: datetime
-    gate: Gate | None = None  # the gate that applies to the entry's lambda and collection
+    gate: Gate | None = None  # the gate that applies to the entry's lambda and collection at its run time
     sent_ms: int | None = None  # when this consumer last sent it without writing
     watched_since_ms: int | None = None  # since when this consumer has seen the task's claim/heartbeat stamp
     lookahead_s: float | None = None  # how far ahead the poll reads, if not the configured lookahead
@@ -116,20 +116,14 @@ def decide(look: Look, config: StackConfig, handover: Handover) -> Action:
     expire_ms = look.entry.expire_ms
     if expire_ms is not None and expire_ms <= look.now_ms:
         return Expire()
-    gate = look.gate
-    if gate is None or gate.action is not GateAction.DROP or ended_by(gate, look.entry.next_ms):
+    gate = look.gate  # the one in force at the task's run time (one lifting by its until before is not)
+    if gate is None or gate.action is not GateAction.DROP:
         return handover(look, config)
     # A drop ends the task for good, so it is the gate in force at the task's run time that drops it, not
-    # one in force when the poll reads ahead (lookahead): a gate lifted meanwhile must leave it to run.
+    # one in force when the poll reads ahead (lookahead): a gate lifted by hand meanwhile must leave it to run.
     if look.entry.next_ms > look.now_ms:
         return Wait(look.entry.next_ms)
     return Drop(f"dropped by gate {gate.scope}" + (f": {gate.reason}" if gate.reason else ""))
-
-
-def ended_by(gate: Gate, moment_ms: int) -> bool:
-    """Whether the gate has lifted by itself by then (its until): a task due then is sent ahead as any other,
-    and the controller that claims it, at its run time, finds the gate gone."""
-    return gate.until is not None and to_ms(gate.until) <= moment_ms
 
 
 def record_and_send(look: Look, config: StackConfig) -> Action:

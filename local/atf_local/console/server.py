@@ -76,7 +76,14 @@ class _Handler(BaseHTTPRequestHandler):
             why = "Refused: a POST must name the console as its Origin (or, without one, its Referer)"
             self._html(HTTPStatus.FORBIDDEN, self._page("Refused", "", why, error=True))
             return
-        path = urlsplit(self.path).path
+        try:
+            self._post(urlsplit(self.path).path, form)
+        except Exception:  # the page of a refusal reads the table too: say so rather than close without an answer
+            log.exception("console POST %s failed", self.path)
+            failed = self._page("Error", "", "The console failed; see its log", error=True)
+            self._html(HTTPStatus.INTERNAL_SERVER_ERROR, failed)
+
+    def _post(self, path: str, form: Form) -> None:
         try:
             if path == "/gates":
                 self._redirect(self._gate(form))

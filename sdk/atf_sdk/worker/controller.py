@@ -242,7 +242,7 @@ class Controller:
         now, started_ns = self._clock(), time.time_ns()
         grant: Grant | bool = True
         try:
-            gate = self._gate_on(lambda_name, item)
+            gate = self._gate_on(lambda_name, item, now)
             if gate is not None:
                 self._apply_gate(ref, message, gate.action, gate.scope, now)
                 self._delete(item)
@@ -383,15 +383,17 @@ class Controller:
         self._deletes.delete(item.queue_url, item.receipt)
 
     # -- gates ---------------------------------------------------------------
-    def _gate_on(self, lambda_name: str, item: Buffered) -> Gate | None:
-        """The gate on a message's task, as of a read made after the message arrived whenever it would
-        keep the task back. The consumer sends a gated task once it has read the gate lifted, so a
-        cached view older than the message may still hold a pause that is gone: discarding the message
-        on its word would leave the task waiting out the enqueue timeout."""
-        gate = self._gate_view().decide(lambda_name, item.message.collection)
-        if gate is None:
+    def _gate_on(self, lambda_name: str, item: Buffered, now: datetime) -> Gate | None:
+        """The gate on a message's task now, as of a read made after the message arrived whenever it would
+        keep the task back. The consumer sends a gated task once it has read the gate lifted, or ahead of a
+        gate that lifts by its until before the task's run time: a cached view older than the message may
+        still hold a pause that is gone (discarding the message on its word would leave the task waiting out
+        the enqueue timeout), and any view may hold a gate whose until has passed since it was read (that
+        one is not in force: a drop would end the task for good)."""
+        collection = item.message.collection
+        if self._gate_view().decide(lambda_name, collection, at=now) is None:
             return None
-        return self._gate_view(read_after=item.received_at).decide(lambda_name, item.message.collection)
+        return self._gate_view(read_after=item.received_at).decide(lambda_name, collection, at=now)
 
     def _gate_view(self, read_after: float | None = None, max_age_s: float | None = None) -> GateView:
         """The gates, read at most max_age_s (gate_refresh_s) ago, or (read_after) begun after that moment:

@@ -1,0 +1,40 @@
+"""Which gate applies to a task, from the gates read at one moment: at that moment, or at a later one (a task's
+run time, a claim's) when a gate may have lifted by its until since."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from atf_core.gating import GateView
+from atf_core.schema import Gate, GateAction
+from tests.builders import NOW
+
+LATER = NOW + timedelta(seconds=2)
+
+
+def _gate(action: GateAction, collection: str | None = None, until: datetime | None = None) -> Gate:
+    return Gate(lambda_="work", collection=collection, action=action, until=until, created_at=NOW)
+
+
+@pytest.mark.parametrize(
+    ("lifts", "applies"),
+    [(LATER + timedelta(milliseconds=1), True), (LATER, False), (LATER - timedelta(milliseconds=1), False)],
+    ids=["just after", "at that moment", "just before"],
+)
+def test_a_gate_lifting_by_its_until_applies_to_a_later_moment_only_before_it(lifts: datetime, applies: bool) -> None:
+    # Given a drop gate in force when the gates were read, lifting by itself around a task's run time
+    view = GateView.of([_gate(GateAction.DROP, until=lifts)], NOW)
+    assert view.decide("work", "c") is not None
+    # Then it applies at the task's run time only if it has not lifted by then
+    assert (view.decide("work", "c", at=LATER) is not None) is applies
+
+
+def test_a_gate_lifting_before_the_moment_hides_no_other_gate() -> None:
+    # Given a collection's drop gate that lifts before the task's run time, and the lambda's, with no end
+    lambda_gate = _gate(GateAction.DROP)
+    view = GateView.of([_gate(GateAction.DROP, "c", until=LATER - timedelta(seconds=1)), lambda_gate], NOW)
+    # Then the collection's applies now (collection over lambda), and the lambda's at the run time
+    assert view.decide("work", "c") is not None and view.decide("work", "c").collection == "c"  # type: ignore[union-attr]
+    assert view.decide("work", "c", at=LATER) == lambda_gate
