@@ -78,8 +78,7 @@ def get_schedule(name: ScheduleName, upcoming: Annotated[int, Query(ge=0, le=MAX
 
 def viewed(schedule: Schedule, upcoming: int) -> ScheduleView:
     """The schedule with its next `upcoming` occurrences (none while paused)."""
-    moments = [] if schedule.paused else schedule.spec.upcoming(process_clock(), schedule.created_at, upcoming)
-    return ScheduleView(**dict(schedule), upcoming=moments)
+    return ScheduleView(**dict(schedule), upcoming=schedule.next_occurrences(process_clock(), upcoming))
 
 
 @router.delete(

@@ -128,8 +128,7 @@ class Schedules:
         raise Conflict(f"schedule {name!r} kept changing while it was written; retry", "name")
 
     def upcoming(self, name: str, count: int = 5) -> list[datetime]:
-        schedule = self.get(name)
-        return schedule.spec.upcoming(self._clock(), schedule.created_at, count)
+        return self.get(name).next_occurrences(self._clock(), count)
 
     # -- firing --------------------------------------------------------------
     def fire_due(self, now: datetime, lookahead_s: float = 0.0) -> FireReport:

@@ -244,6 +244,10 @@ class Schedule(BaseModel):
     skipped: int = 0
     version: int = 0
 
+    def next_occurrences(self, now: datetime, count: int) -> list[datetime]:
+        """Its next `count` occurrences after now; none while paused (it fires nothing)."""
+        return [] if self.paused else self.spec.upcoming(now, self.created_at, count)
+
     def spec_json(self) -> str:
         # as UTF-8, as a payload is measured: \u escapes would make a 256 KiB payload 768 KB, over an item's 400 KB
         return encode_payload(self.spec.model_dump(mode="json", by_alias=True))

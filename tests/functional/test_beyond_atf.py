@@ -328,6 +328,7 @@ def test_schedules_pause_resume_list_and_show_next_occurrences(world: World) -> 
     paused = schedules(world).set_paused("weekday", True)
     # Paused, it has no next occurrence: as the pause returns it, as read, and once put again (it stays paused)
     assert paused.next_occurrence is None and schedules(world).get("weekday").next_occurrence is None
+    assert schedules(world).upcoming("weekday", 3) == []
     assert schedules(world).put("weekday", spec, now=T).next_occurrence is None
     world.now = T + timedelta(days=7)
     assert schedules(world).fire_due(world.now).created == 0

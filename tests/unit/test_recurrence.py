@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from atf_core.recurrence import COUNTED_AT_MOST, ScheduleSpec
+from atf_core.recurrence import COUNTED_AT_MOST, Schedule, ScheduleSpec
 from atf_core.schema import STORED
+from atf_core.store.items import schedule_fields, schedule_from
 
 ANCHOR = datetime(2027, 1, 1, tzinfo=UTC)
 PARIS = ZoneInfo("Europe/Paris")
@@ -152,3 +153,14 @@ def test_six_fields_put_the_seconds_last() -> None:
         start + timedelta(seconds=30),
         start + timedelta(minutes=5, seconds=30),
     ]
+
+
+def test_a_schedule_stored_paused_with_a_next_occurrence_reads_without_one() -> None:
+    # Given a paused schedule as a version before this one stored it: its next occurrence kept
+    spec = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 60})
+    old = Schedule(name="s", spec=spec, paused=True, created_at=ANCHOR, next_occurrence=ANCHOR + timedelta(minutes=1))
+    fields, _ = schedule_fields(old)
+    assert "next" in fields
+    # Then it reads back with none, and no occurrences to come, until it is resumed
+    read = schedule_from(fields)
+    assert read.paused and read.next_occurrence is None and read.next_occurrences(ANCHOR, 3) == []
