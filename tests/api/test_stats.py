@@ -85,8 +85,8 @@ def test_the_busiest_flow_keys_are_counted_from_the_live_tasks(client: AtfClient
     assert all(k is not None for k, _, _ in keys)
 
 
-def test_a_retried_task_counts_with_its_first_start(client: AtfClient, store: Any) -> None:
-    # Given a task due ten minutes ago, claimed now, failed, and claimed again
+def test_a_retried_task_counts_with_its_first_start(client: AtfClient, store: Any, report: dict[str, str]) -> None:
+    # Given the module's running task, and a task due ten minutes ago, claimed now, failed, and claimed again
     task = advance(
         store, client.schedule("report", run_at=datetime.now(UTC) - timedelta(minutes=10)).id, TaskStatus.CLAIMED
     )
