@@ -1,8 +1,10 @@
-"""A worker host's controller at its edges: a receive that brings a message it cannot read, and a message
-that comes back to its buffer as the host drains (in-process moto, one controller)."""
+"""A worker host's controller at its edges: a receive that brings a message it cannot read, and messages
+that come due or back to its buffer as the host drains (in-process moto, one controller)."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from atf_core.config import Limits, StackConfig
 from atf_core.limits import Refusal
 from atf_core.queues import TaskMessage
-from atf_core.schema import ScheduleRequest, Task, to_ms, utcnow
+from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms, utcnow
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
 from tests.conftest import work_controller
@@ -79,5 +81,27 @@ def test_a_message_put_back_as_the_host_drains_is_handed_back_to_sqs(
     # Then its message goes back to SQS at once, not left in a buffer no one empties again
     assert released == [task.id]
     assert controller._buffers["work"].drain() == []
+    reply = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    assert [TaskMessage.decode(m["Body"]).task_id for m in reply.get("Messages", [])] == [task.id]
+
+
+def test_a_message_that_comes_due_as_the_host_drains_is_handed_back_not_claimed(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a task's message received a moment before the task is due, and an executor waiting for work
+    controller, store, _ = work_controller(aws, config, drained, limits=False)
+    url, task = controller.queue_url("work", "normal"), scheduled(store, config)
+    due_soon = TaskMessage(task.id, 0, to_ms(utcnow()) + 300, task.collection, task.flow_key)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=due_soon.encode())
+    ready_to_receive(controller)
+    controller._receive_once("work", "normal", 1)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(controller.next_work, "work", 5.0)
+        # When SIGTERM begins the drain before it is due (its receives still in: the buffers not yet emptied)
+        time.sleep(0.1)
+        controller._draining.set()
+        # Then the waiting executor gets no work once it is due, the task is not claimed, and its message is back
+        assert waiting.result(timeout=10) is None
+    assert store.get(task.id).status is TaskStatus.NEW  # type: ignore[union-attr]
     reply = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
     assert [TaskMessage.decode(m["Body"]).task_id for m in reply.get("Messages", [])] == [task.id]

@@ -226,7 +226,9 @@ class Controller:
             item = buffer.take(max(0.0, deadline - time.monotonic()))
             if item is None:
                 return None
-            if not wanted():
+            # The take waits for a message to come due, and the host may have begun to drain meanwhile (the
+            # drain empties the buffers only once its receives are in): no claim then, the message goes back.
+            if self._draining.is_set() or not wanted():
                 self._hold(lambda_name, item, 0)
                 return None
             task = self.claim(lambda_name, item, worker)
