@@ -14,22 +14,26 @@ from atf_core.store.base import Change, TaskRef, TaskStore
 
 @dataclass(frozen=True)
 class GateView:
-    """The gates in force at one moment, ready for quick look-ups."""
+    """The gates in force at one moment, ready for quick look-ups; and those stored that had lifted by their
+    until then (a put removes them later), for a task due before they lifted."""
 
     gates: tuple[Gate, ...]
     now: datetime
+    lifted: tuple[Gate, ...] = ()
 
     @classmethod
     def of(cls, gates: list[Gate], now: datetime) -> GateView:
-        return cls(tuple(g for g in gates if g.active(now)), now)
+        in_force = tuple(g for g in gates if g.active(now))
+        return cls(in_force, now, tuple(g for g in gates if not g.active(now)))
 
     def decide(self, lambda_name: str, collection: str, at: datetime | None = None) -> Gate | None:
-        """The gate that applies to a task at `at` (default: when the view was read), of those in force then
-        that have not lifted by their until since; drop wins over pause, collection over lambda."""
+        """The gate that applies to a task at `at` (default: when the view was read): of the gates read, those
+        in force at that moment, by their until (one that lifts later, one that had lifted since); drop wins
+        over pause, collection over lambda."""
         moment = self.now if at is None else at
         found = [
             g
-            for g in self.gates
+            for g in (*self.gates, *self.lifted)
             if g.lambda_ == lambda_name and g.collection in (None, collection) and g.active(moment)
         ]
         if not found:

@@ -277,6 +277,18 @@ def test_a_drop_gate_does_not_drop_a_task_read_ahead_that_is_due_once_it_has_lif
     assert world.consumer.poll().total(Event.ENQUEUED) == 0
 
 
+def test_a_task_due_before_a_drop_gates_until_is_dropped_though_first_looked_at_after_it(world: World) -> None:
+    # Given a drop gate that lifts by itself in 0.3 s, and a task due in 0.2 s (read ahead: it waits)
+    world.gate(GateAction.DROP, until=world.now + timedelta(seconds=0.3))
+    task = world.schedule(delay_seconds=0.2)
+    assert world.consumer.poll().total(Event.DROPPED) == 0 and world.drain() == []
+    # When the next poll comes after the gate has lifted (a poll interval is longer than that)
+    world.advance(0.5)
+    # Then the task, due while the gate was in force, is dropped all the same
+    assert world.consumer.poll().total(Event.DROPPED) == 1 and world.drain() == []
+    assert world.status(task) is TaskStatus.DROPPED
+
+
 def test_a_task_sent_ahead_of_a_drop_gates_until_is_claimed_once_it_has_lifted(
     world: World, aws: Any, drained: list[Any]
 ) -> None:

@@ -38,3 +38,13 @@ def test_a_gate_lifting_before_the_moment_hides_no_other_gate() -> None:
     # Then the collection's applies now (collection over lambda), and the lambda's at the run time
     assert view.decide("work", "c") is not None and view.decide("work", "c").collection == "c"  # type: ignore[union-attr]
     assert view.decide("work", "c", at=LATER) == lambda_gate
+
+
+def test_a_gate_that_lifted_after_a_task_was_due_still_applies_to_it() -> None:
+    # Given gates read a moment after a drop gate lifted by its until (stored still: a put removes it later)
+    lifts = NOW - timedelta(milliseconds=300)
+    view = GateView.of([_gate(GateAction.DROP, until=lifts)], NOW)
+    # Then it is not in force now, but it was at the run time of a task due before it lifted
+    assert view.gates == () and view.decide("work", "c") is None
+    assert view.decide("work", "c", at=lifts - timedelta(milliseconds=200)) is not None
+    assert view.decide("work", "c", at=lifts) is None
