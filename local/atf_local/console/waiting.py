@@ -9,6 +9,7 @@ Times typed into the forms are UTC, as the console shows every time.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -127,7 +128,8 @@ def _number(name: str, typed: str) -> float:
 
 
 def _whole(name: str, typed: str) -> int:
-    if not typed.strip().isdecimal():  # int() would also take "1_0" and "+1"
+    """A whole number as typed; its range is the request model's to check (its refusal is the API's)."""
+    if not re.fullmatch(r"-?[0-9]+", typed.strip()):  # int() would also take "1_0", "+1" and other digits
         raise InputError(f"{name}: must be a whole number, not {typed!r}", name)
     return int(typed)
 
