@@ -372,7 +372,8 @@ def _gate_table(gates: list[Gate]) -> None:
             gate.lambda_,
             gate.collection or ANY_COLLECTION,
             gate.action.value,
-            when(gate.until),
+            # To the millisecond where it has them: cut to the second, it read earlier than the gate lifts
+            when(gate.until, "milliseconds" if gate.until and gate.until.microsecond else "seconds"),
             gate.reason,
             when(gate.created_at),
         )

@@ -14,6 +14,7 @@ import pytest
 
 from atf_local.stack import LocalStack
 from atf_sdk.cli import main
+from atf_sdk.commands.support import when
 from tests.conftest import without_aws_credentials
 
 
@@ -179,6 +180,22 @@ def test_gates(atf: Any) -> None:
     assert code == 0 and "lifted the gate on work/vip" in out
     code, _, err = atf("gate", "resume", "work", "vip")
     assert code == 3 and "not_found" in err
+
+
+def test_the_gate_table_shows_until_as_precise_as_it_was_given(atf: Any) -> None:
+    # Given gates that lift at a whole second and between two
+    hour = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    whole, parted = when(hour), when(hour.replace(microsecond=250_000), "milliseconds")
+    assert atf("gate", "pause", "work", "--collection", "whole", "--until", whole)[0] == 0
+    assert atf("gate", "pause", "work", "--collection", "parted", "--until", parted)[0] == 0
+    try:
+        code, out, _ = atf("gate", "list")
+    finally:
+        atf("gate", "resume", "work", "--collection", "whole")
+        atf("gate", "resume", "work", "--collection", "parted")
+    # Then each reads as given: the second one not cut to a second before it lifts
+    rows = {name: line for line in out.splitlines() for name in ("whole", "parted") if f" {name} " in line}
+    assert code == 0 and whole in rows["whole"] and parted in rows["parted"], out
 
 
 def test_tables_piped_elsewhere_are_not_cut_to_80_columns(atf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
