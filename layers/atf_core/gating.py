@@ -1,9 +1,19 @@
-"""Gates: pause or drop a lambda, or one collection of it."""
+"""Gates: pause or drop a lambda, or one collection of it.
+
+At what moment a gate applies (GateView.decide's `at`) differs by who asks, on purpose:
+- the consumer, at the task's run time: a drop ends a task for good, so it must be the gate in force when the
+  task is due, not when a poll read it ahead (a gate may lift by its until in between), nor one that lifted
+  since a task was due that no poll had looked at yet;
+- a worker host's controller, at the claim's moment: the task is due by then, and a pause that has ended
+  must not hand the task back again (judged at its due time it would, at every delivery).
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from atf_core import lifecycle
 from atf_core.config import StackConfig
@@ -32,13 +42,20 @@ class GateView:
         over pause, collection over lambda."""
         moment = self.now if at is None else at
         found = [
-            g
-            for g in (*self.gates, *self.lifted)
-            if g.lambda_ == lambda_name and g.collection in (None, collection) and g.active(moment)
+            g for g in self._by_lambda.get(lambda_name, ()) if g.collection in (None, collection) and g.active(moment)
         ]
         if not found:
             return None
         return min(found, key=lambda g: (g.action is not GateAction.DROP, g.collection is None))
+
+    @cached_property
+    def _by_lambda(self) -> dict[str, list[Gate]]:
+        """Every gate read, in force or lifted, by its lambda: the consumer decides once per index entry of a
+        poll, and the lifted gates stay until a put removes them."""
+        by_lambda: dict[str, list[Gate]] = defaultdict(list)
+        for gate in (*self.gates, *self.lifted):
+            by_lambda[gate.lambda_].append(gate)
+        return dict(by_lambda)
 
     def lambda_paused(self, lambda_name: str) -> bool:
         return any(

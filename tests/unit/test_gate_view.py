@@ -48,3 +48,16 @@ def test_a_gate_that_lifted_after_a_task_was_due_still_applies_to_it() -> None:
     assert view.gates == () and view.decide("work", "c") is None
     assert view.decide("work", "c", at=lifts - timedelta(milliseconds=200)) is not None
     assert view.decide("work", "c", at=lifts) is None
+
+
+def test_only_the_gates_of_the_tasks_lambda_and_collection_apply() -> None:
+    # Given gates on two lambdas, one lifted since the read, and a pause on another collection of the lambda
+    other = Gate(lambda_="other", action=GateAction.DROP, created_at=NOW)
+    lifted_other = Gate(lambda_="other", action=GateAction.DROP, until=NOW - timedelta(seconds=1), created_at=NOW)
+    pause_c = _gate(GateAction.PAUSE, "c")
+    view = GateView.of([other, lifted_other, pause_c, _gate(GateAction.PAUSE, "d")], NOW)
+    # Then a task of the lambda is judged by its own collection's gate, whichever lambda's gates were read first
+    assert view.decide("work", "c") == pause_c
+    assert view.decide("work", "e") is None
+    assert view.decide("other", "c", at=NOW - timedelta(seconds=2)) in (other, lifted_other)
+    assert view.decide("absent", "c") is None

@@ -274,9 +274,7 @@ class Consumer:
         watched = None
         if watches_stamp(task):
             watched = self._watched.setdefault((task.id, *sorted(observed_stamp(task).items())), poll.now_ms)
-        # The gate in force at the task's run time, as far as the gates read now tell (decide.py: a drop is for
-        # good): not one that lifts by its until before a task read ahead is due, and one that lifted by its
-        # until after a task was due, though this poll is the first to look at it since (lookahead < poll).
+        # The gate in force at the task's run time, as far as the gates read now tell (gating.py says why).
         gate = poll.gates.decide(entry.lambda_name, entry.collection, at=from_ms(entry.next_ms))
         return Look(entry, task, poll.now, gate, self._tracker.sent_at(key), watched, lookahead_s=poll.lookahead_s)
 

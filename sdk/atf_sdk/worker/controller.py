@@ -391,7 +391,8 @@ class Controller:
         gate that lifts by its until before the task's run time: a cached view older than the message may
         still hold a pause that is gone (discarding the message on its word would leave the task waiting out
         the enqueue timeout), and any view may hold a gate whose until has passed since it was read (that
-        one is not in force: a drop would end the task for good)."""
+        one is not in force: a drop would end the task for good). Judged at the claim's moment (gating.py
+        says why)."""
         collection = item.message.collection
         if self._gate_view().decide(lambda_name, collection, at=now) is None:
             return None
