@@ -15,7 +15,7 @@ from atf_core.schema import Task, TaskStatus
 from atf_sdk.snapshot import Snapshot
 from atf_sdk.worker.controller import ControllerSettings
 from tests.console.conftest import ConsoleStack
-from tests.console.http import post
+from tests.console.http import get, post
 
 
 def finished(task: Task) -> bool:
@@ -235,3 +235,12 @@ def test_a_post_is_taken_only_from_the_console_on_a_loopback_name(origin: str, h
     from atf_local.console.server import _from_console
 
     assert _from_console(origin, None, host) is taken
+
+
+@pytest.mark.parametrize(("query", "refresh"), [("?refresh=5", "5"), ("?refresh=x", None), ("", None)])
+def test_the_overview_refreshes_itself_only_when_asked_in_seconds(
+    console_stack: ConsoleStack, query: str, refresh: str | None
+) -> None:
+    page = get(console_stack, f"/{query}")
+    tag = '<meta http-equiv="refresh"'
+    assert (f'{tag} content="{refresh}">' in page) if refresh else (tag not in page)

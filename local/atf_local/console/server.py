@@ -105,10 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = self.server.data
         tasks = data.tasks()
         body = pages.overview(data.snapshot(tasks), data.lag_histograms(tasks), data.key_rows(tasks))
-        html = self._page("Overview", body, *_said(query.get("message", ""), refused))
-        if query.get("refresh", "").isdigit():
-            html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{int(query["refresh"])}">', 1)
-        self._html(_status(refused), html)
+        refresh = query.get("refresh", "")
+        self._answer("Overview", body, query.get("message", ""), refused, int(refresh) if refresh.isdigit() else None)
 
     def _task(self, task_id: str, message: str = "", refused: AtfError | None = None) -> None:
         task = self.server.data.task(task_id) if task_id else None
@@ -116,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._html(HTTPStatus.NOT_FOUND, self._page("Not found", "", f"No task {task_id!r}", error=True))
             return
         body = pages.task_page(task) + waiting.change_form(task, self.server.config)
-        self._html(_status(refused), self._page(f"Task {task.id}", body, *_said(message, refused)))
+        self._answer(f"Task {task.id}", body, message, refused)
 
     def _dead_letters(
         self,
@@ -140,12 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         letters = self.server.data.dead_letters(chosen, after)
         body = pages.dead_letters_page(config, form, chosen, letters, after=start.after, carry_on=carry_on)
-        self._html(_status(refused), self._page("Dead letters", body, *_said(message, refused)))
+        self._answer("Dead letters", body, message, refused)
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
         """The filter as typed, with the reason, and nothing listed: no redrive form for any other selection."""
         body = pages.dead_letters_page(self.server.config, form, None, [])
-        self._html(_status(refused), self._page("Dead letters", body, *_said("", refused)))
+        self._answer("Dead letters", body, "", refused)
 
     def _waiting(self, query: Form, message: str = "", refused: AtfError | None = None, carry_on: str = "") -> None:
         found = None
@@ -155,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
         except AtfError as bad_filter:
             refused = bad_filter
         body = waiting.waiting_page(self.server.config, query, found, carry_on)
-        self._html(_status(refused), self._page("Waiting tasks", body, *_said(message, refused)))
+        self._answer("Waiting tasks", body, message, refused)
 
     def _snapshot(self, query: Form) -> None:
         body = self.server.data.snapshot().model_dump_json(by_alias=True).encode()
@@ -214,6 +212,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self, title: str, body: str, message: str = "", error: bool = False) -> str:
         return pages.page(title, body, self.server.config, message, error)
 
+    def _answer(
+        self, title: str, body: str, message: str, refused: AtfError | None, refresh_s: int | None = None
+    ) -> None:
+        """A page with its message, or the refusal's code and reason, answering the status the API answers for
+        that refusal (400 for input, 404, 409 for a conflict): a script that posts a form learns it from the
+        status."""
+        said, error = (f"{refused.code}: {refused}", True) if refused is not None else (message, False)
+        html = self._page(title, body, said, error)
+        if refresh_s is not None:
+            html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{refresh_s}">', 1)
+        self._html(HTTPStatus.OK if refused is None else HTTPStatus(refused.status), html)
+
     def _html(self, status: HTTPStatus, html: str) -> None:
         self._send(status, "text/html; charset=utf-8", html.encode())
 
@@ -234,17 +244,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
-
-
-def _said(message: str, refused: AtfError | None) -> tuple[str, bool]:
-    """A page's message and whether it is an error: the refusal's code and reason, or the message."""
-    return (f"{refused.code}: {refused}", True) if refused is not None else (message, False)
-
-
-def _status(refused: AtfError | None) -> HTTPStatus:
-    """A page shown again because the core refused what was asked answers the status the API answers for it
-    (400 for input, 404, 409 for a conflict): a script that posts a form learns it was refused from the status."""
-    return HTTPStatus.OK if refused is None else HTTPStatus(refused.status)
 
 
 def _form(text: str) -> Form:
