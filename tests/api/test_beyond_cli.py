@@ -51,15 +51,17 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
     code, out, _ = atf("dead-letters", "list", "chore", "--collection", collection, "--after", after, "--json")
     assert code == 0 and json.loads(out) == {"dead_letters": [ANY], "next": None}
     assert json.loads(out)["dead_letters"][0]["id"] == ids[2]
+    code, out, _ = atf("dead-letters", "list", "chore", "--collection", collection, "--after", after)
+    assert code == 0 and "the last page of the selection" in out
     code, out, _ = atf("dead-letters", "redrive", "chore", "--collection", collection, "--dry-run", "--per-second", "2")
     assert code == 0 and "dry run: would redrive 3 dead letters" in out
     code, _, err = atf("dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError")
     asked = "redrive 2 dead letters of chore? - no terminal to ask: add --yes to go ahead"
-    assert code == 2 and err.strip() == f"atf: invalid_input: {asked}"
+    assert code == 2 and err.strip() == f"atf: invalid_input: {asked} (yes)", "it names the flag that goes ahead"
     code, _, err = atf(
         "dead-letters", "redrive", "chore", "--collection", collection, "--error-type", "KeyError", "--json"
     )
-    assert code == 2 and json.loads(err) == {"code": "invalid_input", "message": asked, "field": None}
+    assert code == 2 and json.loads(err) == {"code": "invalid_input", "message": asked, "field": "yes"}
     listed = json.loads(atf("dead-letters", "list", "chore", "--collection", collection, "--json")[1])
     assert len(listed["dead_letters"]) == 3
     code, out, _ = atf(

@@ -43,3 +43,14 @@ def test_a_discard_goes_on_alike(capsys: pytest.CaptureFixture[str]) -> None:
     done = BulkResult(False, [letter(0), letter(1)], 2, more=True, next="1-NEXT", until=UNTIL)
     _summary(done, "discard", "discarded (now fatal_failure)")
     assert f"the rest, discard with --after 1-NEXT {BY}" in capsys.readouterr().out.replace("\n", " ")
+
+
+@pytest.mark.parametrize(("went_on", "says_so"), [(True, True), (False, False)])
+def test_a_call_that_went_on_says_when_it_reached_the_last_of_the_selection(
+    went_on: bool, says_so: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = BulkResult(False, [letter(0)], 1, more=False, until=UNTIL)
+    _summary(done, "redrive", "redriven", went_on=went_on)
+    said = capsys.readouterr().out.replace("\n", " ")
+    assert ("the last of the selection: no more are dead past --after" in said) is says_so
+    assert "--after 1-NEXT" not in said

@@ -48,6 +48,8 @@ def _list(args: argparse.Namespace) -> int:
     _table(letters, f"{len(letters)} dead letters of {args.lambda_name}" + (", more follow" if page.next else ""))
     if page.next:
         out.print(f"the next page: atf dead-letters list {args.lambda_name} ... --after {page.next}")
+    elif args.after:
+        out.print("the last page of the selection")
     if letters:
         out.print("each task's errors, attempt by attempt: atf status ID")
     return 0
@@ -75,7 +77,7 @@ def _redrive(args: argparse.Namespace) -> int:
     if args.json:
         json_out(done)
         return 0
-    _summary(done, "redrive", "redriven")
+    _summary(done, "redrive", "redriven", went_on=args.after is not None)
     if (done.changed or done.dry_run) and done.matched and done.first_at and done.last_at:
         console().print(f"they start from {when(done.first_at)} to {when(done.last_at)}")
     return 0
@@ -90,11 +92,13 @@ def _discard(args: argparse.Namespace) -> int:
     if args.json:
         json_out(done)
     else:
-        _summary(done, "discard", "discarded (now fatal_failure)")
+        _summary(done, "discard", "discarded (now fatal_failure)", went_on=args.after is not None)
     return 0
 
 
-def _summary(done: BulkResult, verb: str, past: str) -> None:
+def _summary(done: BulkResult, verb: str, past: str, went_on: bool = False) -> None:
+    """What a redrive or discard matched and did, and how to go on where more are dead than its limit (or, where
+    it went on past an earlier call's letters, that this was the last of them)."""
     shown = done.matched[:SHOWN]
     more = f" (the first {SHOWN} shown)" if len(done.matched) > SHOWN else ""
     if done.dry_run:
@@ -104,6 +108,8 @@ def _summary(done: BulkResult, verb: str, past: str) -> None:
     _table(shown, title)
     if done.more:
         console().print(_more(done, verb, past))
+    elif went_on:
+        console().print("the last of the selection: no more are dead past --after")
     if done.key_busy:
         left = "would stay dead" if done.dry_run else "left dead"
         console().print(f"{len(done.key_busy)} {left}, another task holding their singleton flow key: {_ids(done)}")

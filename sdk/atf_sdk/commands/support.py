@@ -274,7 +274,7 @@ def confirmed(args: argparse.Namespace, question: str) -> bool:
     if args.yes:
         return True
     if not sys.stdin.isatty():
-        raise InputError(f"{question} - no terminal to ask: add --yes to go ahead")
+        raise InputError(f"{question} - no terminal to ask: add --yes to go ahead", "yes")
     answer = input(f"{question} [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
