@@ -10,7 +10,9 @@ ChainView), wrapped here only where a list or an extra field needs a home.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -44,7 +46,7 @@ from atf_core.schema import (
     utcnow,
 )
 from atf_core.store.positions import Position
-from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
+from atf_core.vocabulary import MAX_BULK, MAX_CHOSEN_DEAD_LETTERS, MAX_DEAD_LETTER_ACTION
 
 MAX_BATCH = 100
 MAX_DEAD_LETTER_LIST = 1000
@@ -188,6 +190,26 @@ class DeadLetterSelection(BaseModel):
         pattern=POSITION_PATTERN,
         description="Go on past the letters an earlier call reached: its `next` (those it left dead are skipped).",
     )
+    ids: list[Annotated[str, Field(pattern=TASK_ID_PATTERN)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CHOSEN_DEAD_LETTERS,
+        description="These dead letters, by id: a selection of its own, with no other filter and no `after`. An id "
+        "that is not a dead letter of the lambda is refused (404 naming `ids[i]`), and nothing is changed.",
+    )
+
+    @field_validator("ids")
+    @classmethod
+    def _a_selection_of_their_own(cls, ids: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if ids is None:
+            return None
+        given = [name for name in ("collection", "error_type", "since", "until", "after") if info.data.get(name)]
+        if given:
+            raise ValueError(f"a selection of its own: give no {', '.join(given)} with ids")
+        repeated = next((n for n, task_id in enumerate(ids) if task_id in ids[:n]), None)
+        if repeated is not None:
+            raise ValueError(f"ids[{repeated}] is ids[{ids.index(ids[repeated])}] again")
+        return ids
 
     @field_validator("until")
     @classmethod
@@ -198,7 +220,8 @@ class DeadLetterSelection(BaseModel):
         return until
 
     def filter(self, lambda_name: str) -> DeadLetterFilter:
-        return dead_letter_filter(lambda_name, self.collection, self.error_type, self.since, self.until, self.limit)
+        chosen = dead_letter_filter(lambda_name, self.collection, self.error_type, self.since, self.until, self.limit)
+        return replace(chosen, ids=tuple(self.ids)) if self.ids else chosen
 
     def position(self) -> Position | None:
         return position_of(self.after) if self.after is not None else None

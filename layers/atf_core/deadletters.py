@@ -19,9 +19,9 @@ from atf_core.amend import check_drip, dripped
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.definitions import Attr
-from atf_core.errors import FlowKeyBusy, InputError
+from atf_core.errors import FlowKeyBusy, InputError, NotFound
 from atf_core.lifecycle import Assoc
-from atf_core.schema import from_ms, to_ms, utcnow
+from atf_core.schema import Task, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import Change, DueEntry, TaskRef, TaskStore
 from atf_core.store.codec import index_partition
 from atf_core.store.positions import Position, in_order
@@ -44,6 +44,7 @@ class DeadLetterFilter:
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 1000
+    ids: tuple[str, ...] = ()  # these dead letters, by id: a selection of its own (the request model checks it)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class DeadLetters:
         Each partition is read in time order, so its first `limit` + 1 entries past `after` are all it can
         contribute (the one past `limit` says there are more); the oldest across partitions are then kept.
         """
+        if selection.ids:
+            return DeadLetterPage(self._chosen(selection), more=False)
         limit = min(selection.limit, MAX_SELECTION)
         found = [
             _dead_letter(entry)
@@ -113,6 +116,19 @@ class DeadLetters:
         ]
         found.sort(key=letter_position)
         return DeadLetterPage(found[:limit], len(found) > limit)
+
+    def _chosen(self, selection: DeadLetterFilter) -> list[DeadLetter]:
+        """The dead letters named by id, oldest first; an id that is not one of the lambda's is refused (NotFound
+        naming `ids[i]`) before anything is written."""
+        tasks = {task.id: task for task in self._store.get_many(selection.ids)}
+        chosen = []
+        for n, task_id in enumerate(selection.ids):
+            task = tasks.get(task_id)
+            if task is None or task.lambda_ != selection.lambda_name or task.status is not TaskStatus.DEAD_LETTER:
+                now = "no task" if task is None else f"{task.lambda_} task, {task.status}"
+                raise NotFound(f"{task_id} is not a dead letter of {selection.lambda_name} ({now})", f"ids[{n}]")
+            chosen.append(_letter_of(task))
+        return sorted(chosen, key=letter_position)
 
     def redrive(
         self,
@@ -248,6 +264,13 @@ def _dead_letter(entry: DueEntry) -> DeadLetter:
         died_at=from_ms(entry.next_ms),
         flow_key=entry.flow_key,
     )
+
+
+def _letter_of(task: Task) -> DeadLetter:
+    """A dead letter as its task reads: its index entry's time is its time of death."""
+    died_at = task.next_at or task.finished_at or task.created_at
+    error_type = task.last_error.type if task.last_error is not None else None
+    return DeadLetter(task.id, task.lambda_, task.collection, task.priority, error_type, died_at, task.flow_key)
 
 
 def _ref(dead: DeadLetter) -> TaskRef:

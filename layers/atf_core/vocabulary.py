@@ -11,6 +11,7 @@ LAMBDA_ENV = "ATF_LAMBDA"
 MAX_BULK = 1000  # a bulk change writes each task it selects, inside API Gateway's 29 s
 MAX_UPCOMING = 100  # the next occurrences a schedule's view may list
 MAX_DEAD_LETTER_ACTION = 1000  # a redrive or discard writes each task it selects, inside API Gateway's 29 s
+MAX_CHOSEN_DEAD_LETTERS = 100  # dead letters a redrive or discard names by id: one BatchGetItem reads them
 
 
 class OnConflict(StrEnum):

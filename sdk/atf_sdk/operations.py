@@ -453,12 +453,15 @@ class DeadLetterCalls(ApiClient):
         per_second: float | None = None,
         budget: int | None = None,
         after: str | None = None,
+        ids: Sequence[str] | None = None,
     ) -> Plan[BulkResult]:
         """Back to new with `budget` more attempts each (default: the lambda's max_attempts), the n-th
         starting n / per_second seconds from now; the oldest `limit` (at most 1000) of the selection, past
         `after` (an earlier result's `next`: the letters it reached, those it left dead too, are skipped). Pass
-        that result's `until` with it: letters it redrove that died again are then not taken again."""
-        filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
+        that result's `until` with it: letters it redrove that died again are then not taken again. `ids`
+        (at most 100) names the dead letters instead of filters: all of them must be the lambda's dead letters
+        (NotFound naming `ids[i]`, nothing changed)."""
+        filters = _dead_letter_filters(collection, error_type, since, until, limit, ids)
         fields = {**filters, "dry_run": dry_run, "per_second": per_second, "budget": budget, "after": after}
         return (yield from self._select(lambda_name, "redrive", checked(RedriveRequest, fields)))
 
@@ -474,10 +477,11 @@ class DeadLetterCalls(ApiClient):
         limit: int = MAX_DEAD_LETTER_ACTION,
         dry_run: bool = False,
         after: str | None = None,
+        ids: Sequence[str] | None = None,
     ) -> Plan[BulkResult]:
         """End the selected dead letters as fatal_failure (past `after`, an earlier result's `next`, through its
-        `until`)."""
-        filters = {"collection": collection, "error_type": error_type, "since": since, "until": until, "limit": limit}
+        `until`; or those named by `ids`, as redrive takes them)."""
+        filters = _dead_letter_filters(collection, error_type, since, until, limit, ids)
         request = checked(DeadLetterSelection, {**filters, "dry_run": dry_run, "after": after})
         return (yield from self._select(lambda_name, "discard", request))
 
@@ -485,6 +489,25 @@ class DeadLetterCalls(ApiClient):
         body = request.model_dump(mode="json", exclude_none=True)
         reply = yield from self._request("POST", routes.dead_letters(lambda_name, action), body)
         return _BULK_RESULT.validate_python(reply)
+
+
+def _dead_letter_filters(
+    collection: str | None,
+    error_type: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    ids: Sequence[str] | None,
+) -> dict[str, Any]:
+    chosen = None if ids is None else list(ids)  # a tuple or a generator is sent as the list the API takes
+    return {
+        "collection": collection,
+        "error_type": error_type,
+        "since": since,
+        "until": until,
+        "limit": limit,
+        "ids": chosen,
+    }
 
 
 class ScheduleCalls(ApiClient):

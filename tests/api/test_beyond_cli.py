@@ -12,6 +12,7 @@ from unittest.mock import ANY
 
 import pytest
 
+from atf_core.schema import TaskStatus
 from atf_local.stack import LocalStack
 from atf_sdk.cli import build_parser, main
 from atf_sdk.client import AtfClient
@@ -73,6 +74,22 @@ def test_dead_letters_list_dry_run_redrive_and_discard(atf: Any, client: AtfClie
     assert code == 0 and selection["changed"] == 1 and [d["id"] for d in selection["matched"]] == ids[2:]
     code, out, _ = atf("status", ids[2])
     assert code == 0 and "errors of" in out and "OSError: OSError on purpose" in out, "the error history"
+
+
+def test_dead_letters_named_by_id(atf: Any, client: AtfClient, store: Any) -> None:
+    ids = [client.schedule("chore", {"i": i}, collection="cli-ids").id for i in range(3)]
+    for task_id in ids:
+        kill(store, task_id, "KeyError")
+    code, _, err = atf("dead-letters", "redrive", "chore", "--id", ids[0], "--id", ids[2])
+    assert code == 2 and "redrive 2 dead letters of chore?" in err, "it asks, naming how many"
+    code, out, _ = atf("dead-letters", "redrive", "chore", "--id", ids[2], "--id", ids[0], "--yes")
+    assert code == 0 and "2 of 2 matched redriven" in out and ids[1] not in out
+    assert [client.get(i).status for i in ids] == [TaskStatus.NEW, TaskStatus.DEAD_LETTER, TaskStatus.NEW]
+    code, _, err = atf("dead-letters", "discard", "chore", "--id", ids[1], "--id", ids[0], "-y", "--json")
+    assert code == 3 and json.loads(err)["field"] == "ids[1]", "not a dead letter now: not found, nothing changed"
+    assert client.get(ids[1]).status is TaskStatus.DEAD_LETTER
+    code, _, err = atf("dead-letters", "discard", "chore", "--id", ids[1], "--collection", "cli-ids", "-y", "--json")
+    assert code == 2 and json.loads(err)["field"] == "ids", "a selection of its own: no filter beside it"
 
 
 def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) -> None:

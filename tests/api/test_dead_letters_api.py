@@ -113,6 +113,40 @@ def test_discard_ends_the_selection(client: AtfClient, dead: dict[str, Any]) -> 
     assert len(client.dead_letters("chore", collection=dead["collection"])) == 2
 
 
+def test_dead_letters_named_by_id_are_redriven_and_no_others(client: AtfClient, dead: dict[str, Any]) -> None:
+    # Given three dead letters, when two are named by id (newest first) in a dry run and then for real
+    chosen = [dead["ids"][2], dead["ids"][0]]
+    dry = client.redrive("chore", ids=chosen, dry_run=True)
+    assert [d.id for d in dry.matched] == dead["ids"][0:3:2] and dry.changed == 0, "oldest first"
+    assert [d.error_type for d in dry.matched] == ["KeyError", "KeyError"] and not dry.more and dry.next is None
+    listed = {d.id: d for d in client.dead_letters("chore", collection=dead["collection"])}
+    assert dry.matched == [listed[i] for i in dead["ids"][0:3:2]], "as the listing has them, time of death too"
+    done = client.redrive("chore", ids=chosen, budget=2)
+    # Then those two are new again, and the other is still dead
+    assert done.changed == 2 and [client.get(i).status for i in dead["ids"]] == [
+        TaskStatus.NEW,
+        TaskStatus.DEAD_LETTER,
+        TaskStatus.NEW,
+    ]
+    discarded = client.discard("chore", ids=[dead["ids"][1]])
+    assert discarded.changed == 1 and client.get(dead["ids"][1]).status is TaskStatus.FATAL_FAILURE
+
+
+def test_an_id_that_is_no_dead_letter_of_the_lambda_refuses_the_whole_selection(
+    client: AtfClient, dead: dict[str, Any], raw: Any
+) -> None:
+    waiting = client.schedule("chore", {}, delay_seconds=600).id
+    other_lambda = client.schedule("work", {}, delay_seconds=600).id
+    for stranger in (waiting, other_lambda, uuid.uuid4().hex):
+        body = {"ids": [dead["ids"][0], stranger]}
+        for action in ("redrive", "discard"):
+            reply = raw("POST", f"/v1/lambdas/chore/dead-letters/{action}", body)
+            assert (reply.status, reply.body["code"], reply.body["field"]) == (404, "not_found", "ids[1]"), reply.body
+            assert stranger in reply.body["message"]
+    assert client.get(dead["ids"][0]).status is TaskStatus.DEAD_LETTER, "nothing changed"
+    assert client.get(waiting).status is TaskStatus.NEW
+
+
 def test_stats_count_the_dead_letters(client: AtfClient, dead: dict[str, Any]) -> None:
     before = client.stats("chore").dead_letters
     client.discard("chore", collection=dead["collection"], limit=1)
@@ -134,6 +168,12 @@ def test_bad_selections_are_refused(client: AtfClient, raw: Any, item_count: Any
         ({"lambda": "chore"}, "lambda"),
         ({"after": "yesterday"}, "after"),
         ({"after": "9" * 15 + "-" + "a" * 32}, "after"),  # of the pattern's form, past the year 9999
+        ({"ids": []}, "ids"),
+        ({"ids": ["a" * 32, "nope"]}, "ids[1]"),
+        ({"ids": ["a" * 32] * 2}, "ids"),
+        ({"ids": [f"{n:032x}" for n in range(101)]}, "ids"),
+        ({"ids": ["a" * 32], "collection": "c"}, "ids"),
+        ({"ids": ["a" * 32], "after": "1-" + "a" * 32}, "ids"),
     ):
         reply = raw("POST", "/v1/lambdas/chore/dead-letters/redrive", body)
         assert (reply.status, reply.body["field"]) == (400, field), reply.body

@@ -38,6 +38,11 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _chosen(args: argparse.Namespace) -> dict[str, Any]:
+    """A redrive's or discard's selection: the filters, or the dead letters named by --id."""
+    return {**_filters(args), "ids": args.ids}
+
+
 def _list(args: argparse.Namespace) -> int:
     with client(args) as atf:
         page = atf.dead_letter_page(args.lambda_name, **_filters(args))
@@ -60,7 +65,7 @@ def _go_ahead(args: argparse.Namespace, atf: AtfClient, verb: str) -> bool:
     if args.dry_run or args.yes:
         return True
     dry_run = atf.redrive if verb == "redrive" else atf.discard
-    would = dry_run(args.lambda_name, **_filters(args), dry_run=True)
+    would = dry_run(args.lambda_name, **_chosen(args), dry_run=True)
     if not would.matched:
         return True  # nothing to ask about: the real call reports the same empty selection
     return confirmed(args, f"{verb} {len(would.matched)} dead letters of {args.lambda_name}?")
@@ -72,7 +77,7 @@ def _redrive(args: argparse.Namespace) -> int:
             return Exit.FAILED
         with progress("redriving", None):
             done = atf.redrive(
-                args.lambda_name, **_filters(args), dry_run=args.dry_run, per_second=args.per_second, budget=args.budget
+                args.lambda_name, **_chosen(args), dry_run=args.dry_run, per_second=args.per_second, budget=args.budget
             )
     if args.json:
         json_out(done)
@@ -88,7 +93,7 @@ def _discard(args: argparse.Namespace) -> int:
         if not _go_ahead(args, atf, "discard"):
             return Exit.FAILED
         with progress("discarding", None):
-            done = atf.discard(args.lambda_name, **_filters(args), dry_run=args.dry_run)
+            done = atf.discard(args.lambda_name, **_chosen(args), dry_run=args.dry_run)
     if args.json:
         json_out(done)
     else:
@@ -161,6 +166,10 @@ def add_dead_letters_command(verbs: Any) -> None:
         verb.add_argument("--limit", type=int, default=limit, help=f"the oldest N (default {limit})")
         verb.add_argument("--after", metavar="NEXT", help="go on past an earlier call's `next` (the same filters)")
         if name != "list":
+            verb.add_argument(
+                "--id", dest="ids", action="append", metavar="ID",
+                help="this dead letter (repeat for each, at most 100): instead of the filters",
+            )  # fmt: skip
             verb.add_argument("--dry-run", action="store_true", help="say how many and which; change nothing")
             add_yes(verb)  # else it asks, naming how many
         if name == "redrive":
