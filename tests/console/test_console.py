@@ -120,27 +120,35 @@ def test_dead_letters_are_filtered_and_a_filtered_selection_is_redriven(console_
     page.fill("#filter input[name=collection]", "billing")
     page.click("#filter button")
     page.wait_for_load_state("load")  # the click returns as the next page begins to load; the rows may not be in
-    listed = page.locator("#dead-letters tbody tr td:first-child").all_inner_texts()
+    listed = page.locator("#dead-letters tbody tr td:nth-child(2)").all_inner_texts()
     assert sorted(listed) == sorted(selected)
 
     page.check("#redrive input[name=dry_run]")
-    page.click("#redrive button")
+    page.click("#redrive button.resume")
     assert "Would redrive 2 of 2" in page.locator("#message").inner_text()
     # A rate the redrive route would refuse is refused here, with the route's reason, and nothing moves
     for rate, reason in (("abc", "must be a number"), ("nan", "a finite number"), ("-1", "greater than 0")):
         page.fill("#redrive input[name=per_second]", rate)
-        page.click("#redrive button")
+        page.click("#redrive button.resume")
         said = page.locator("#message").inner_text()
         assert "per_second" in said and reason in said, said
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(selected))
 
-    page.click("#redrive button")  # the page kept the filter; the dry run box is clear again
+    page.click("#redrive button.resume")  # the page kept the filter; the dry run box is clear again
     assert "Redrove 2 of 2" in page.locator("#message").inner_text()
     # They run again (and fail again, into the dead letters, with a second error); the other stays put
     again = console_stack.wait_for(selected, lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
     assert all(t.attempt == 2 for t in again)
     untouched = console_stack.store.get(other)
     assert untouched is not None and len(untouched.errors) == 1
+
+    # And one letter ticked in its row is redriven alone, by "Redrive the ticked" (its box belongs to the form)
+    page.goto(f"{console_stack.console}/dead-letters?lambda=work&collection=billing")  # listed afresh
+    page.check(f"#dead-letters input[aria-label='tick {selected[1]}']")
+    page.click("#redrive button[name=which]")
+    assert "Redrove 1 of 1" in page.locator("#message").inner_text()
+    console_stack.wait_for(selected[1:], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 3)
+    assert [len(t.errors) for t in console_stack.store.get_many(selected[:1])] == [2]
 
 
 def test_the_snapshot_feeds_atf_top(console_stack: ConsoleStack) -> None:

@@ -198,3 +198,28 @@ def test_go_on_after_a_redrive_takes_the_letters_dead_when_listed_not_those_that
     assert console_stack.store.get(first).status is TaskStatus.DEAD_LETTER  # type: ignore[union-attr]
     [other] = [i for i in ids if i != first]
     console_stack.wait_for([other], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
+
+
+def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_all(
+    console_stack: ConsoleStack,
+) -> None:
+    # Given three dead letters of a collection, listed on the page
+    ids = [console_stack.client.schedule("work", {"fatal": "bad input"}, collection="ticked").id for _ in range(3)]
+    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    page = get(console_stack, "/dead-letters?lambda=work&collection=ticked")
+    assert all(f'name="tick.{i}"' in page for i in ids), page[-3000:]
+    listing = form_fields(page, "redrive")
+    # When none is ticked, the ticked redrive is refused naming ids; when one no dead letter is ticked, too
+    refused = post(console_stack, "/dead-letters/redrive", listing | {"which": "ticked"}, status=400)
+    assert "invalid_input: tick the dead letters" in refused and listed(refused) == listed(page)
+    stranger = console_stack.client.schedule("work", {}, delay_seconds=600).id
+    ticked = {f"tick.{ids[0]}": "1", f"tick.{stranger}": "1"}
+    refused = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"}, status=404)
+    assert f"not_found: {stranger} is not a dead letter of work" in html.unescape(refused), refused[-3000:]
+    assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(ids))
+    # Then two ticked are redriven, and the third stays dead
+    ticked = {f"tick.{ids[2]}": "1", f"tick.{ids[0]}": "1"}
+    done = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"})
+    assert "Redrove 2 of 2 matching dead letters" in done, done[-3000:]
+    statuses = {t.id: t.status for t in console_stack.store.get_many(ids)}
+    assert statuses[ids[1]] is TaskStatus.DEAD_LETTER and statuses[ids[0]] is not TaskStatus.DEAD_LETTER

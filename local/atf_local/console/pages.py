@@ -15,6 +15,7 @@ from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
 from atf_local.console.data import Bucket, KeyRow
 from atf_sdk.snapshot import QueueRow, Snapshot
 
+TICKED = "tick."  # a dead letter's row box is named so, then its id: the redrive form's ticked letters
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d2433; background: #f6f7f9; }
 header { background: #1d2433; color: #fff; padding: 10px 24px; display: flex; gap: 24px; align-items: center; }
@@ -231,11 +232,11 @@ def dead_letters_page(
     if chosen is None:
         return filters
     rows = [
-        [f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection), cell(d.priority),
-         cell(d.error_type or "-"), cell(when(d.died_at))]
+        [_tick(d), f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection),
+         cell(d.priority), cell(d.error_type or "-"), cell(when(d.died_at))]
         for d in letters
     ]  # fmt: skip
-    headers = ["task", "collection", "priority", "error", "died"]
+    headers = ["", "task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
     as_of = (
         f'<p class="muted">Dead by {when(chosen.until)} UTC, when the selection was listed: a redrive and its Go on '
@@ -244,6 +245,14 @@ def dead_letters_page(
         else ""
     )
     return f"{filters}<section>{listing}{as_of}<p>{_redrive_form(chosen, letters, after)}</p>{carry_on}</section>"
+
+
+def _tick(dead: DeadLetter) -> str:
+    """A row's box, of the redrive form (which sits below the table): ticked, its letter is one of those the
+    form's "Redrive the ticked" takes."""
+    task_id = escape(dead.id)
+    box = f'type="checkbox" name="{TICKED}{task_id}" value="1" form="redrive" aria-label="tick {task_id}"'
+    return f"<td><input {box}></td>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -283,7 +292,8 @@ def _redrive_form(chosen: DeadLetterFilter, letters: list[DeadLetter], after: st
         f'<form method="post" action="/dead-letters/redrive" id="redrive">{hidden_fields(carried)}'
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
-        f'<button type="submit" class="resume">Redrive these {len(letters)}</button></form>'
+        f'<button type="submit" class="resume">Redrive these {len(letters)}</button> '
+        f'<button type="submit" name="which" value="ticked">Redrive the ticked</button></form>'
     )
 
 

@@ -179,7 +179,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             options = waiting.redrive_options(form)
-            result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
+            if form.get("which") == "ticked":  # those letters alone: the listing's place (after) is not theirs
+                ticked = waiting.ticked_dead_letters(self.server.config, form)
+                result = self.server.data.redrive(ticked, options.dry_run, options.per_second)
+            else:
+                result = self.server.data.redrive(chosen, options.dry_run, options.per_second, options.position())
         except AtfError as refused:  # nothing was written: the page stays as it was, with the reason
             self._dead_letters(form, refused=refused, chosen=chosen)
             return

@@ -32,7 +32,7 @@ from atf_core.deadletters import DeadLetterFilter
 from atf_core.errors import InputError, input_error
 from atf_core.schema import Task
 from atf_core.vocabulary import MAX_BULK
-from atf_local.console.pages import cell, hidden_fields, table, when
+from atf_local.console.pages import TICKED, cell, hidden_fields, table, when
 
 ACTIONS: dict[str, type[TaskSelection]] = {
     "cancel": TaskSelection,
@@ -72,6 +72,17 @@ def dead_letter_selection(config: StackConfig, form: Mapping[str, str], now: dat
     config.lambda_named(lambda_name)
     chosen = _parsed(RedriveRequest, form, ("collection", "error_type", "limit", "until")).filter(lambda_name)
     return chosen if chosen.until is not None else replace(chosen, until=now)
+
+
+def ticked_dead_letters(config: StackConfig, form: Mapping[str, str]) -> DeadLetterFilter:
+    """The dead letters ticked on the page (its rows' boxes), as the redrive route checks `ids`: each a dead
+    letter of the lambda, or the whole redrive is refused naming it."""
+    lambda_name = form.get("lambda", "")
+    config.lambda_named(lambda_name)
+    ids = [name.removeprefix(TICKED) for name, value in form.items() if name.startswith(TICKED) and value]
+    if not ids:
+        raise InputError("tick the dead letters to redrive, or redrive them all", "ids")
+    return _parsed(RedriveRequest, {"ids": ids}, ("ids",)).filter(lambda_name)
 
 
 def listing_start(form: Mapping[str, str]) -> RedriveRequest:
