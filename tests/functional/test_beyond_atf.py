@@ -815,6 +815,26 @@ def test_a_task_not_started_by_its_expire_at_ends_as_expired(world: World) -> No
         world.schedule(expire_at=(world.now - timedelta(seconds=1)).isoformat())
 
 
+def test_a_task_waiting_to_retry_at_its_expire_at_ends_expired_with_its_attempts_and_errors(world: World) -> None:
+    # Given a task whose first attempt ran and failed, due to retry after its expire_at
+    task = world.schedule(expire_at=(world.now + timedelta(seconds=5)).isoformat())
+    world.consumer.poll()
+    assert world.claim_all() == 1
+    ref, error = TaskRef.of(task), TaskError(type="KeyError", message="k", attempt=1, at=world.now)
+    retry_at = world.now + timedelta(seconds=10)
+    assert world.store.transition(
+        ref, lifecycle.FAIL_RETRIABLE, Change(now=world.now, attempt=1, next_at=retry_at, error=error)
+    ).applied
+    # When the consumer looks at it past its expire_at (its retry's time)
+    world.advance(10)
+    assert world.consumer.poll().total(Event.EXPIRED) == 1
+    # Then it ends expired, not run again and not a dead letter, with the attempt it ran and that attempt's error
+    expired = world.store.get(task.id)
+    assert expired is not None and expired.status is TaskStatus.EXPIRED
+    assert (expired.attempt, [e.type for e in expired.errors]) == (1, ["KeyError"]) and expired.claimed_at
+    assert world.drain() == []
+
+
 def test_fair_share_interleaves_collections() -> None:
     flood = [DueEntry(f"a{i}", "work", "flood", "normal", i) for i in range(6)]
     trickle = [DueEntry(f"b{i}", "work", "trickle", "normal", 10 + i) for i in range(2)]
