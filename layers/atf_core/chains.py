@@ -17,16 +17,24 @@ import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from atf_core import lifecycle
 from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, InputError, NotFound, input_error
 from atf_core.schema import (
-    COLLECTION_PATTERN,
     FLOW_KEY_PATTERN,
     NAME_PATTERN,
     STORED,
@@ -34,9 +42,11 @@ from atf_core.schema import (
     Payload,
     ScheduleRequest,
     Task,
+    TaskCollection,
     TaskStatus,
     TimeoutSeconds,
     from_ms,
+    reachable_by_path,
     read_back,
     refusal,
     to_ms,
@@ -66,10 +76,10 @@ UNDER_WAY = {
 class LinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = Field(pattern=LINK_NAME_PATTERN)
+    name: Annotated[str, Field(pattern=LINK_NAME_PATTERN), AfterValidator(reachable_by_path)]
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
-    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    collection: TaskCollection = "default"
     priority: str | None = Field(default=None, pattern=NAME_PATTERN)
     max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None

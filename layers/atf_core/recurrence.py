@@ -21,12 +21,12 @@ from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from atf_core.schema import (
-    COLLECTION_PATTERN,
     FLOW_KEY_PATTERN,
     NAME_PATTERN,
     JsonInt,
     JsonNumber,
     Payload,
+    TaskCollection,
     TimeoutSeconds,
     encode_payload,
     read_back,
@@ -73,7 +73,7 @@ class ScheduleSpec(BaseModel):
 
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
-    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    collection: TaskCollection = "default"
     priority: str | None = None
     max_attempts: JsonInt | None = Field(default=None, ge=1, le=100)
     timeout_seconds: TimeoutSeconds | None = None

@@ -47,6 +47,21 @@ NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 COLLECTION_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 # A flow-control key (say, a customer id) follows a collection's rules: 1-64 of A-Z a-z 0-9 _ . : -
 FLOW_KEY_PATTERN = COLLECTION_PATTERN
+# Segments an HTTP client or server resolves as steps of a URL's path (RFC 3986, 5.2.4), whatever their
+# escaping: a collection or a chain link so named could never be put in a route's path (a gate's, a link's
+# retry), so such a name is refused where it is given.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def reachable_by_path(name: str, info: ValidationInfo) -> str:
+    """Refused as given (one stored by a version that took it still reads back)."""
+    if name in DOT_SEGMENTS and not read_back(info):
+        raise ValueError(f"{name!r} is a step of a URL's path: no route could name it")
+    return name
+
+
+# A collection as a task is given one: one a gate's path can name.
+TaskCollection = Annotated[str, Field(pattern=COLLECTION_PATTERN), AfterValidator(reachable_by_path)]
 
 
 class TaskStatus(StrEnum):
@@ -383,7 +398,7 @@ class ScheduleRequest(BaseModel):
 
     lambda_: str = Field(alias="lambda", pattern=NAME_PATTERN)
     payload: Payload = Field(default_factory=dict)
-    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    collection: TaskCollection = "default"
     priority: str | None = Field(default=None, pattern=NAME_PATTERN)  # one of the lambda's: the frontend checks
     run_at: Moment | None = None
     delay_seconds: JsonNumber | None = Field(default=None, ge=0, le=MAX_SCHEDULE_AHEAD.total_seconds())

@@ -22,7 +22,7 @@ from atf_core.api import TASK_ID_PATTERN
 from atf_core.chains import LINK_NAME_PATTERN
 from atf_core.errors import InputError, input_error
 from atf_core.recurrence import SCHEDULE_NAME_PATTERN
-from atf_core.schema import COLLECTION_PATTERN, NAME_PATTERN
+from atf_core.schema import COLLECTION_PATTERN, DOT_SEGMENTS, NAME_PATTERN
 
 TASKS = "/v1/tasks"
 BATCH = "/v1/tasks/batch"
@@ -49,11 +49,6 @@ def segment(value: str) -> str:
 @cache
 def _matching(pattern: str) -> TypeAdapter[str]:
     return TypeAdapter(Annotated[str, StringConstraints(pattern=pattern)])
-
-
-# A segment an HTTP client or server resolves as a step of the path (RFC 3986, 5.2.4), whatever its escaping:
-# the request would reach another route (or none: API Gateway's 403), so such a name is unreachable.
-DOT_SEGMENTS = frozenset({".", ".."})
 
 
 def checked(value: str, parameter: tuple[str, str]) -> str:

@@ -105,6 +105,9 @@ def test_a_links_time_limit_is_its_tasks(client: AtfClient) -> None:
             "links[1].after",
         ),
         ({"links": [{"name": "a b", "lambda": "chore"}]}, "links[0].name"),
+        ({"links": [{"name": "..", "lambda": "chore"}]}, "links[0].name"),  # no retry's path could name it
+        ({"links": [{"name": ".", "lambda": "chore"}]}, "links[0].name"),
+        ({"links": [{"name": "a", "lambda": "chore", "collection": ".."}]}, "links[0].collection"),
         ({"links": [{"name": "a", "lambda": "chore"}, {"name": "b", "lambda": "nope"}]}, "links[1].lambda"),
         ({"links": [{"name": "a", "lambda": "chore", "priority": "low"}]}, "links[0].priority"),
         ({"links": [{"name": "a", "lambda": "chore", "payload": {"x": "y" * 200_000}}]}, "links"),

@@ -231,6 +231,27 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
     ),
     ("unknown lambda", "POST", "/v1/tasks", {"lambda": "nope"}, "application/json", 400, "unknown_lambda", "lambda"),
     ("bad lambda name", "POST", "/v1/tasks", {"lambda": "No Such"}, "application/json", 400, "invalid_input", "lambda"),
+    # a collection no gate's path could name (HTTP resolves it as a step of the path)
+    (
+        "dot-dot collection",
+        "POST",
+        "/v1/tasks",
+        {**GOOD, "collection": ".."},
+        "application/json",
+        400,
+        "invalid_input",
+        "collection",
+    ),
+    (
+        "schedule dot collection",
+        "PUT",
+        "/v1/schedules/dots",
+        {"lambda": "chore", "every_seconds": 60, "collection": "."},
+        "application/json",
+        400,
+        "invalid_input",
+        "collection",
+    ),
     (
         "unknown priority",
         "POST",
