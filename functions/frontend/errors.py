@@ -8,6 +8,7 @@ the same classes the core raises.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from json import JSONDecodeError
 from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger
@@ -36,6 +37,7 @@ from atf_core.errors import (
 )
 from atf_core.errors import field_path as core_field_path
 from atf_core.errors import from_validation as core_from_validation
+from atf_core.schema import NameGivenTwice
 
 JSON = "application/json"
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -183,14 +185,17 @@ class _Handlers:
         try:
             body = event.json_body  # read strictly (handler.py): NaN and the infinities are malformed
         except ValueError as error:  # a route's own validation says so first; a path no route matches does not
-            return error_response(MalformedJson(f"the body is not valid JSON: {error}"))
+            return error_response(_malformed(error))
         if not isinstance(body, dict):
             return error_response(WrongType("the body must be a JSON object", "body"))
         unknown = _undeclared_body(app, body)
         return error_response(unknown) if unknown else next_middleware(app)
 
     def invalid(self, error: RequestValidationError) -> Response[ErrorBody]:
-        # A form or text body fails validation before the middleware runs: say why.
+        # A form or text body fails validation before the middleware runs: say why. So does a JSON body the
+        # strict reader refuses (Powertools' validation reads the body first).
+        if isinstance(error.__cause__, ValueError):
+            return error_response(self._refused() or _malformed(error.__cause__))
         return error_response(self._refused() or from_validation(list(error.errors())))
 
     def unsupported(self, error: RequestUnsupportedContentType) -> Response[ErrorBody]:
@@ -220,6 +225,13 @@ class _Handlers:
         else:
             self._logger.warning("task store call failed", extra={"error": str(error)})
         return error_response(from_client_error(error))
+
+
+def _malformed(error: ValueError) -> MalformedJson:
+    """A body that is no JSON, naming the name an object gives twice."""
+    said = error.msg if isinstance(error, JSONDecodeError) else str(error)
+    named = error.name if isinstance(error, NameGivenTwice) else None
+    return MalformedJson(f"the body is not valid JSON: {said}", named)
 
 
 def install(app: APIGatewayRestResolver, logger: Logger) -> None:

@@ -123,10 +123,30 @@ def maybe_from_ms(millis: int | float | None) -> datetime | None:
     return None if millis is None else from_ms(millis)
 
 
-def decode_json(text: str | bytes) -> Any:
+def decode_json(text: str | bytes, unique_names: bool = True) -> Any:
     """JSON as RFC 8259 has it: Python's reader also takes NaN, Infinity and -Infinity, which JSON has no words
-    for (a ValueError here, as for any text that is not JSON)."""
-    return json.loads(text, parse_constant=_not_json)
+    for (a ValueError here, as for any text that is not JSON). With unique_names, an object that gives a name
+    twice is refused too (I-JSON, RFC 7493): Python's reader keeps the last silently, so `{"lambda": "a",
+    "lambda": "b"}` would schedule b for a caller who may have meant a."""
+    hook = _unique_names if unique_names else None
+    return json.loads(text, parse_constant=_not_json, object_pairs_hook=hook)
+
+
+class NameGivenTwice(json.JSONDecodeError):
+    """An object of a JSON text gives `name` twice (the error any text that is not JSON raises)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name!r} is given twice in one object", name, 0)
+        self.name = name
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in named:
+            raise NameGivenTwice(name)
+        named[name] = value
+    return named
 
 
 def _not_json(word: str) -> None:

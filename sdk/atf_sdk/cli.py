@@ -40,6 +40,7 @@ from atf_sdk.commands.support import (
     confirmed,
     console,
     each_id,
+    given_once,
     guarded,
     json_object,
     json_out,
@@ -171,20 +172,23 @@ def _read_tasks(path: str) -> list[ScheduleRequest]:
     """Every line of a JSON-lines file as a request, all checked before any is sent."""
     from pydantic import ValidationError
 
-    from atf_core.errors import InputError, input_error
+    from atf_core.errors import InputError, MalformedJson, input_error
     from atf_core.schema import ScheduleRequest
 
     try:
         handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below unless stdin
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}", "file") from None
-    requests = []
+    requests: list[ScheduleRequest] = []
     try:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
+                given_once(line, f"tasks[{len(requests)}]")
                 requests.append(ScheduleRequest.model_validate_json(line))
+            except MalformedJson as twice:
+                raise MalformedJson(f"{path}:{number}: {twice.message}", twice.field) from None
             except ValidationError as error:
                 # Named as the API names a task of the batch it is sent as (tasks[i], from 0), and by its line
                 problem = input_error(error)

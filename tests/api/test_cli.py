@@ -230,8 +230,9 @@ def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     [
         (b'\xff\xfe{"lambda": "mail"}\n', "invalid_input", "file", "not UTF-8"),
         (b'{"lambda": "mail"}\n[1]\n', "wrong_type", "tasks[1]", ":2: "),
+        (b'{"lambda": "mail", "lambda": "work"}\n', "malformed_json", "tasks[0].lambda", "given twice"),
     ],
-    ids=["not UTF-8", "a line not an object"],
+    ids=["not UTF-8", "a line not an object", "a name given twice"],
 )
 def test_a_file_that_is_not_lines_of_tasks_is_one_line_naming_what_the_api_would(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, code: str, field: str, says: str

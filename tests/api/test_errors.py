@@ -57,6 +57,27 @@ CASES: list[tuple[str, str, str, Any, str | None, int, str, str | None]] = [
         "body",
     ),
     ("not an object", "POST", "/v1/tasks", [GOOD], "application/json", 400, "invalid_input", "body"),
+    # The function refuses a name given twice (Python's reader would keep the last silently), naming it
+    (
+        "a name given twice",
+        "POST",
+        "/v1/tasks",
+        b'{"lambda": "work", "lambda": "mail"}',
+        "application/json",
+        400,
+        "malformed_json",
+        "lambda",
+    ),
+    (
+        "a name given twice in the payload",
+        "POST",
+        "/v1/tasks",
+        b'{"lambda": "work", "payload": {"n": 1, "n": 2}}',
+        "application/json",
+        400,
+        "malformed_json",
+        "n",
+    ),
     ("empty body", "POST", "/v1/tasks", None, "application/json", 400, "missing_field", "body"),
     ("missing lambda", "POST", "/v1/tasks", {"payload": {}}, "application/json", 400, "missing_field", "lambda"),
     (
@@ -804,7 +825,7 @@ def test_bad_input_is_refused_and_writes_nothing(
     before = item_count()
     data = body if isinstance(body, bytes) else None
     reply = raw(method, path, None if data else body, data=data, content_type=content_type)
-    assert (reply.status, reply.body["code"], reply.body["field"]) == (status, code, field), reply.body
+    assert (reply.status, reply.body.get("code"), reply.body.get("field")) == (status, code, field), reply.body
     assert reply.body["message"]
     if field and status == 400:
         assert field.split(".")[-1].split("[")[0] in reply.body["message"], "the message names the field"

@@ -295,3 +295,11 @@ def test_a_read_timeout_must_be_positive() -> None:
         with pytest.raises(InputError) as refused:
             AtfClient("http://127.0.0.1:9", timeout_s=timeout)
         assert refused.value.field == "timeout_s"
+
+
+@pytest.mark.parametrize("payload", ['{"n": 1, "n": 2}', '{"n": NaN}'], ids=["a name given twice", "NaN"])
+def test_the_cli_refuses_a_payload_the_api_would(atf: Any, item_count: Any, payload: str) -> None:
+    before = item_count()
+    code, _, err = atf(1, "schedule", "work", "--payload", payload)
+    assert code == 2 and "--payload: not JSON: " in err, err
+    assert item_count() == before

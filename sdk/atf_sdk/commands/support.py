@@ -209,8 +209,12 @@ def positive_seconds(text: str) -> float:
 
 
 def json_object(text: str) -> dict[str, Any]:
+    from atf_core.schema import NameGivenTwice, decode_json
+
     try:
-        value = json.loads(text)
+        value = decode_json(text)  # as the API reads it: NaN, or a name given twice, is refused
+    except NameGivenTwice as twice:
+        raise argparse.ArgumentTypeError(f"not JSON: {twice.msg}") from None
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
@@ -218,6 +222,20 @@ def json_object(text: str) -> dict[str, Any]:
 
         raise argparse.ArgumentTypeError(f"must be a JSON object, not {json_kind(value)}")
     return value
+
+
+def given_once(line: str, within: str) -> None:
+    """MalformedJson naming `within`.name where an object of the line gives a name twice, as the API refuses it
+    (pydantic's reader, which checks the rest as the API does, keeps the last silently)."""
+    from atf_core.errors import MalformedJson
+    from atf_core.schema import NameGivenTwice, decode_json
+
+    try:
+        decode_json(line)
+    except NameGivenTwice as twice:
+        raise MalformedJson(f"the line is not valid JSON: {twice.msg}", f"{within}.{twice.name}") from None
+    except ValueError:
+        return  # not JSON: the model's reader says what is wrong
 
 
 def json_file(path: str) -> dict[str, Any]:
