@@ -170,7 +170,7 @@ def dead_letter_filter(
 ) -> DeadLetterFilter:
     """The core's filter, once the window makes sense."""
     if since is not None and until is not None and since > until:
-        raise InputError("since is after until", "since")
+        raise InputError("until is before since", "until")
     return DeadLetterFilter(lambda_name, collection, error_type, since, until, limit)
 
 
