@@ -12,7 +12,9 @@ from unittest.mock import ANY
 
 import pytest
 
-from atf_core.schema import TaskStatus
+from atf_core import lifecycle
+from atf_core.schema import TaskStatus, utcnow
+from atf_core.store.base import Change, TaskRef
 from atf_local.stack import LocalStack
 from atf_sdk.cli import build_parser, main
 from atf_sdk.client import AtfClient
@@ -90,6 +92,26 @@ def test_dead_letters_named_by_id(atf: Any, client: AtfClient, store: Any) -> No
     assert client.get(ids[1]).status is TaskStatus.DEAD_LETTER
     code, _, err = atf("dead-letters", "discard", "chore", "--id", ids[1], "--collection", "cli-ids", "-y", "--json")
     assert code == 2 and json.loads(err)["field"] == "ids", "a selection of its own: no filter beside it"
+
+
+def test_a_drip_is_stopped_by_cancelling_the_ids_it_matched(atf: Any, client: AtfClient, store: Any) -> None:
+    # Given a redrive dripping three dead letters back, one every 10 s (docs/api.md, "To stop a drip")
+    ids = [client.schedule("chore", {"i": i}, collection="cli-drip").id for i in range(3)]
+    for task_id in ids:
+        kill(store, task_id, "KeyError")
+    code, out, _ = atf(
+        "dead-letters", "redrive", "chore", "--collection", "cli-drip", "--per-second", "0.1", "-y", "--json"
+    )
+    matched = [letter["id"] for letter in json.loads(out)["matched"]]
+    assert code == 0 and sorted(matched) == sorted(ids)
+    # When the ids it matched are cancelled, the first of them claimed by an executor meanwhile
+    first = client.get(matched[0])
+    assert store.transition(TaskRef.of(first), lifecycle.CLAIM, Change(now=utcnow(), attempt=first.attempt)).applied
+    code, out, err = atf("cancel", "--yes", *matched)  # (this helper puts --api-url after its first two words)
+    # Then the rest are cancelled and the one that had started is named as refused
+    assert code == 1 and f"atf: {matched[0]}: conflict" in err, (out, err)  # 1: part of it failed
+    statuses = [client.get(i).status for i in matched]
+    assert statuses == [TaskStatus.CLAIMED, TaskStatus.CANCELLED, TaskStatus.CANCELLED]
 
 
 def test_schedules_put_get_list_pause_resume_delete(atf: Any, tmp_path: Path) -> None:
