@@ -223,3 +223,9 @@ def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_a
     assert "Redrove 2 of 2 matching dead letters" in done, done[-3000:]
     statuses = {t.id: t.status for t in console_stack.store.get_many(ids)}
     assert statuses[ids[1]] is TaskStatus.DEAD_LETTER and statuses[ids[0]] is not TaskStatus.DEAD_LETTER
+
+
+def test_the_page_says_how_many_the_whole_selection_holds(console_stack: ConsoleStack, dead_work: list[str]) -> None:
+    page = get(console_stack, "/dead-letters?lambda=work&collection=filtered&limit=1")
+    assert '<p id="held">1 listed; the selection holds 2.</p>' in page, page[-3000:]
+    assert len(listed(page)) == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from atf_core.amend import Amendment
@@ -20,7 +20,7 @@ from atf_core.aws import AwsClients
 from atf_core.bulk import WAITING, BulkChange, BulkChanges
 from atf_core.chains import Chains
 from atf_core.config import StackConfig
-from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
+from atf_core.deadletters import MAX_SELECTION, BulkResult, DeadLetter, DeadLetterFilter, DeadLetters
 from atf_core.gating import Gating
 from atf_core.schema import Gate, GateAction, Task, TaskStatus, utcnow
 from atf_core.stats import KEYS_SHOWN
@@ -166,6 +166,12 @@ class ConsoleData:
     # -- dead letters --------------------------------------------------------
     def dead_letters(self, selection: DeadLetterFilter, after: Position | None = None) -> list[DeadLetter]:
         return self._dead_letters.page(selection, after).letters
+
+    def dead_letters_in(self, selection: DeadLetterFilter) -> tuple[int, bool]:
+        """How many dead letters the whole selection holds, past any limit, up to the core's largest page (and
+        whether more follow): a local table is read whole anyway."""
+        page = self._dead_letters.page(replace(selection, limit=MAX_SELECTION))
+        return len(page.letters), page.more
 
     def redrive(
         self, selection: DeadLetterFilter, dry_run: bool, per_second: float | None, after: Position | None = None

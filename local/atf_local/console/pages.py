@@ -223,11 +223,12 @@ def dead_letters_page(
     letters: list[DeadLetter],
     after: str | None = None,
     carry_on: str = "",
+    held: tuple[int, bool] | None = None,
 ) -> str:
     """The filter as typed; what it selects and its redrive form only if it was taken (`chosen`), and the
     last redrive's carry-on form (`redrive_carry_on`) if it reached only part of the selection. The letters
     listed are the oldest of the selection, or those past `after` (where a Go on went on): the redrive form
-    acts on these, carrying the same `after`."""
+    acts on these, carrying the same `after`. `held`: how many the whole selection holds (and whether more)."""
     filters = f"<section><h2>Dead letters</h2>{_dead_letter_filter(config, form)}</section>"
     if chosen is None:
         return filters
@@ -238,6 +239,10 @@ def dead_letters_page(
     ]  # fmt: skip
     headers = ["", "task", "collection", "priority", "error", "died"]
     listing = table(headers, rows, "dead-letters") if rows else "<p>None match.</p>"
+    if held is not None and rows:
+        count, more = held
+        holds = f"{count:,} or more" if more else f"{count:,}"
+        listing = f'<p id="held">{len(rows)} listed; the selection holds {holds}.</p>{listing}'
     as_of = (
         f'<p class="muted">Dead by {when(chosen.until)} UTC, when the selection was listed: a redrive and its Go on '
         "take these, not letters that die again once redriven. Filter to list afresh.</p>"

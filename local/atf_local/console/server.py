@@ -136,8 +136,8 @@ class _Handler(BaseHTTPRequestHandler):
         except AtfError as bad_filter:
             self._refused_dead_letters(form, bad_filter)
             return
-        letters = self.server.data.dead_letters(chosen, after)
-        body = pages.dead_letters_page(config, form, chosen, letters, after=start.after, carry_on=carry_on)
+        letters, held = self.server.data.dead_letters(chosen, after), self.server.data.dead_letters_in(chosen)
+        body = pages.dead_letters_page(config, form, chosen, letters, after=start.after, carry_on=carry_on, held=held)
         self._answer("Dead letters", body, message, refused)
 
     def _refused_dead_letters(self, form: Form, refused: AtfError) -> None:
