@@ -194,7 +194,7 @@ class _Handlers:
     def invalid(self, error: RequestValidationError) -> Response[ErrorBody]:
         # A form or text body fails validation before the middleware runs: say why. So does a JSON body the
         # strict reader refuses (Powertools' validation reads the body first).
-        if isinstance(error.__cause__, ValueError):
+        if isinstance(error.__cause__, JSONDecodeError):
             return error_response(self._refused() or _malformed(error.__cause__))
         return error_response(self._refused() or from_validation(list(error.errors())))
 
@@ -228,10 +228,10 @@ class _Handlers:
 
 
 def _malformed(error: ValueError) -> MalformedJson:
-    """A body that is no JSON, naming the name an object gives twice."""
-    said = error.msg if isinstance(error, JSONDecodeError) else str(error)
-    named = error.name if isinstance(error, NameGivenTwice) else None
-    return MalformedJson(f"the body is not valid JSON: {said}", named)
+    """A body that is no JSON; where an object gives a name twice, naming its place (tasks[0].lambda)."""
+    if isinstance(error, NameGivenTwice):
+        return MalformedJson(f"the body is not valid JSON: {error.msg}", core_field_path(error.loc))
+    return MalformedJson(f"the body is not valid JSON: {error}")
 
 
 def install(app: APIGatewayRestResolver, logger: Logger) -> None:

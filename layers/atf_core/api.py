@@ -209,6 +209,9 @@ class DeadLetterSelection(BaseModel):
         repeated = next((n for n, task_id in enumerate(ids) if task_id in ids[:n]), None)
         if repeated is not None:
             raise ValueError(f"ids[{repeated}] is ids[{ids.index(ids[repeated])}] again")
+        limit = info.data.get("limit", MAX_DEAD_LETTER_ACTION)
+        if len(ids) > limit:  # not the oldest `limit` of them, taken silently
+            raise ValueError(f"{len(ids)} ids, more than limit {limit}: give the ones to act on")
         return ids
 
     @field_validator("until")

@@ -317,7 +317,7 @@ class Chains:
         written = {task.id for task in self._store.get_many([chain.task_id(lk.name) for lk in chain.spec.links])}
         for link in chain.spec.links:
             if chain.task_id(link.name) not in written:
-                task = self._link_task(chain, link, chain.created_at)
+                task = self._link_task(chain, link, chain.created_at, stored=True)
                 task = task if status is None else task.model_copy(update={"status": status})
                 self._store.create(task, f"chain:{chain.id}")
         return self._unmarked(chain, now)
@@ -329,7 +329,7 @@ class Chains:
             return replace(made, version=chain.version + 1)
         return self._load(chain.id)  # changed meanwhile: made by another caller, or re-indexed, still marked
 
-    def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime) -> Task:
+    def _link_task(self, chain: StoredChain, link: LinkSpec, now: datetime, stored: bool = False) -> Task:
         body: dict[str, Any] = {"lambda": link.lambda_, "payload": link.payload, "collection": link.collection}
         optional = (
             ("priority", link.priority),
@@ -340,7 +340,9 @@ class Chains:
         body.update({k: v for k, v in optional if v is not None})
         try:
             _no_scheduling_time_key_limit(self._config, link)
-            task = build_task(self._config, ScheduleRequest.model_validate(body), now)
+            # A link of a stored spec is read as stored: a check added on input since does not stop its making
+            request = ScheduleRequest.model_validate(body, context=STORED if stored else None)
+            task = build_task(self._config, request, now)
         except ValidationError as error:  # a task's check the link's model lacks: still a refusal, not a fault
             raise _at_link(chain, link, input_error(error)) from None
         except InputError as error:

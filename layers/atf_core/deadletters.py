@@ -124,9 +124,10 @@ class DeadLetters:
         chosen = []
         for n, task_id in enumerate(selection.ids):
             task = tasks.get(task_id)
-            if task is None or task.lambda_ != selection.lambda_name or task.status is not TaskStatus.DEAD_LETTER:
-                now = "no task" if task is None else f"{task.lambda_} task, {task.status}"
-                raise NotFound(f"{task_id} is not a dead letter of {selection.lambda_name} ({now})", f"ids[{n}]")
+            if task is None or task.lambda_ != selection.lambda_name:  # another lambda's is as none: nothing told
+                raise NotFound(f"no task {task_id} of {selection.lambda_name}", f"ids[{n}]")
+            if task.status is not TaskStatus.DEAD_LETTER:
+                raise NotFound(f"{task_id} is not a dead letter: it is {task.status}", f"ids[{n}]")
             chosen.append(_letter_of(task))
         return sorted(chosen, key=letter_position)
 

@@ -13,7 +13,7 @@ from atf_core.clock import Clock
 from atf_core.config import StackConfig
 from atf_core.errors import Conflict, FlowKeyBusy, NotFound, UnknownPriority
 from atf_core.recurrence import Schedule, ScheduleSpec, choose
-from atf_core.schema import ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
+from atf_core.schema import STORED, ScheduleRequest, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import TaskStore
 from atf_core.store.items import (
     PARKED_MS,
@@ -207,7 +207,8 @@ class Schedules:
                 "run_at": occurrence,
                 # one task per occurrence, however many consumers fire it
                 "key": f"periodic/{schedule.name}/{to_ms(occurrence)}",
-            }
+            },
+            context=STORED,  # the spec as stored: a check added on input since does not stop it firing
         )
         return self._scheduling.schedule(request, now=now).task.id
 

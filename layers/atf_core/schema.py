@@ -126,27 +126,61 @@ def maybe_from_ms(millis: int | float | None) -> datetime | None:
 def decode_json(text: str | bytes, unique_names: bool = True) -> Any:
     """JSON as RFC 8259 has it: Python's reader also takes NaN, Infinity and -Infinity, which JSON has no words
     for (a ValueError here, as for any text that is not JSON). With unique_names, an object that gives a name
-    twice is refused too (I-JSON, RFC 7493): Python's reader keeps the last silently, so `{"lambda": "a",
-    "lambda": "b"}` would schedule b for a caller who may have meant a."""
-    hook = _unique_names if unique_names else None
-    return json.loads(text, parse_constant=_not_json, object_pairs_hook=hook)
+    twice is refused too (I-JSON, RFC 7493), naming where: Python's reader keeps the last silently, so
+    `{"lambda": "a", "lambda": "b"}` would schedule b for a caller who may have meant a."""
+    if not unique_names:
+        return json.loads(text, parse_constant=_not_json)
+    marked: list[_Twice] = []  # this read's own: readers in other threads mark theirs
+
+    def marking(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        named = dict(pairs)
+        if len(named) < len(pairs):
+            named = _Twice(named, _first_repeated(pairs))
+            marked.append(named)
+        return named
+
+    value = json.loads(text, parse_constant=_not_json, object_pairs_hook=marking)
+    if marked:  # only a text with a name given twice pays for the walk that finds where
+        raise NameGivenTwice(_where_twice(value) or (marked[0].name,))
+    return value
 
 
 class NameGivenTwice(json.JSONDecodeError):
-    """An object of a JSON text gives `name` twice (the error any text that is not JSON raises)."""
+    """An object of a JSON text gives a name twice, at `loc` (as a validation error's: ("tasks", 0, "lambda"));
+    the error any text that is not JSON raises."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"{name!r} is given twice in one object", name, 0)
+    def __init__(self, loc: tuple[str | int, ...]) -> None:
+        super().__init__(f"{str(loc[-1])!r} is given twice in one object", str(loc[-1]), 0)
+        self.loc = loc
+
+
+class _Twice(dict[str, Any]):
+    """An object read with a name given twice (the last value kept), marked so its place can be found."""
+
+    def __init__(self, named: dict[str, Any], name: str) -> None:
+        super().__init__(named)
         self.name = name
 
 
-def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    named: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in named:
-            raise NameGivenTwice(name)
-        named[name] = value
-    return named
+def _first_repeated(pairs: list[tuple[str, Any]]) -> str:
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            return name
+        seen.add(name)
+    raise ValueError("no name is repeated")
+
+
+def _where_twice(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The place of a name given twice: an object's own first, then what it holds, in order."""
+    if isinstance(value, _Twice):
+        return (*loc, value.name)
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _where_twice(child, (*loc, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _not_json(word: str) -> None:

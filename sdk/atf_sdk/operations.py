@@ -45,11 +45,14 @@ from atf_core.chains import ChainSpec, ChainView
 from atf_core.deadletters import BulkResult, DeadLetter
 from atf_core.errors import AtfError, InputError, input_error
 from atf_core.recurrence import Schedule, ScheduleSpec
-from atf_core.schema import Gate, GateAction, ScheduleRequest, Task, TaskStatus
+from atf_core.schema import STORED, Gate, GateAction, ScheduleRequest, Task, TaskStatus
 from atf_core.stats import LambdaStats
 from atf_core.vocabulary import MAX_BULK, MAX_DEAD_LETTER_ACTION
 from atf_sdk import routes
 from atf_sdk.transport import ApiClient, Plan, Sleep, api_call
+
+# Answers are read as the server stored them (context STORED), as the core reads its items: a check a newer
+# version puts on input (a collection of '..') does not refuse to show what an older one took.
 
 Progress = Callable[[int], None]
 Model = TypeVar("Model", bound=BaseModel)
@@ -138,7 +141,7 @@ class TaskCalls(ApiClient):
         with tracing.outgoing("atf schedule", {tracing.LAMBDA: request.lambda_}) as span:
             body = _wire(traced(keyed(request), span.traceparent))
             reply = yield from self._request("POST", routes.tasks(request.lambda_), body)
-            scheduled = ScheduledTask.model_validate(reply)
+            scheduled = ScheduledTask.model_validate(reply, context=STORED)
             span.set(tracing.TASK_ID, scheduled.id)
             return scheduled
 
@@ -189,7 +192,7 @@ class TaskCalls(ApiClient):
                 body = {"tasks": [_wire(tasks[i]) for i in pending]}
                 path = routes.batch(one_lambda([tasks[i].lambda_ for i in pending]))
                 try:
-                    reply = BatchResult.model_validate((yield from self._request("POST", path, body)))
+                    reply = BatchResult.model_validate((yield from self._request("POST", path, body)), context=STORED)
                 except AtfError as error:
                     raise _renumbered(error, [offset + i for i in pending]) from None
                 for item in reply.results:
@@ -209,7 +212,7 @@ class TaskCalls(ApiClient):
 
     def _task(self, method: str, task_id: str, lambda_name: str | None, deadline: float | None = None) -> Plan[Task]:
         return Task.model_validate(
-            (yield from self._request(method, routes.task(task_id, lambda_name), None, deadline))
+            (yield from self._request(method, routes.task(task_id, lambda_name), None, deadline)), context=STORED
         )
 
     @api_call
@@ -270,7 +273,9 @@ class ChangeCalls(ApiClient):
         request = checked(TaskAmendmentRequest, {k: v for k, v in fields.items() if v is not None})
         request.amendment(datetime.now(UTC))  # nothing to change, or two times: refused before sending
         body = request.model_dump(mode="json", exclude_none=True)
-        return Task.model_validate((yield from self._request("POST", routes.task_change(task_id, lambda_name), body)))
+        return Task.model_validate(
+            (yield from self._request("POST", routes.task_change(task_id, lambda_name), body)), context=STORED
+        )
 
     @api_call
     def bulk_cancel(
@@ -347,7 +352,7 @@ class ChangeCalls(ApiClient):
         )  # so is another action's or run's cursor, or a mangled one
         body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
         reply = yield from self._request("POST", routes.bulk(action, request.lambda_), body)
-        return _BULK_CHANGE.validate_python(reply)
+        return _BULK_CHANGE.validate_python(reply, context=STORED)
 
 
 def _selection(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -379,7 +384,9 @@ class GateCalls(ApiClient):
 
     def _gate(self, lambda_name: str, collection: str | None, fields: dict[str, Any]) -> Plan[Gate]:
         body = checked(GateRequest, fields).model_dump(mode="json", exclude_none=True)
-        return Gate.model_validate((yield from self._request("PUT", routes.gate(lambda_name, collection), body)))
+        return Gate.model_validate(
+            (yield from self._request("PUT", routes.gate(lambda_name, collection), body)), context=STORED
+        )
 
     @api_call
     def resume(self, lambda_name: str, collection: str | None = None) -> Plan[None]:
@@ -388,12 +395,12 @@ class GateCalls(ApiClient):
 
     @api_call
     def gates(self) -> Plan[list[Gate]]:
-        return GateList.model_validate((yield from self._request("GET", routes.GATES))).gates
+        return GateList.model_validate((yield from self._request("GET", routes.GATES)), context=STORED).gates
 
     @api_call
     def stats(self, lambda_name: str) -> Plan[LambdaStats]:
         """Tasks by state and priority, the oldest due, the start lag, limits and dead letters of a lambda."""
-        return LambdaStats.model_validate((yield from self._request("GET", routes.stats(lambda_name))))
+        return LambdaStats.model_validate((yield from self._request("GET", routes.stats(lambda_name))), context=STORED)
 
     @api_call
     def openapi(self) -> Plan[dict[str, Any]]:
@@ -437,7 +444,7 @@ class DeadLetterCalls(ApiClient):
 
     def _letters(self, lambda_name: str, query: dict[str, Any]) -> Plan[DeadLetterList]:
         path = routes.with_query(routes.dead_letters(lambda_name), query)
-        return DeadLetterList.model_validate((yield from self._request("GET", path)))
+        return DeadLetterList.model_validate((yield from self._request("GET", path)), context=STORED)
 
     @api_call
     def redrive(
@@ -488,7 +495,7 @@ class DeadLetterCalls(ApiClient):
     def _select(self, lambda_name: str, action: str, request: DeadLetterSelection) -> Plan[BulkResult]:
         body = request.model_dump(mode="json", exclude_none=True)
         reply = yield from self._request("POST", routes.dead_letters(lambda_name, action), body)
-        return _BULK_RESULT.validate_python(reply)
+        return _BULK_RESULT.validate_python(reply, context=STORED)
 
 
 def _dead_letter_filters(
@@ -517,7 +524,7 @@ class ScheduleCalls(ApiClient):
         given = checked(ScheduleSpec, spec)
         body = given.model_dump(mode="json", by_alias=True, exclude_none=True)
         path = routes.schedule(name, lambda_name=given.lambda_)
-        return Schedule.model_validate((yield from self._request("PUT", path, body)))
+        return Schedule.model_validate((yield from self._request("PUT", path, body)), context=STORED)
 
     @api_call
     def schedules(self, lambda_name: str | None = None) -> Plan[list[Schedule]]:
@@ -527,7 +534,7 @@ class ScheduleCalls(ApiClient):
         after: str | None = None
         while True:
             path = routes.with_query(routes.schedules(lambda_name), {"after": after})
-            page = ScheduleList.model_validate((yield from self._request("GET", path)))
+            page = ScheduleList.model_validate((yield from self._request("GET", path)), context=STORED)
             found += page.schedules
             if page.next is None:
                 return found
@@ -537,7 +544,7 @@ class ScheduleCalls(ApiClient):
     def get_schedule(self, name: str, upcoming: int = 5, *, lambda_name: str | None = None) -> Plan[ScheduleView]:
         """The schedule with its next `upcoming` occurrences (none while paused)."""
         path = routes.with_query(routes.schedule(name, lambda_name=lambda_name), {"upcoming": upcoming})
-        return ScheduleView.model_validate((yield from self._request("GET", path)))
+        return ScheduleView.model_validate((yield from self._request("GET", path)), context=STORED)
 
     @api_call
     def delete_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[None]:
@@ -548,13 +555,13 @@ class ScheduleCalls(ApiClient):
     @api_call
     def pause_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[Schedule]:
         path = routes.schedule(name, "pause", lambda_name)
-        return Schedule.model_validate((yield from self._request("POST", path, {})))
+        return Schedule.model_validate((yield from self._request("POST", path, {})), context=STORED)
 
     @api_call
     def resume_schedule(self, name: str, *, lambda_name: str | None = None) -> Plan[Schedule]:
         """Resume from the next occurrence; what fell due while paused follows the catch-up policy."""
         path = routes.schedule(name, "resume", lambda_name)
-        return Schedule.model_validate((yield from self._request("POST", path, {})))
+        return Schedule.model_validate((yield from self._request("POST", path, {})), context=STORED)
 
 
 class ChainCalls(ApiClient):
@@ -566,17 +573,21 @@ class ChainCalls(ApiClient):
             chain = chain.model_copy(update={"key": uuid.uuid4().hex})
         body = chain.model_dump(mode="json", by_alias=True, exclude_none=True)
         path = routes.chains(one_lambda([link.lambda_ for link in chain.links]))
-        return ChainView.model_validate((yield from self._request("POST", path, body)))
+        return ChainView.model_validate((yield from self._request("POST", path, body)), context=STORED)
 
     # A chain whose links all run one lambda is that lambda's: name it to use its routes.
     @api_call
     def get_chain(self, chain_id: str, *, lambda_name: str | None = None) -> Plan[ChainView]:
-        return ChainView.model_validate((yield from self._request("GET", routes.chain(chain_id, lambda_name))))
+        return ChainView.model_validate(
+            (yield from self._request("GET", routes.chain(chain_id, lambda_name))), context=STORED
+        )
 
     @api_call
     def cancel_chain(self, chain_id: str, *, lambda_name: str | None = None) -> Plan[ChainView]:
         """Cancel the links not started; running links finish."""
-        return ChainView.model_validate((yield from self._request("DELETE", routes.chain(chain_id, lambda_name))))
+        return ChainView.model_validate(
+            (yield from self._request("DELETE", routes.chain(chain_id, lambda_name))), context=STORED
+        )
 
     @api_call
     def retry_link(
@@ -585,7 +596,7 @@ class ChainCalls(ApiClient):
         """Run a dead-letter link again (Conflict for a link in any other state); its chain then carries on."""
         body = {} if budget is None else {"budget": budget}
         path = routes.link_retry(chain_id, link, lambda_name)
-        return ChainView.model_validate((yield from self._request("POST", path, body)))
+        return ChainView.model_validate((yield from self._request("POST", path, body)), context=STORED)
 
 
 class Calls(TaskCalls, ChangeCalls, GateCalls, DeadLetterCalls, ScheduleCalls, ChainCalls):

@@ -137,12 +137,16 @@ def test_an_id_that_is_no_dead_letter_of_the_lambda_refuses_the_whole_selection(
 ) -> None:
     waiting = client.schedule("chore", {}, delay_seconds=600).id
     other_lambda = client.schedule("work", {}, delay_seconds=600).id
-    for stranger in (waiting, other_lambda, uuid.uuid4().hex):
+    for stranger, said in (
+        (waiting, f"{waiting} is not a dead letter: it is new"),
+        (other_lambda, f"no task {other_lambda} of chore"),  # as if none: nothing told of another lambda's
+        (unknown := uuid.uuid4().hex, f"no task {unknown} of chore"),
+    ):
         body = {"ids": [dead["ids"][0], stranger]}
         for action in ("redrive", "discard"):
             reply = raw("POST", f"/v1/lambdas/chore/dead-letters/{action}", body)
             assert (reply.status, reply.body["code"], reply.body["field"]) == (404, "not_found", "ids[1]"), reply.body
-            assert stranger in reply.body["message"]
+            assert reply.body["message"] == said
     assert client.get(dead["ids"][0]).status is TaskStatus.DEAD_LETTER, "nothing changed"
     assert client.get(waiting).status is TaskStatus.NEW
 
@@ -175,6 +179,7 @@ def test_bad_selections_are_refused(client: AtfClient, raw: Any, item_count: Any
         ({"ids": [f"{n:032x}" for n in range(101)]}, "ids"),
         ({"ids": ["a" * 32], "collection": "c"}, "ids"),
         ({"ids": ["a" * 32], "after": "1-" + "a" * 32}, "ids"),
+        ({"ids": ["a" * 32, "b" * 32], "limit": 1}, "ids"),  # not one of them taken silently
     ):
         reply = raw("POST", "/v1/lambdas/chore/dead-letters/redrive", body)
         assert (reply.status, reply.body["field"]) == (400, field), reply.body

@@ -3,6 +3,7 @@ the quiet stack (nothing fires there); on the live one, a schedule every second 
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -11,11 +12,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from atf_core.aws import make_clients
+from atf_core.definitions import Attr
 from atf_core.errors import NotFound, UnknownLambda, UnknownPriority
 from atf_core.periodic_schedules import Schedules
 from atf_core.recurrence import ScheduleSpec
 from atf_core.schema import TaskStatus, to_ms
-from atf_core.store.items import ItemStore, schedule_from
+from atf_core.store.items import SPEC_FIELD, ItemStore, schedule_from, schedule_id
 from atf_core.tasks import task_id_for
 from atf_core.vocabulary import CatchUp, Overlap
 from atf_local.stack import LocalStack
@@ -155,3 +157,22 @@ def test_a_schedule_every_second_creates_tasks_that_run(live: LiveStack) -> None
     ids = [task_id_for("tick", f"periodic/{sched}/{to_ms(moment)}") for moment in occurrences]
     tasks = [live.wait_for(lambda i=i: client.get(i), lambda t: t.status is TaskStatus.SUCCESS) for i in ids]
     assert [t.scheduled_at for t in tasks] == occurrences and {t.payload["from"] for t in tasks} == {sched}
+
+
+def test_a_schedule_stored_with_a_collection_refused_since_is_still_shown_by_the_sdk(
+    stack: LocalStack, client: AtfClient
+) -> None:
+    # Given a schedule whose stored spec has the collection "." (refused as input since)
+    client.put_schedule(sched := name(), {"lambda": "chore", "every_seconds": 60, "collection": "c"})
+    stored = json.dumps({"lambda": "chore", "every_seconds": 60, "collection": "."})
+    make_clients(stack.endpoint).dynamodb.update_item(
+        TableName=stack.config.table_name,
+        Key={Attr.ID: {"S": schedule_id(sched)}},
+        UpdateExpression="SET #f = :t",
+        ExpressionAttributeNames={"#f": SPEC_FIELD},
+        ExpressionAttributeValues={":t": {"S": stored}},
+    )
+    # Then the SDK reads the answers about it as stored, and the listing of every schedule too
+    assert client.get_schedule(sched).spec.collection == "."
+    assert sched in [s.name for s in client.schedules()]
+    client.delete_schedule(sched)

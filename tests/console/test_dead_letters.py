@@ -215,14 +215,16 @@ def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_a
     stranger = console_stack.client.schedule("work", {}, delay_seconds=600).id
     ticked = {f"tick.{ids[0]}": "1", f"tick.{stranger}": "1"}
     refused = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"}, status=404)
-    assert f"not_found: {stranger} is not a dead letter of work" in html.unescape(refused), refused[-3000:]
+    assert f"not_found: {stranger} is not a dead letter: it is new" in html.unescape(refused), refused[-3000:]
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(ids))
-    # Then two ticked are redriven, and the third stays dead
+    # Then two ticked are redriven: they run again and fail again (their payload's fatal), a second error each;
+    # the third was not, and keeps its one error
     ticked = {f"tick.{ids[2]}": "1", f"tick.{ids[0]}": "1"}
     done = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"})
     assert "Redrove 2 of 2 matching dead letters" in done, done[-3000:]
-    statuses = {t.id: t.status for t in console_stack.store.get_many(ids)}
-    assert statuses[ids[1]] is TaskStatus.DEAD_LETTER and statuses[ids[0]] is not TaskStatus.DEAD_LETTER
+    console_stack.wait_for([ids[0], ids[2]], lambda t: t.status is TaskStatus.DEAD_LETTER and len(t.errors) == 2)
+    [untouched] = console_stack.store.get_many([ids[1]])
+    assert untouched.status is TaskStatus.DEAD_LETTER and len(untouched.errors) == 1
 
 
 def test_the_page_says_how_many_the_whole_selection_holds(console_stack: ConsoleStack, dead_work: list[str]) -> None:

@@ -773,6 +773,22 @@ def test_a_schedule_stored_before_a_check_was_added_still_reads(world: World) ->
     assert [schedule.name for schedule in schedules(world).all()] == ["old"]
 
 
+def test_a_schedule_stored_with_a_collection_refused_since_still_fires(world: World) -> None:
+    # Given a schedule stored with the collection "." (refused as a request since: no gate's path can name it)
+    spec = ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 10, "overlap": "allow"})
+    schedules(world).put("dot", spec, now=T)
+    _rewrite(
+        world, schedule_id("dot"), SPEC_FIELD, json.dumps({"lambda": "work", "every_seconds": 10, "collection": "."})
+    )
+    with pytest.raises(ValidationError):
+        ScheduleSpec.model_validate({"lambda": "work", "every_seconds": 10, "collection": "."})
+    # When its next occurrence is due, then it fires a task in that collection, as it did before
+    world.now = T + timedelta(seconds=10)
+    assert schedules(world).fire_due(world.now).created == 1
+    fired = world.store.get(schedules(world).get("dot").last_task_id or "")
+    assert fired is not None and fired.collection == "."
+
+
 # -- limits, expiry, fair share -------------------------------------------------
 def limited(world: World, **limits: Any) -> Limiter:
     lambdas = dict(world.config.lambdas)

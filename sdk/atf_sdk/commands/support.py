@@ -225,15 +225,15 @@ def json_object(text: str) -> dict[str, Any]:
 
 
 def given_once(line: str, within: str) -> None:
-    """MalformedJson naming `within`.name where an object of the line gives a name twice, as the API refuses it
-    (pydantic's reader, which checks the rest as the API does, keeps the last silently)."""
-    from atf_core.errors import MalformedJson
+    """MalformedJson naming the place within `within` where an object of the line gives a name twice, as the
+    API refuses it (pydantic's reader, which checks the rest as the API does, keeps the last silently)."""
+    from atf_core.errors import MalformedJson, field_path
     from atf_core.schema import NameGivenTwice, decode_json
 
     try:
         decode_json(line)
     except NameGivenTwice as twice:
-        raise MalformedJson(f"the line is not valid JSON: {twice.msg}", f"{within}.{twice.name}") from None
+        raise MalformedJson(f"the line is not valid JSON: {twice.msg}", field_path((within, *twice.loc))) from None
     except ValueError:
         return  # not JSON: the model's reader says what is wrong
 
