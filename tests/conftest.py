@@ -238,7 +238,8 @@ def work_controller(
 
     store = DynamoTaskStore(aws.dynamodb, config)
     buffer = MetricBuffer(service=WORKER_SERVICE)
-    settings = settings or ControllerSettings(gate_refresh_s=0)
+    # Its tests receive by hand, with no executor thread waiting: receives are not bounded by waiting threads
+    settings = settings or ControllerSettings(gate_refresh_s=0, prefetch_per_lambda=None)
     counters_client = aws.dynamodb if limits else None
     controller = Controller(
         store, aws.sqs, aws.sqs, config, ["work"], settings, store_client=counters_client, metrics=buffer

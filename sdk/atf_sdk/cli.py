@@ -116,7 +116,7 @@ def _host_settings(args: argparse.Namespace) -> HostSettings:
         only=tuple(args.only or from_env),
         only_from="--only" if args.only else LAMBDA_ENV,
         metrics=args.metrics,
-        controller=ControllerSettings(receive_wait_s=args.receive_wait),
+        controller=ControllerSettings(receive_wait_s=args.receive_wait, prefetch_per_lambda=args.prefetch),
         health_file=health_file(args.health_file),
     )
 
@@ -560,6 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--receive-wait", type=int, default=10, choices=range(1, 21), metavar="1-20",
                         help="SQS long-poll seconds (a stopping host waits for its polls in flight)")  # fmt: skip
+    worker.add_argument(
+        "--prefetch", type=int, default=0, choices=range(0, 101), metavar="0-100",
+        help="messages a lambda receives beyond its idle threads (default 0: a busy host leaves them to idle "
+        "hosts; more saves a receive per short task and holds that many behind running ones)",
+    )  # fmt: skip
     worker.add_argument(
         "--metrics", choices=["auto", "emf", "off"], default="auto",
         help="CloudWatch EMF on stdout: auto (unless stdout is a terminal), emf (always) or off",

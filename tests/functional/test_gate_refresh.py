@@ -18,7 +18,7 @@ from atf_sdk.worker.controller import Controller, ControllerSettings
 from tests.conftest import work_controller
 
 Host = tuple[Controller, Gating, list[int]]
-SETTINGS = ControllerSettings(receive_wait_s=0, gate_refresh_s=60, paused_gate_refresh_s=0.5)
+SETTINGS = ControllerSettings(receive_wait_s=0, gate_refresh_s=60, paused_gate_refresh_s=0.5, prefetch_per_lambda=None)
 
 
 class Clock(ModuleType):

@@ -99,7 +99,9 @@ class World:
     def controller(self) -> Controller:
         """A worker host's controller for lambda "work", the gates it reads already read: what it calls on
         the store is the store's to declare (its parts name the store's methods), what it calls on SQS its own."""
-        controller = Controller(self.tasks, self.sqs, self.sqs, self.config, ["work"], ControllerSettings(1))
+        controller = Controller(
+            self.tasks, self.sqs, self.sqs, self.config, ["work"], ControllerSettings(1, prefetch_per_lambda=None)
+        )
         controller._gate_view()
         self.batchers.append(controller._deletes)
         return controller

@@ -79,7 +79,9 @@ class FailingLongPoll(DyingLongPoll):
 
 def controller(aws: Any, config: StackConfig, long_poll: Any) -> Controller:
     store = DynamoTaskStore(aws.dynamodb, config)
-    return Controller(store, aws.sqs, long_poll, config, ["sleepy"], ControllerSettings(receive_wait_s=1))
+    return Controller(
+        store, aws.sqs, long_poll, config, ["sleepy"], ControllerSettings(receive_wait_s=1, prefetch_per_lambda=None)
+    )
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's end is the point

@@ -16,7 +16,7 @@ from atf_core.lifecycle import Transition
 from atf_core.queues import TaskMessage
 from atf_core.schema import Task, TaskStatus
 from atf_core.store.base import Change, Outcome, TaskRef
-from atf_sdk.worker.buffers import Received, WorkBuffer
+from atf_sdk.worker.buffers import BATCH, Received, WorkBuffer
 from atf_sdk.worker.deletes import DeleteBatcher
 from atf_sdk.worker.heartbeat import Heartbeats
 from tests.builders import NOW, a_task
@@ -368,3 +368,38 @@ def test_the_queue_budget_counts_sends_between_reads(clock: list[float]) -> None
     budget.spent(("l", "p"), 50)
     clock[0] = 2.3  # full: read again sooner than the refresh period
     assert budget.available(("l", "p")) == 180
+
+
+def _waiting_takers(buffer: WorkBuffer, count: int) -> list[threading.Thread]:
+    """Executor threads waiting for work in the buffer (each gives up after a second)."""
+    takers = [threading.Thread(target=buffer.take, args=(1.0,)) for _ in range(count)]
+    for taker in takers:
+        taker.start()
+    deadline = time.monotonic() + 2
+    while buffer._waiting < count and time.monotonic() < deadline:  # the count a receive is bounded by
+        time.sleep(0.005)
+    return takers
+
+
+def test_with_no_prefetch_a_receive_asks_only_for_the_threads_waiting_for_work() -> None:
+    # Given a buffer of a host whose executor threads are all busy (none waits for work)
+    buffer = WorkBuffer(capacity=20, ranks=2, prefetch=0)
+    # Then its receives ask for nothing: the queue's messages are left to hosts with idle threads
+    assert buffer.batch(0) == buffer.batch(1) == 0
+    # When two threads wait for work, it asks for two; less what it holds already, of that priority or above
+    takers = _waiting_takers(buffer, 2)
+    assert buffer.batch(0) == 2
+    buffer.put_many(0, received("early", due_ms=int((time.time() + 0.5) * 1000)), more=False)
+    assert buffer.batch(0) == buffer.batch(1) == 1, "an early message is for a waiting thread too"
+    for taker in takers:
+        taker.join()
+    assert buffer.batch(1) == 0
+
+
+def test_a_prefetch_asks_for_that_many_beyond_the_waiting_threads_and_none_is_unbounded() -> None:
+    assert WorkBuffer(capacity=20, prefetch=3).batch(0) == 3
+    assert WorkBuffer(capacity=20).batch(0) == BATCH
+    takers = _waiting_takers(buffer := WorkBuffer(capacity=20, prefetch=3), 2)
+    assert buffer.batch(0) == 5
+    for taker in takers:
+        taker.join()

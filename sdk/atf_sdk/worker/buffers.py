@@ -71,8 +71,13 @@ class Received:
 
 
 class WorkBuffer:
-    def __init__(self, capacity: int, ranks: int = 1, parts: int = 1) -> None:
+    def __init__(self, capacity: int, ranks: int = 1, parts: int = 1, prefetch: int | None = None) -> None:
         self._capacity = capacity
+        # With `prefetch`, a receive asks for no more than the executor threads waiting for work (in take) and
+        # `prefetch` beyond them, less what is buffered: a busy host leaves the queue's messages to idle hosts
+        # rather than holding them behind its running tasks. None: up to the capacity, whoever waits.
+        self._prefetch = prefetch
+        self._waiting = 0
         self._due: list[tuple[int, int, int, int, Buffered]] = []  # heap by (rank, turn, due, seq)
         self._next_turn: dict[tuple[int, Flow], int] = {}  # a flow's next turn in its priority
         self._served = [0] * ranks  # the turn last handed out, per priority
@@ -99,7 +104,7 @@ class WorkBuffer:
         with self._cond:
             if self._deferred(rank) or not self._fits(rank):
                 return 0
-            return min(BATCH, self._room(rank))
+            return min(BATCH, self._room(rank), self._wanted(rank))
 
     def expects_more(self, rank: int, part: int = 0) -> bool:
         """Whether this priority's queue may still hold messages: its next receive need not wait for any."""
@@ -137,15 +142,19 @@ class WorkBuffer:
         """The highest-priority due message, waiting up to timeout_s for one."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while True:
-                self._release_due()
-                # The best due message is of the highest priority here: if it must wait, so must the rest.
-                if self._due and not self._deferred(self._due[0][0]):
-                    return self._pop_turn()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(min(left, self._until_next_due()))
+            self._waiting += 1
+            try:
+                while True:
+                    self._release_due()
+                    # The best due message is of the highest priority here: if it must wait, so must the rest.
+                    if self._due and not self._deferred(self._due[0][0]):
+                        return self._pop_turn()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(min(left, self._until_next_due()))
+            finally:
+                self._waiting -= 1
 
     def drain(self) -> list[Buffered]:
         with self._cond:
@@ -168,6 +177,14 @@ class WorkBuffer:
         counted = [item for item in self._items() if item.rank <= rank]
         due = _due_now(counted)
         return max(0, min(self._capacity - len(due), 2 * self._capacity - len(counted)))
+
+    def _wanted(self, rank: int) -> int:
+        """How many more messages of this priority the threads waiting here (and the prefetch) would take: what
+        is buffered of it and the higher ones, due or early, goes to them first."""
+        if self._prefetch is None:
+            return BATCH
+        counted = sum(1 for item in self._items() if item.rank <= rank)
+        return max(0, self._waiting + self._prefetch - counted)
 
     def _fits(self, rank: int) -> bool:
         """Ask only when a full batch fits (or nothing of this priority or above is here): fewer, fuller receives."""

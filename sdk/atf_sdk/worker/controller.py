@@ -83,6 +83,11 @@ NO_LIMITS: Any = _NoLimits()
 @dataclass(frozen=True)
 class ControllerSettings:
     buffer_per_lambda: int = 20
+    # Messages a lambda's receives bring in beyond its executor threads waiting for work: 0 takes only what
+    # idle threads will start at once, so a host whose threads are all busy (with long tasks) receives nothing
+    # and leaves the queue to idle hosts; more saves the receive's round trip for short tasks, and holds that
+    # many behind running ones. None: up to buffer_per_lambda, whoever waits (a test's receive by hand).
+    prefetch_per_lambda: int | None = 0
     receive_wait_s: int = 10
     gate_refresh_s: float = 2.0
     # While a lambda of this host is paused its receivers wait on the gates alone: they are read this often
@@ -122,6 +127,7 @@ class Controller:
                 self._settings.buffer_per_lambda,
                 ranks=len(config.lambdas[name].priorities),
                 parts=config.queue_parts_of(name),
+                prefetch=self._settings.prefetch_per_lambda,
             )
             for name in lambda_names
         }
