@@ -215,7 +215,8 @@ def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_a
     stranger = console_stack.client.schedule("work", {}, delay_seconds=600).id
     ticked = {f"tick.{ids[0]}": "1", f"tick.{stranger}": "1"}
     refused = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"}, status=404)
-    assert f"not_found: {stranger} is not a dead letter: it is new" in html.unescape(refused), refused[-3000:]
+    assert f"not_found: {stranger} is not a dead letter: it is new (ids[1])" in html.unescape(refused), refused[-3000:]
+    assert f'name="tick.{ids[0]}" value="1" form="redrive" aria-label="tick {ids[0]}" checked>' in refused, "kept"
     assert all(t.status is TaskStatus.DEAD_LETTER for t in console_stack.store.get_many(ids))
     # Then two ticked are redriven: they run again and fail again (their payload's fatal), a second error each;
     # the third was not, and keeps its one error

@@ -136,6 +136,8 @@ def test_one_waiting_task_is_changed_from_its_page(console_stack: ConsoleStack, 
     page.click("#change button")
     assert "payload: not JSON" in message(page)
     assert "payload: not JSON" in post(console_stack, f"/tasks/{task_id}/change", {"payload": "{x"}, status=400)
+    twice = post(console_stack, f"/tasks/{task_id}/change", {"payload": '{"a": {"n": 1, "n": 2}}'}, status=400)
+    assert "malformed_json: payload: not JSON (&#x27;n&#x27; is given twice in one object) (payload.a.n)" in twice
     assert _task(console_stack, task_id).payload == {}
 
     # A new priority, payload and run time: the task runs with them

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 from atf_core.config import StackConfig
 from atf_core.deadletters import BulkResult, DeadLetter, DeadLetterFilter
 from atf_core.schema import Gate, Task, gate_scope
-from atf_core.vocabulary import MAX_DEAD_LETTER_ACTION
+from atf_core.vocabulary import MAX_CHOSEN_DEAD_LETTERS, MAX_DEAD_LETTER_ACTION
 from atf_local.console.data import Bucket, KeyRow
 from atf_sdk.snapshot import QueueRow, Snapshot
 
@@ -233,8 +233,8 @@ def dead_letters_page(
     if chosen is None:
         return filters
     rows = [
-        [_tick(d), f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>', cell(d.collection),
-         cell(d.priority), cell(d.error_type or "-"), cell(when(d.died_at))]
+        [_tick(d, f"{TICKED}{d.id}" in form), f'<td><a href="/tasks/{quote(d.id)}">{escape(d.id)}</a></td>',
+         cell(d.collection), cell(d.priority), cell(d.error_type or "-"), cell(when(d.died_at))]
         for d in letters
     ]  # fmt: skip
     headers = ["", "task", "collection", "priority", "error", "died"]
@@ -252,12 +252,12 @@ def dead_letters_page(
     return f"{filters}<section>{listing}{as_of}<p>{_redrive_form(chosen, letters, after)}</p>{carry_on}</section>"
 
 
-def _tick(dead: DeadLetter) -> str:
+def _tick(dead: DeadLetter, ticked: bool) -> str:
     """A row's box, of the redrive form (which sits below the table): ticked, its letter is one of those the
-    form's "Redrive the ticked" takes."""
+    form's "Redrive the ticked" takes. A page shown again after a refusal keeps the boxes as they were."""
     task_id = escape(dead.id)
     box = f'type="checkbox" name="{TICKED}{task_id}" value="1" form="redrive" aria-label="tick {task_id}"'
-    return f"<td><input {box}></td>"
+    return f"<td><input {box}{' checked' if ticked else ''}></td>"
 
 
 def _dead_letter_filter(config: StackConfig, form: Mapping[str, str]) -> str:
@@ -298,7 +298,8 @@ def _redrive_form(chosen: DeadLetterFilter, letters: list[DeadLetter], after: st
         'at most <input name="per_second" size="4" placeholder="all" aria-label="per second"> a second '
         '<label><input type="checkbox" name="dry_run" value="1"> dry run</label> '
         f'<button type="submit" class="resume">Redrive these {len(letters)}</button> '
-        f'<button type="submit" name="which" value="ticked">Redrive the ticked</button></form>'
+        f'<button type="submit" name="which" value="ticked">Redrive the ticked (at most {MAX_CHOSEN_DEAD_LETTERS})'
+        "</button></form>"
     )
 
 

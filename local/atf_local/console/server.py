@@ -222,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         """A page with its message, or the refusal's code and reason, answering the status the API answers for
         that refusal (400 for input, 404, 409 for a conflict): a script that posts a form learns it from the
         status."""
-        said, error = (f"{refused.code}: {refused}", True) if refused is not None else (message, False)
+        said, error = (_refusal(refused), True) if refused is not None else (message, False)
         html = self._page(title, body, said, error)
         if refresh_s is not None:
             html = html.replace("<head>", f'<head><meta http-equiv="refresh" content="{refresh_s}">', 1)
@@ -248,6 +248,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _refusal(refused: AtfError) -> str:
+    """A refusal as the CLI says it: its code and reason, and the field where the reason does not name it."""
+    field = f" ({refused.field})" if refused.field and refused.field not in str(refused) else ""
+    return f"{refused.code}: {refused}{field}"
 
 
 def _form(text: str) -> Form:

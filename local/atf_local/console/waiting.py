@@ -29,8 +29,8 @@ from atf_core.api import (
 from atf_core.bulk import WAITING, BulkChange
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
-from atf_core.errors import InputError, input_error
-from atf_core.schema import Task
+from atf_core.errors import InputError, MalformedJson, field_path, input_error
+from atf_core.schema import NameGivenTwice, Task, decode_json
 from atf_core.vocabulary import MAX_BULK
 from atf_local.console.pages import TICKED, cell, hidden_fields, table, when
 
@@ -103,7 +103,9 @@ def amendment_request(form: Mapping[str, str]) -> TaskAmendmentRequest:
     given = dict(form)
     if given.get("payload", "").strip():
         try:
-            given["payload"] = json.loads(given["payload"])
+            given["payload"] = decode_json(given["payload"])  # as the API reads a body: a name given twice too
+        except NameGivenTwice as twice:
+            raise MalformedJson(f"payload: not JSON ({twice.msg})", field_path(("payload", *twice.loc))) from None
         except json.JSONDecodeError as error:
             raise InputError(f"payload: not JSON ({error.msg})", "payload") from None
     return _parsed(TaskAmendmentRequest, given, ("run_at", "delay_seconds", "priority", "payload"))
