@@ -389,11 +389,28 @@ def test_with_no_prefetch_a_receive_asks_only_for_the_threads_waiting_for_work()
     # When two threads wait for work, it asks for two; less what it holds already, of that priority or above
     takers = _waiting_takers(buffer, 2)
     assert buffer.batch(0) == 2
-    buffer.put_many(0, received("early", due_ms=int((time.time() + 0.5) * 1000)), more=False)
-    assert buffer.batch(0) == buffer.batch(1) == 1, "an early message is for a waiting thread too"
-    for taker in takers:
+    buffer.put_many(0, received("early", due_ms=int((time.time() + 5) * 1000)), more=False)
+    assert buffer.batch(0) == 2, "an early message waits for its time: it keeps no due one out"
+    buffer.put_many(0, received("due"), more=False)
+    for taker in takers:  # one takes "due", the other gives up after its second
         taker.join()
-    assert buffer.batch(1) == 0
+    assert buffer.batch(0) == buffer.batch(1) == 0, "no thread waits: the early one is held for its time"
+
+
+def test_a_due_message_no_thread_came_for_is_handed_back_for_another_host() -> None:
+    # Given a message received while a thread waited, due once the host's only thread is busy
+    buffer = WorkBuffer(capacity=20, prefetch=0)
+    buffer.put_many(0, received("stuck"), more=False)
+    assert buffer.stranded(0.2) == [], "not yet: it may be taken"
+    time.sleep(0.25)
+    # Then it is taken out for SQS; and not while a thread waits for work
+    waiting = WorkBuffer(capacity=20, prefetch=0)
+    waiting.put_many(0, received("taken"), more=False)
+    time.sleep(0.25)
+    waiting._waiting = 1  # a thread about to take it
+    assert waiting.stranded(0.2) == []
+    assert [item.message.task_id for item in buffer.stranded(0.2)] == ["stuck"]
+    assert buffer.take(0.01) is None and WorkBuffer(capacity=20).stranded(0) == []
 
 
 def test_a_prefetch_asks_for_that_many_beyond_the_waiting_threads_and_none_is_unbounded() -> None:
@@ -403,3 +420,19 @@ def test_a_prefetch_asks_for_that_many_beyond_the_waiting_threads_and_none_is_un
     assert buffer.batch(0) == 5
     for taker in takers:
         taker.join()
+
+
+def test_a_message_a_limit_put_back_keeps_no_other_out() -> None:
+    # Given one thread waiting for work, and a message its key's limit put back (to be offered again shortly)
+    buffer = WorkBuffer(capacity=20, prefetch=0)
+    buffer.put_many(0, received("held"), more=False)
+    item = buffer.take(0.01)
+    assert item is not None
+    buffer.hold(item, 0.0)
+    buffer._waiting = 1  # the thread, about to take it again (and be refused again while the key is busy)
+    # Then a receive still asks for a message for that thread
+    assert buffer.batch(0) == 1
+    # And the held one is not handed to another host, whose thread the same limit would refuse
+    buffer._waiting = 0
+    time.sleep(0.25)
+    assert buffer.stranded(0.2) == []

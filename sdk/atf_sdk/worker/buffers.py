@@ -59,6 +59,7 @@ class Buffered:
     queue_url: str = field(compare=False)
     receipt: str = field(compare=False)
     received_at: float = field(default_factory=time.monotonic, compare=False)  # monotonic, on this host
+    offered: bool = field(default=False, compare=False)  # taken once and put back (a limit said not yet)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class WorkBuffer:
     def hold(self, item: Buffered, seconds: float) -> None:
         """Put a message back to be served again in `seconds` (a limit said not yet)."""
         item.due_ms = int((time.time() + seconds) * 1000)
+        item.offered = True
         with self._cond:
             self._push(item)
 
@@ -155,6 +157,28 @@ class WorkBuffer:
                     self._cond.wait(min(left, self._until_next_due()))
             finally:
                 self._waiting -= 1
+
+    def stranded(self, after_s: float) -> list[Buffered]:
+        """The due messages that have waited here `after_s` (since they came in and since they came due) while
+        no thread waits for work, taken out for the caller to hand back to SQS: an early message received while
+        a thread was idle may come due once every thread is busy, and another host may have one free."""
+        with self._cond:
+            if self._waiting or self._prefetch is None:
+                return []
+            self._release_due()
+            now, now_ms = time.monotonic(), int(time.time() * 1000)
+            out = [
+                entry[-1]
+                for entry in self._due
+                if not entry[-1].offered  # waits on a limit: another host would meet the same
+                and now - entry[-1].received_at >= after_s
+                and now_ms - entry[-1].due_ms >= after_s * 1000
+            ]
+            if out:
+                gone = {id(item) for item in out}
+                self._due = [entry for entry in self._due if id(entry[-1]) not in gone]
+                heapq.heapify(self._due)
+            return out
 
     def drain(self) -> list[Buffered]:
         with self._cond:
@@ -180,11 +204,15 @@ class WorkBuffer:
 
     def _wanted(self, rank: int) -> int:
         """How many more messages of this priority the threads waiting here (and the prefetch) would take: what
-        is buffered of it and the higher ones, due or early, goes to them first."""
+        is buffered due of it and the higher ones goes to them first. Early messages (the consumer's lookahead)
+        are not counted: held until due, they keep starts on time (counted, they kept due ones in SQS until
+        they fell due), and a host whose threads are all busy receives none, as nothing waits here."""
         if self._prefetch is None:
             return BATCH
-        counted = sum(1 for item in self._items() if item.rank <= rank)
-        return max(0, self._waiting + self._prefetch - counted)
+        # A message a limit put back is not counted either: it waits on the limit, not for a thread, and counted
+        # it would keep the lambda's other tasks in SQS (_defer sends a backlog of them back to the index)
+        due = [item for item in _due_now(self._items()) if item.rank <= rank and not item.offered]
+        return max(0, self._waiting + self._prefetch - len(due))  # stranded() hands back what no thread came for
 
     def _fits(self, rank: int) -> bool:
         """Ask only when a full batch fits (or nothing of this priority or above is here): fewer, fuller receives."""

@@ -58,6 +58,10 @@ DRAIN_POLL_S = 0.1  # how often a drain's waits look whether a second stop signa
 # Besides its receive, a turn of a receive loop may read the gates and hand messages back: calls bounded by
 # their clients' timeouts, given this much together before a receiver counts as stuck.
 TURN_SLACK_S = 60.0
+# A due message a host holds while every thread of its lambda is busy goes back to SQS after this long, for a
+# host with a free one (it came early, received while a thread was idle): a start up to this much later, not
+# after the running task.
+STRANDED_S = 0.5
 ACCEPT_RETRY_S = 0.5
 
 
@@ -172,6 +176,7 @@ class Controller:
             self._turns[receiver] = time.monotonic()
             try:
                 if not self._receive_once(lambda_name, priority, rank, part):
+                    self._release(buffer.stranded(STRANDED_S))
                     time.sleep(0.05)
                 failures = 0
             except Exception:
