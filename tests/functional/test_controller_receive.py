@@ -3,6 +3,7 @@ that come due or back to its buffer as the host drains (in-process moto, one con
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,6 +16,8 @@ from atf_core.queues import TaskMessage
 from atf_core.schema import ScheduleRequest, Task, TaskStatus, to_ms, utcnow
 from atf_core.store.tasks import DynamoTaskStore
 from atf_core.tasks import Scheduling
+from atf_sdk.worker.buffers import Received
+from atf_sdk.worker.controller import STRANDED_S, ControllerSettings
 from tests.conftest import work_controller
 
 
@@ -105,3 +108,27 @@ def test_a_message_that_comes_due_as_the_host_drains_is_handed_back_not_claimed(
     assert store.get(task.id).status is TaskStatus.NEW  # type: ignore[union-attr]
     reply = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
     assert [TaskMessage.decode(m["Body"]).task_id for m in reply.get("Messages", [])] == [task.id]
+
+
+def test_a_due_message_no_thread_comes_for_goes_back_to_sqs_for_another_host(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a host (receiving only for threads waiting for work) that holds a due task's message while none waits:
+    # it came early, received while a thread was idle, and every thread is busy now
+    controller, store, _ = work_controller(aws, config, drained, ControllerSettings(gate_refresh_s=0), limits=False)
+    url, task = controller.queue_url("work", "normal"), scheduled(store, config)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=message_of(task).encode())
+    ready_to_receive(controller)
+    [raw] = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=300)["Messages"]
+    buffer = controller._buffers["work"]
+    buffer.put_many(1, [Received(TaskMessage.decode(raw["Body"]), url, raw["ReceiptHandle"])], more=False)
+    # When its receive loop runs a while with no thread waiting
+    loop = threading.Thread(target=controller._receive_loop, args=("work", "normal", 1), daemon=True)
+    loop.start()
+    time.sleep(STRANDED_S + 0.5)
+    controller._draining.set()
+    loop.join(5)
+    # Then the message is visible in SQS again, for a host with a free thread, and this one holds nothing
+    again = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
+    assert [TaskMessage.decode(m["Body"]).task_id for m in again] == [task.id]
+    assert buffer.take(0.01) is None
