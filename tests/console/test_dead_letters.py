@@ -212,6 +212,8 @@ def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_a
     # When none is ticked, the ticked redrive is refused naming ids; when one no dead letter is ticked, too
     refused = post(console_stack, "/dead-letters/redrive", listing | {"which": "ticked"}, status=400)
     assert "invalid_input: tick the dead letters" in refused and listed(refused) == listed(page)
+    refused = post(console_stack, "/dead-letters/redrive", listing | {"which": "all"}, status=400)
+    assert "invalid_input: which: &#x27;all&#x27; is neither listed nor ticked" in refused, refused[-3000:]
     stranger = console_stack.client.schedule("work", {}, delay_seconds=600).id
     ticked = {f"tick.{ids[0]}": "1", f"tick.{stranger}": "1"}
     refused = post(console_stack, "/dead-letters/redrive", listing | ticked | {"which": "ticked"}, status=404)

@@ -33,7 +33,7 @@ from atf_core.api import BulkRescheduleRequest, GateRequest
 from atf_core.aws import make_clients
 from atf_core.config import StackConfig
 from atf_core.deadletters import DeadLetterFilter
-from atf_core.errors import AtfError, from_validation
+from atf_core.errors import AtfError, InputError, from_validation
 from atf_core.schema import gate_scope, utcnow
 from atf_local.background import BackgroundServer, LocalHTTPServer
 from atf_local.console import pages, waiting
@@ -179,7 +179,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             options = waiting.redrive_options(form)
-            if form.get("which") == "ticked":  # those letters alone: the listing's place (after) is not theirs
+            which = form.get("which") or "listed"  # the button pressed: the letters listed, or those ticked
+            if which not in ("listed", "ticked"):
+                raise InputError(f"which: {which!r} is neither listed nor ticked", "which")
+            if which == "ticked":  # those letters alone: the listing's place (after) is not theirs
                 ticked = waiting.ticked_dead_letters(self.server.config, form)
                 result = self.server.data.redrive(ticked, options.dry_run, options.per_second)
             else:
