@@ -132,3 +132,41 @@ def test_a_due_message_no_thread_comes_for_goes_back_to_sqs_for_another_host(
     again = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
     assert [TaskMessage.decode(m["Body"]).task_id for m in again] == [task.id]
     assert buffer.take(0.01) is None
+
+
+def test_a_draining_host_hands_back_what_it_holds_before_its_polls_in_flight_end(
+    aws: Any, config: StackConfig, drained: list[Any]
+) -> None:
+    # Given a host with a prefetch, long-polling its queue (5 s), holding a due task's message no thread took
+    settings = ControllerSettings(gate_refresh_s=0, receive_wait_s=5, prefetch_per_lambda=5)
+    controller, store, _ = work_controller(aws, config, drained, settings, limits=False)
+    url, task = controller.queue_url("work", "normal"), scheduled(store, config)
+    aws.sqs.send_message(QueueUrl=url, MessageBody=message_of(task).encode())
+    ready_to_receive(controller)
+    [raw] = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=300)["Messages"]
+    controller._buffers["work"].put_many(
+        1, [Received(TaskMessage.decode(raw["Body"]), url, raw["ReceiptHandle"])], more=False
+    )
+
+    class LongPoll:  # in-process moto answers at once: a poll that runs its time, finding nothing
+        meta = controller._long_poll.meta
+
+        def receive_message(self, **_: Any) -> dict[str, Any]:
+            time.sleep(4)
+            return {"Messages": []}
+
+    controller._long_poll = LongPoll()  # type: ignore[assignment]
+    loop = threading.Thread(target=controller._receive_loop, args=("work", "normal", 1), daemon=True)
+    controller._receivers["work/normal"] = loop  # the drain waits for it, as for a receiver the host started
+    loop.start()
+    time.sleep(0.3)  # its long poll is in flight
+    # When it drains (SIGTERM), then the message is visible again well before that poll ends
+    started = time.monotonic()
+    draining = threading.Thread(target=controller.drain, daemon=True)
+    draining.start()
+    again: list[Any] = []
+    while not again and time.monotonic() - started < 3:
+        again = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
+    assert [TaskMessage.decode(m["Body"]).task_id for m in again] == [task.id]
+    assert time.monotonic() - started < 3 and draining.is_alive(), "handed back while the poll was in flight"
+    draining.join(10)

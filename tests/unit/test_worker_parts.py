@@ -436,3 +436,10 @@ def test_a_message_a_limit_put_back_keeps_no_other_out() -> None:
     buffer._waiting = 0
     time.sleep(0.25)
     assert buffer.stranded(0.2) == []
+
+
+def test_a_host_given_a_prefetch_keeps_what_it_holds() -> None:
+    buffer = WorkBuffer(capacity=20, prefetch=2)
+    buffer.put_many(0, received("kept"), more=False)
+    time.sleep(0.25)
+    assert buffer.stranded(0.2) == []

@@ -161,9 +161,10 @@ class WorkBuffer:
     def stranded(self, after_s: float) -> list[Buffered]:
         """The due messages that have waited here `after_s` (since they came in and since they came due) while
         no thread waits for work, taken out for the caller to hand back to SQS: an early message received while
-        a thread was idle may come due once every thread is busy, and another host may have one free."""
+        a thread was idle may come due once every thread is busy, and another host may have one free. Only
+        without a prefetch: a host given one keeps that many behind its running tasks, as it was told."""
         with self._cond:
-            if self._waiting or self._prefetch is None:
+            if self._waiting or self._prefetch != 0:
                 return []
             self._release_due()
             now, now_ms = time.monotonic(), int(time.time() * 1000)

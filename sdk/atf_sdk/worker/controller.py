@@ -177,7 +177,7 @@ class Controller:
             try:
                 if not self._receive_once(lambda_name, priority, rank, part):
                     self._release(buffer.stranded(STRANDED_S))
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # threads that come to wait for work meanwhile are asked for in one receive
                 failures = 0
             except Exception:
                 failures += 1
@@ -437,6 +437,8 @@ class Controller:
         message one of them brings back after is visible again at its timeout), and hand every message this
         host holds back to SQS at once."""
         self._draining.set()
+        for buffer in self._buffers.values():  # what it holds goes back at once, for hosts that are not stopping
+            self._release(buffer.drain())
         deadline = time.monotonic() + self._settings.receive_wait_s + RECEIVE_GRACE_S
         for thread in self._receivers.values():
             while thread.is_alive() and time.monotonic() < deadline and not (cut_short and cut_short.is_set()):
