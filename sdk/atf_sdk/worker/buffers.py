@@ -27,6 +27,11 @@ keeps no order; with one capacity for both, a buffer filled with tasks due
 later kept the ones due now waiting in SQS (in the start-lag benchmark, the
 slowest 5% of starts were received 350 ms after they were due).
 
+A host receives for the executor threads waiting for work, not up to its capacity (the controller's
+prefetch, 0 by default, adds that many): one whose threads are all busy receives nothing and leaves the
+queue to idle hosts, and a due message that no thread comes for within half a second (one that came early,
+received while a thread was idle) goes back to SQS for them (stranded).
+
 Within a priority, due messages are handed out in turns between flows (a
 collection and a flow key, as the consumer takes turns between them): a key's
 backlog received in one go does not run before another key's task that came
@@ -75,8 +80,9 @@ class WorkBuffer:
     def __init__(self, capacity: int, ranks: int = 1, parts: int = 1, prefetch: int | None = None) -> None:
         self._capacity = capacity
         # With `prefetch`, a receive asks for no more than the executor threads waiting for work (in take) and
-        # `prefetch` beyond them, less what is buffered: a busy host leaves the queue's messages to idle hosts
-        # rather than holding them behind its running tasks. None: up to the capacity, whoever waits.
+        # `prefetch` beyond them, less the due messages buffered (_wanted): a busy host leaves the queue's
+        # messages to idle hosts rather than holding them behind its running tasks. None: up to the capacity,
+        # whoever waits.
         self._prefetch = prefetch
         self._waiting = 0
         self._due: list[tuple[int, int, int, int, Buffered]] = []  # heap by (rank, turn, due, seq)
