@@ -19,7 +19,7 @@ import pytest
 from atf_core import lifecycle
 from atf_core.config import Limits, StackConfig
 from atf_core.limits import Grant, Limiter
-from atf_core.schema import LOST_EXECUTION, Task, TaskError, TaskStatus, utcnow
+from atf_core.schema import LOST_EXECUTION, Task, TaskError, TaskStatus, from_ms, to_ms, utcnow
 from atf_core.store.base import Change, TaskRef
 from atf_core.store.counters import Counters
 from atf_core.store.tasks import DynamoTaskStore
@@ -114,7 +114,7 @@ def test_an_executor_that_dies_holding_a_task_has_its_attempt_recorded_as_lost_a
     assert lost.message == (
         f"attempt 1 was lost: its executor {EXECUTOR} ended while running it, as its host saw its connection close"
     )
-    assert lost.at >= before
+    assert lost.at >= from_ms(to_ms(before)), "stored to the millisecond: in the same one as `before` too"
     # And it runs again after its backoff, not its lease
     assert after.next_at is not None
     assert (after.next_at - lost.at).total_seconds() <= limited.timeouts.backoff_base  # the first retry's ceiling
