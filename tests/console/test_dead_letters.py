@@ -16,13 +16,19 @@ from tests.console.conftest import ConsoleStack
 from tests.console.http import get, post
 
 
+def dead_letters(console_stack: ConsoleStack, collection: str, count: int) -> list[str]:
+    """`count` tasks of `work` in `collection` that fail for good (their payload's fatal), once dead letters."""
+    schedule = console_stack.client.schedule
+    ids = [schedule("work", {"fatal": "bad input"}, collection=collection).id for _ in range(count)]
+    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    return ids
+
+
 @pytest.fixture(scope="module")
 def dead_work(console_stack: ConsoleStack) -> list[str]:
     """Dead letters of the stack's first lambda, the one a page that named no lambda would show."""
     assert next(iter(console_stack.config.lambdas)) == "work"
-    ids = [console_stack.client.schedule("work", {"fatal": "bad input"}, collection="filtered").id for _ in range(2)]
-    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
-    return ids
+    return dead_letters(console_stack, "filtered", 2)
 
 
 def test_an_unknown_lambda_is_refused_not_swapped_for_the_first(
@@ -183,8 +189,7 @@ def test_go_on_after_a_redrive_takes_the_letters_dead_when_listed_not_those_that
     console_stack: ConsoleStack,
 ) -> None:
     # Given two dead letters of their own collection, listed one at a time
-    ids = [console_stack.client.schedule("work", {"fatal": "again"}, collection="died-again").id for _ in range(2)]
-    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    ids = dead_letters(console_stack, "died-again", 2)
     listing = get(console_stack, "/dead-letters?lambda=work&collection=died-again&limit=1")
     [first] = listed(listing)
     # When the page's redrive takes the one listed, and it fails for good again, dying after the listing
@@ -204,8 +209,7 @@ def test_ticked_letters_are_redriven_alone_and_one_no_longer_dead_refuses_them_a
     console_stack: ConsoleStack,
 ) -> None:
     # Given three dead letters of a collection, listed on the page
-    ids = [console_stack.client.schedule("work", {"fatal": "bad input"}, collection="ticked").id for _ in range(3)]
-    console_stack.wait_for(ids, lambda t: t.status is TaskStatus.DEAD_LETTER)
+    ids = dead_letters(console_stack, "ticked", 3)
     page = get(console_stack, "/dead-letters?lambda=work&collection=ticked")
     assert all(f'name="tick.{i}"' in page for i in ids), page[-3000:]
     listing = form_fields(page, "redrive")
