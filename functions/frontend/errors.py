@@ -230,7 +230,7 @@ class _Handlers:
 def _malformed(error: ValueError) -> MalformedJson:
     """A body that is no JSON; where an object gives a name twice, naming its place (tasks[0].lambda)."""
     if isinstance(error, NameGivenTwice):
-        return MalformedJson(f"the body is not valid JSON: {error.msg}", core_field_path(error.loc))
+        return MalformedJson.given_twice(error, "the body")
     return MalformedJson(f"the body is not valid JSON: {error}")
 
 

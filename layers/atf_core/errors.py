@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atf_core.schema import not_as_expected
+from atf_core.schema import NameGivenTwice, not_as_expected
 
 
 class AtfError(Exception):
@@ -62,6 +62,11 @@ class FlowKeyBusy(Conflict):
 
 class MalformedJson(InputError):
     code = "malformed_json"
+
+    @classmethod
+    def given_twice(cls, twice: NameGivenTwice, what: str, within: Sequence[str | int] = ()) -> MalformedJson:
+        """`what` (the body, a line, a form's payload) gives a name twice: named by its place, inside `within`."""
+        return cls(f"{what} is not valid JSON: {twice.msg}", field_path((*within, *twice.loc)))
 
 
 class MissingField(InputError):

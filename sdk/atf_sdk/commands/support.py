@@ -227,13 +227,13 @@ def json_object(text: str) -> dict[str, Any]:
 def given_once(line: str, within: str) -> None:
     """MalformedJson naming the place within `within` where an object of the line gives a name twice, as the
     API refuses it (pydantic's reader, which checks the rest as the API does, keeps the last silently)."""
-    from atf_core.errors import MalformedJson, field_path
+    from atf_core.errors import MalformedJson
     from atf_core.schema import NameGivenTwice, decode_json
 
     try:
         decode_json(line)
     except NameGivenTwice as twice:
-        raise MalformedJson(f"the line is not valid JSON: {twice.msg}", field_path((within, *twice.loc))) from None
+        raise MalformedJson.given_twice(twice, "the line", (within,)) from None
     except ValueError:
         return  # not JSON: the model's reader says what is wrong
 
